@@ -1,0 +1,5 @@
+"""``python -m envbuilder``."""
+
+from envbuilder.cli import main
+
+main()

@@ -1,0 +1,42 @@
+"""The ``envbuilder`` command line: one module per command."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from envbuilder import __version__
+from envbuilder.cli import _serve
+
+app = typer.Typer(
+    name="envbuilder",
+    help="Declare LLM-agent environments in YAML and serve them over ORS.",
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,  # locals may hold secrets
+    add_completion=False,
+)
+app.command("serve")(_serve.serve)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"envbuilder {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit."),
+    ] = False,
+) -> None:
+    """Declare LLM-agent environments in YAML and serve them over ORS."""
+
+
+def main() -> None:
+    app()
+
+
+__all__ = ["app", "main"]

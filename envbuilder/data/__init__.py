@@ -1,0 +1,17 @@
+"""Lazy datasets: source plugins (Parquet, …) and the splits an environment serves."""
+
+from envbuilder.data._base import Row, Source, SourceConfig, Table, sources
+from envbuilder.data._convert import to_json
+from envbuilder.data._splits import SplitView, Task, TaskShaper
+
+__all__ = [
+    "Row",
+    "Source",
+    "SourceConfig",
+    "SplitView",
+    "Table",
+    "Task",
+    "TaskShaper",
+    "sources",
+    "to_json",
+]

@@ -1,0 +1,62 @@
+"""What every dataset source provides: named source splits as lazy, index-addressable tables."""
+
+from __future__ import annotations
+
+import abc
+from pathlib import Path
+from typing import Any, ClassVar
+
+from envbuilder.plugins import ConfigModel, Plugin, Registry
+
+Row = dict[str, Any]
+
+
+class SourceConfig(ConfigModel):
+    """Base of a `dataset:` block; `type:` picks the source."""
+
+    type: str
+
+
+class Table(abc.ABC):
+    """A lazy sequence of rows: its length and columns come from metadata, rows on demand."""
+
+    @property
+    @abc.abstractmethod
+    def columns(self) -> list[str]:
+        """The column names, known without reading any row."""
+
+    @abc.abstractmethod
+    def __len__(self) -> int: ...
+
+    @abc.abstractmethod
+    def rows(self, start: int, stop: int) -> list[Row]:
+        """Rows ``start`` (inclusive) to ``stop`` (exclusive), 0 <= start <= stop <= len."""
+
+    def row(self, index: int) -> Row:
+        """Row ``index`` (0 <= index < len)."""
+        return self.rows(index, index + 1)[0]
+
+
+class Source(Plugin, abc.ABC):
+    """A dataset source; registered in ``envbuilder.sources`` under its ``Config.type``."""
+
+    Config: ClassVar[type[SourceConfig]]
+
+    def __init__(self, config: Any, base_dir: Path):
+        self.config = config
+        self.base_dir = base_dir
+
+    @abc.abstractmethod
+    def split_names(self) -> list[str]:
+        """The source's split names (cheap: no rows are read)."""
+
+    @abc.abstractmethod
+    def open(self, split: str) -> Table:
+        """The lazy table of ``split``; raises DataError when it cannot be opened."""
+
+    def describe(self) -> dict[str, Any]:
+        """Where the data comes from, for catalogs and messages."""
+        return {"type": self.type_name}
+
+
+sources: Registry[Source] = Registry("source", "envbuilder.sources")

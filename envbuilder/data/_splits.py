@@ -1,0 +1,93 @@
+"""The splits an environment serves: source tables mapped to ORS splits, rows made into tasks."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from envbuilder.data._base import Row, Table
+from envbuilder.data._convert import needs_conversion, to_json
+from envbuilder.errors import TaskNotFound
+
+Task = dict[str, Any]
+
+
+class TaskShaper:
+    """Turns a row into the task JSON: selected and renamed columns plus a stable ``id``."""
+
+    def __init__(
+        self,
+        split: str,
+        *,
+        id_column: str | None = None,
+        include: list[str] | None = None,
+        exclude: list[str] | None = None,
+        rename: dict[str, str] | None = None,
+        columns: list[str],
+    ):
+        self.split = split
+        keep = [c for c in (include if include is not None else columns) if c not in set(exclude or ())]
+        self.rename = {c: (rename or {}).get(c, c) for c in keep}
+        self.id_column = id_column if id_column is not None else ("id" if "id" in columns else None)
+        self.identity = all(k == v for k, v in self.rename.items()) and keep == columns
+
+    @property
+    def fields(self) -> list[str]:
+        """The keys of every task this shaper makes."""
+        names = list(self.rename.values())
+        return names if "id" in names else ["id", *names]
+
+    def __call__(self, row: Row, index: int) -> Task:
+        if needs_conversion(row):
+            row = to_json(row)
+        task: Task = {}
+        if self.id_column is not None:
+            task["id"] = row[self.id_column]
+        else:
+            task["id"] = f"{self.split}-{index}"
+        if self.identity:
+            for key, value in row.items():
+                if key != "id" or self.id_column == "id":
+                    task[key] = value
+            return task
+        for old, new in self.rename.items():
+            task[new] = row[old]
+        return task
+
+
+class SplitView:
+    """One ORS split: a typed, lazily read sequence of tasks."""
+
+    def __init__(self, name: str, type: str, table: Table, shaper: TaskShaper):
+        self.name = name
+        self.type = type
+        self.table = table
+        self.shaper = shaper
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    def task(self, index: int) -> Task:
+        """Task ``index``; negative indices count from the end. Raises TaskNotFound."""
+        n = len(self.table)
+        i = index + n if index < 0 else index
+        if not 0 <= i < n:
+            raise TaskNotFound(
+                f"index {index} is out of range for split {self.name!r} ({n} tasks)",
+                code="invalid_index",
+            )
+        return self.shaper(self.table.row(i), i)
+
+    def task_range(self, start: int | None, stop: int | None) -> list[Task]:
+        """Tasks ``start:stop`` with Python slice semantics (clamped, never an error)."""
+        n = len(self.table)
+        lo, hi, _ = slice(start, stop).indices(n)
+        if lo >= hi:
+            return []
+        return [self.shaper(row, lo + k) for k, row in enumerate(self.table.rows(lo, hi))]
+
+    def iter_batches(self, batch: int = 1024) -> Iterator[list[Task]]:
+        """Every task, in contiguous batches (for streaming a whole split)."""
+        n = len(self.table)
+        for lo in range(0, n, batch):
+            yield self.task_range(lo, min(n, lo + batch))

@@ -1,0 +1,161 @@
+"""The one exception tree of envbuilder, with stable error codes and source locations.
+
+Every error envbuilder raises on purpose derives from :class:`EnvbuilderError`::
+
+    EnvbuilderError              code, message, hint; str() is the user-facing text
+    ├── SpecError                a spec is invalid; .problems lists every problem at once
+    ├── DataError                a dataset cannot be opened or read
+    │   └── TaskNotFound         a split or index that the environment does not have
+    ├── TemplateError            a template fails to parse, escapes the sandbox, or fails to render
+    ├── GraderError              a grader is misconfigured or cannot run
+    └── RequestError             an HTTP request breaks the protocol; .status is its HTTP status
+
+Each boundary translates these exactly once: the CLI prints ``str(error)`` without a
+traceback (exit 1), the server answers ``{"detail": str(error)}`` with the error's status.
+Messages say what is wrong, where, the bad value, what was expected, and a hint.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "DataError",
+    "EnvbuilderError",
+    "GraderError",
+    "Problem",
+    "RequestError",
+    "SpecError",
+    "TaskNotFound",
+    "TemplateError",
+    "did_you_mean",
+    "format_loc",
+]
+
+
+def did_you_mean(value: str, choices: Iterable[str]) -> str | None:
+    """A "Did you mean …?" hint for an unknown name, or None when nothing is close."""
+    close = difflib.get_close_matches(value, list(choices), n=1, cutoff=0.6)
+    return f"Did you mean {close[0]!r}?" if close else None
+
+
+def format_loc(loc: Sequence[str | int]) -> str:
+    """Render a key path as YAML authors read it: ``graders[1].pattern``."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One located problem in a spec: the unit of ``envbuilder validate`` output."""
+
+    code: str
+    message: str
+    loc: tuple[str | int, ...] = ()
+    file: str | None = None
+    line: int | None = None
+    col: int | None = None
+    value: Any = field(default=None, compare=False)
+    has_value: bool = False
+    hint: str | None = None
+
+    def where(self) -> str:
+        """``file:line:col`` (as much of it as is known)."""
+        parts = [self.file or "<spec>"]
+        if self.line is not None:
+            parts.append(str(self.line))
+            if self.col is not None:
+                parts.append(str(self.col))
+        return ":".join(parts)
+
+    def __str__(self) -> str:
+        text = self.where()
+        key = format_loc(self.loc)
+        if key:
+            text += f" {key}"
+        text += f": {self.message}"
+        if self.has_value:
+            text += f" (got {_short(self.value)})"
+        if self.hint:
+            text += f". {self.hint}" if not self.hint.startswith("Did you") else f" {self.hint}"
+        return text
+
+
+class EnvbuilderError(Exception):
+    """Base of every deliberate envbuilder error."""
+
+    code = "envbuilder_error"
+
+    def __init__(self, message: str, *, hint: str | None = None, code: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        if code is not None:
+            self.code = code
+
+    def __str__(self) -> str:
+        return f"{self.message}. {self.hint}" if self.hint else self.message
+
+
+class SpecError(EnvbuilderError):
+    """A spec file is invalid. ``problems`` holds every problem found, each located."""
+
+    code = "spec_invalid"
+
+    def __init__(self, problems: Sequence[Problem]):
+        self.problems = list(problems)
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class DataError(EnvbuilderError):
+    """A dataset cannot be opened or read."""
+
+    code = "data_error"
+
+
+class TaskNotFound(DataError):
+    """A split or index the environment does not have (HTTP 400 ``Invalid split``/``Invalid index``)."""
+
+    code = "task_not_found"
+
+
+class TemplateError(EnvbuilderError):
+    """A template fails to parse, tries to escape the sandbox, or fails to render."""
+
+    code = "template_error"
+
+
+class GraderError(EnvbuilderError):
+    """A grader is misconfigured or cannot run."""
+
+    code = "grader_error"
+
+
+class RequestError(EnvbuilderError):
+    """An HTTP request that breaks the protocol; answered as ``{"detail": message}``."""
+
+    code = "bad_request"
+
+    def __init__(self, status: int, detail: str, *, headers: dict[str, str] | None = None):
+        super().__init__(detail)
+        self.status = status
+        self.headers = headers or {}
+
+    def __str__(self) -> str:
+        return self.message

@@ -1,0 +1,12 @@
+"""Graders: turn a submitted answer into a grade; a registry keyed by the YAML ``type:``."""
+
+from envbuilder.graders._base import (
+    Grade,
+    Grader,
+    GraderConfig,
+    GraderContext,
+    Outcome,
+    graders,
+)
+
+__all__ = ["Grade", "Grader", "GraderConfig", "GraderContext", "Outcome", "graders"]

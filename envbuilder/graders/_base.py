@@ -1,0 +1,88 @@
+"""What every grader provides, the three outcomes of a grade, and the grader registry."""
+
+from __future__ import annotations
+
+import abc
+import enum
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from envbuilder.plugins import ConfigModel, Plugin, Registry
+
+Task = dict[str, Any]
+
+
+class Outcome(enum.StrEnum):
+    CORRECT = "correct"
+    """Correct, or scored (``score`` holds the fraction of full credit)."""
+    INCORRECT = "incorrect"
+    UNGRADEABLE = "ungradeable"
+    """Nothing could be judged (no answer extractable, judge unreachable, …): never a silent 0."""
+
+
+@dataclass(frozen=True)
+class Grade:
+    """The result of grading one answer."""
+
+    outcome: Outcome
+    score: float | None
+    """Fraction of full credit in [0, 1]; None when ungradeable."""
+    reason: str = ""
+    """One line saying what happened (shown to the agent unless it reveals the answer)."""
+    details: dict[str, Any] = field(default_factory=dict)
+    """Extracted answer, target, per-grader scores, judge verdict…: goes into tool metadata."""
+
+    @classmethod
+    def correct(cls, reason: str = "", **details: Any) -> Grade:
+        return cls(Outcome.CORRECT, 1.0, reason, details)
+
+    @classmethod
+    def incorrect(cls, reason: str = "", **details: Any) -> Grade:
+        return cls(Outcome.INCORRECT, 0.0, reason, details)
+
+    @classmethod
+    def ungradeable(cls, reason: str, **details: Any) -> Grade:
+        return cls(Outcome.UNGRADEABLE, None, reason, details)
+
+
+class GraderConfig(ConfigModel):
+    """Base of a `grader:` block; `type:` picks the grader."""
+
+    type: str
+
+
+@dataclass(frozen=True)
+class GraderContext:
+    """What a grader may need besides its config."""
+
+    base_dir: Path | None = None
+    """The spec's folder, for relative template files."""
+
+
+class Grader(Plugin, abc.ABC):
+    """A grader; registered in ``envbuilder.graders`` under its ``Config.type``."""
+
+    Config: ClassVar[type[GraderConfig]]
+    blocking: ClassVar[bool] = False
+    """True when grading waits on I/O (an HTTP judge): such calls stream with keep-alives."""
+
+    def __init__(self, config: Any, context: GraderContext):
+        self.config = config
+        self.context = context
+
+    @property
+    def fields(self) -> frozenset[str]:
+        """The task fields this grader reads (checked against the data at load time)."""
+        return frozenset()
+
+    @abc.abstractmethod
+    async def grade(self, answer: str, task: Task, secrets: dict[str, str]) -> Grade:
+        """Grade ``answer`` to ``task``. Must not raise for bad answers: return a Grade."""
+
+    def target(self, task: Task) -> Any:
+        """The expected answer for ``task``, for previews and self-checks (None if unknown)."""
+        return None
+
+
+graders: Registry[Grader] = Registry("grader", "envbuilder.graders")

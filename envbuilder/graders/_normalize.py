@@ -1,0 +1,95 @@
+"""Answer extraction and normalisation shared by the text-matching graders."""
+
+from __future__ import annotations
+
+import re
+import string
+import unicodedata
+from collections.abc import Callable
+from decimal import Decimal, InvalidOperation
+
+_CURRENCY = "$€£¥₹"
+_NUMBER = re.compile(
+    rf"[-+−]?[{_CURRENCY}]?\s?(?:\d{{1,3}}(?:,\d{{3}})+|\d+)(?:\.\d+)?|[-+−]?[{_CURRENCY}]?\.\d+"
+)
+# Where models state a final answer, most explicit first.
+_ANSWER_MARKERS = [
+    re.compile(r"\\boxed\{([^{}]*)\}"),
+    re.compile(r"####\s*([^\n]*)"),
+    re.compile(r"(?:final answer|answer)\s*(?:is|:|=)\s*([^\n]*)", re.IGNORECASE),
+]
+
+
+def canonical_number(text: str) -> str | None:
+    """``"$1,000.50"`` → ``"1000.5"``; None when ``text`` holds no single number."""
+    t = text.strip().replace("−", "-")
+    for ch in _CURRENCY:
+        t = t.replace(ch, "")
+    t = t.replace(",", "").replace(" ", "").rstrip(".")
+    if t.startswith("+"):
+        t = t[1:]
+    try:
+        d = Decimal(t)
+    except InvalidOperation:
+        return None
+    if not d.is_finite():
+        return None
+    if d == d.to_integral_value():
+        return str(d.quantize(Decimal(1)))
+    return format(d.normalize(), "f")
+
+
+def last_number(text: str) -> str | None:
+    """The last number in ``text`` (currency and thousands separators allowed)."""
+    found = _NUMBER.findall(text)
+    return found[-1] if found else None
+
+
+def extract_number(text: str) -> str | None:
+    """The final numeric answer in a free-form response: the first number after the last
+    answer marker (``\\boxed{}``, ``####``, "the answer is") if any, else the last number."""
+    for marker in _ANSWER_MARKERS:
+        matches = marker.findall(text)
+        if matches:
+            found = _NUMBER.findall(matches[-1])
+            if found:
+                return str(found[0])
+    return last_number(text)
+
+
+def _strip_punct(text: str) -> str:
+    return "".join(
+        ch for ch in text if not unicodedata.category(ch).startswith("P") and ch not in string.punctuation
+    )
+
+
+def _strip_leading_zeros(text: str) -> str:
+    return re.sub(r"(?<![\d.])0+(?=\d)", "", text)
+
+
+def _thousands(text: str) -> str:
+    return re.sub(r"(?<=\d),(?=\d{3}(?!\d))", "", text)
+
+
+def _number_or_text(text: str) -> str:
+    number = canonical_number(text)
+    return number if number is not None else text
+
+
+NORMALIZERS: dict[str, Callable[[str], str]] = {
+    "strip": str.strip,
+    "lower": str.lower,
+    "whitespace": lambda s: " ".join(s.split()),
+    "punctuation": _strip_punct,
+    "currency": lambda s: s.translate({ord(c): None for c in _CURRENCY}),
+    "thousands": _thousands,
+    "leading_zeros": _strip_leading_zeros,
+    "number": _number_or_text,
+    "unicode": lambda s: unicodedata.normalize("NFKC", s),
+}
+
+
+def normalize(text: str, names: list[str]) -> str:
+    for name in names:
+        text = NORMALIZERS[name](text)
+    return text

@@ -1,0 +1,217 @@
+"""The ORS wire protocol as pydantic models: content blocks, messages, tools, outputs, requests.
+
+Field order is serialisation order, and optional fields are always emitted (as ``null``):
+both reference clients index some of them directly (see PROTOCOL.md §2).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+JSONObject = dict[str, Any]
+
+#: Block types a conversation served by envbuilder may contain (advertised in tool listings).
+MESSAGE_BLOCK_TYPES = ["text", "image", "reasoning", "tool_call", "tool_result"]
+
+_ALLOWED_BLOCKS: dict[str, frozenset[str]] = {
+    "system": frozenset({"text", "image"}),
+    "user": frozenset({"text", "image", "tool_result"}),
+    "assistant": frozenset({"text", "image", "reasoning", "tool_call"}),
+}
+
+
+class TextBlock(BaseModel):
+    text: str
+    detail: JSONObject | None = None
+    type: Literal["text"] = "text"
+
+
+class ImageBlock(BaseModel):
+    data: str
+    """Base64-encoded image bytes."""
+    mimeType: str
+    detail: JSONObject | None = None
+    type: Literal["image"] = "image"
+
+
+class ReasoningBlock(BaseModel):
+    text: str
+    signature: str | None = None
+    detail: JSONObject | None = None
+    type: Literal["reasoning"] = "reasoning"
+
+
+class ToolCallBlock(BaseModel):
+    id: str
+    name: str
+    input: JSONObject
+    detail: JSONObject | None = None
+    type: Literal["tool_call"] = "tool_call"
+
+
+ContentBlock = Annotated[TextBlock | ImageBlock, Field(discriminator="type")]
+
+
+class ToolResultBlock(BaseModel):
+    tool_call_id: str
+    blocks: list[ContentBlock]
+    is_error: bool = False
+    detail: JSONObject | None = None
+    type: Literal["tool_result"] = "tool_result"
+
+
+AnyBlock = Annotated[
+    TextBlock | ImageBlock | ReasoningBlock | ToolCallBlock | ToolResultBlock,
+    Field(discriminator="type"),
+]
+
+
+class Message(BaseModel):
+    role: Literal["system", "user", "assistant"]
+    blocks: list[AnyBlock]
+    detail: JSONObject | None = None
+
+    @model_validator(mode="after")
+    def _check_placement(self) -> Message:
+        allowed = _ALLOWED_BLOCKS[self.role]
+        for block in self.blocks:
+            if block.type not in allowed:
+                raise ValueError(
+                    f"A {block.type!r} block is not valid in a {self.role!r} message: reasoning "
+                    "and tool_call blocks belong in 'assistant' turns, tool_result blocks in "
+                    "'user' turns (Anthropic placement semantics)."
+                )
+        return self
+
+
+class ToolOutput(BaseModel):
+    blocks: list[ContentBlock]
+    metadata: JSONObject | None = None
+    reward: float | None = None
+    finished: bool = False
+
+
+class RunToolSuccess(BaseModel):
+    ok: Literal[True] = True
+    output: ToolOutput
+
+
+ToolErrorReason = Literal["not_found", "name_collision", "input_validation", "episode_finished"]
+
+
+class RunToolError(BaseModel):
+    ok: Literal[False] = False
+    error: str
+    reason: ToolErrorReason | None = None
+
+
+RunToolOutput = RunToolSuccess | RunToolError
+
+
+class ToolSpec(BaseModel):
+    """Exactly these three keys: both reference clients build a dataclass from them."""
+
+    name: str
+    description: str
+    input_schema: JSONObject | None = None
+
+
+class TerminalToolSpec(BaseModel):
+    name: str
+    arg: str | None = None
+    description: str
+
+
+class ListToolsOutput(BaseModel):
+    tools: list[ToolSpec]
+    terminal_tool: TerminalToolSpec | None = None
+    supports_score_group: bool | None = False
+    message_block_types: list[str] | None = None
+
+
+class Split(BaseModel):
+    name: str
+    type: Literal["train", "validation", "test"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Requests (unknown fields are refused with 422, as in both reference servers)
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SplitRequest(_Request):
+    split: str
+
+
+class TaskRequest(_Request):
+    split: str
+    index: int
+
+
+class TaskRangeRequest(_Request):
+    split: str
+    start: int | None = None
+    stop: int | None = None
+
+
+class CreateRequest(_Request):
+    env_name: str | None = None
+    task_spec: JSONObject | None = None
+    split: str | None = None
+    index: int | None = None
+    secrets: dict[str, str] | None = None
+    toolset_name: str | None = None
+
+    @model_validator(mode="after")
+    def _one_task_source(self) -> CreateRequest:
+        by_index = self.split is not None and self.index is not None
+        partial_index = self.split is not None or self.index is not None
+        if (self.task_spec is not None) == partial_index or (partial_index and not by_index):
+            raise ValueError("Provide either task_spec or both split and index, not both/neither")
+        return self
+
+
+class CallRequest(_Request):
+    name: str
+    input: JSONObject
+    task_id: str | None = None
+
+
+# ---------------------------------------------------------------------------------------------
+# Responses that are not lists of the types above
+
+
+class StatusResponse(BaseModel):
+    status: str = "ok"
+
+
+class VersionResponse(BaseModel):
+    version: str
+    build_sha: str | None = None
+
+
+class SidResponse(BaseModel):
+    sid: str
+
+
+class TasksResponse(BaseModel):
+    tasks: list[JSONObject]
+    env_name: str
+
+
+class NumTasksResponse(BaseModel):
+    num_tasks: int
+
+
+class TaskResponse(BaseModel):
+    task: JSONObject
+    env_name: str
+
+
+class ErrorResponse(BaseModel):
+    detail: str

@@ -1,0 +1,72 @@
+"""The JSON Schema of the spec format, and key look-ups in it for "Did you mean …?" hints."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from envbuilder.spec._models import Spec
+
+SCHEMA_ID = "https://envbuilder.dev/schema/spec.json"
+
+
+@functools.cache
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of a spec file, with a description for every key."""
+    schema = Spec.model_json_schema(mode="validation")
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = SCHEMA_ID
+    return schema
+
+
+def keys_at(loc: tuple[Any, ...], data: Any) -> list[str]:
+    """The keys the schema allows in the mapping at ``loc`` of ``data``."""
+    schema = json_schema()
+    defs = schema.get("$defs", {})
+    node: dict[str, Any] | None = schema
+    value = data
+    for part in loc:
+        node = _resolve(node, defs, value)
+        if node is None:
+            return []
+        if isinstance(part, int):
+            node = node.get("items")
+        elif part in node.get("properties", {}):
+            node = node["properties"][part]
+        else:
+            node = node.get("additionalProperties")
+            if not isinstance(node, dict):
+                return []
+        value = (
+            value.get(part)
+            if isinstance(value, dict)
+            else (
+                value[part]
+                if isinstance(value, list) and isinstance(part, int) and part < len(value)
+                else None
+            )
+        )
+    node = _resolve(node, defs, value)
+    return sorted(node.get("properties", {})) if node else []
+
+
+def _resolve(node: dict[str, Any] | None, defs: dict[str, Any], value: Any) -> dict[str, Any] | None:
+    """Follow ``$ref``s and pick the union member that matches ``value``'s ``type:``."""
+    for _ in range(20):
+        if node is None:
+            return None
+        if "$ref" in node:
+            node = defs.get(node["$ref"].rsplit("/", 1)[-1])
+            continue
+        options = node.get("oneOf") or node.get("anyOf")
+        if options:
+            mapping = node.get("discriminator", {}).get("mapping", {})
+            tag = value.get("type") if isinstance(value, dict) else None
+            if tag in mapping:
+                node = defs.get(mapping[tag].rsplit("/", 1)[-1])
+                continue
+            objects = [o for o in options if o.get("type") == "object" or "$ref" in o]
+            node = objects[0] if len(objects) == 1 else None
+            continue
+        return node
+    return None

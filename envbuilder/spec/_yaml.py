@@ -1,0 +1,107 @@
+"""YAML loading that remembers where every key and value came from (file, line, column)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from envbuilder.errors import Problem, SpecError
+
+Loc = tuple[str | int, ...]
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader without the timestamp resolver: ``2024-01-01`` stays a string."""
+
+
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+@dataclass
+class Positions:
+    """Maps a key path to the 1-based (line, column) where its value starts."""
+
+    file: str
+    marks: dict[Loc, tuple[int, int]] = field(default_factory=dict)
+    key_marks: dict[Loc, tuple[int, int]] = field(default_factory=dict)
+    """Where the key of a mapping entry starts (for unknown or duplicate keys)."""
+
+    def lookup(self, loc: Loc, *, key: bool = False) -> tuple[int | None, int | None]:
+        """The position of ``loc``'s value (of its key with ``key=True``), else of its
+        nearest located ancestor."""
+        loc = tuple(loc)
+        if key and loc in self.key_marks:
+            return self.key_marks[loc]
+        while True:
+            if loc in self.marks:
+                return self.marks[loc]
+            if not loc:
+                return None, None
+            loc = loc[:-1]
+
+
+def load_yaml(text: str, file: str) -> tuple[Any, Positions]:
+    """Parse ``text`` into plain Python data plus the positions of every node."""
+    positions = Positions(file)
+    loader = _Loader(text)
+    try:
+        node = loader.get_single_node()
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        raise SpecError(
+            [
+                Problem(
+                    code="yaml_syntax",
+                    message=f"invalid YAML: {exc.problem or exc.context}",
+                    file=file,
+                    line=mark.line + 1 if mark else None,
+                    col=mark.column + 1 if mark else None,
+                    hint="Check the indentation and quoting around this line",
+                )
+            ]
+        ) from None
+    finally:
+        loader.dispose()
+    if node is None:
+        return None, positions
+    problems: list[Problem] = []
+    data = _build(node, (), positions, loader, problems)
+    if problems:
+        raise SpecError(problems)
+    return data, positions
+
+
+def _build(node: yaml.Node, loc: Loc, pos: Positions, loader: _Loader, problems: list[Problem]) -> Any:
+    pos.marks[loc] = (node.start_mark.line + 1, node.start_mark.column + 1)
+    if isinstance(node, yaml.MappingNode):
+        loader.flatten_mapping(node)
+        out: dict[Any, Any] = {}
+        for key_node, value_node in node.value:
+            key = loader.construct_object(key_node, deep=True)
+            if not isinstance(key, str | int | float | bool) or key is None:
+                key = str(key)
+            if key in out:
+                problems.append(
+                    Problem(
+                        code="duplicate_key",
+                        message=f"duplicate key {key!r}",
+                        loc=(*loc, key) if isinstance(key, str | int) else loc,
+                        file=pos.file,
+                        line=key_node.start_mark.line + 1,
+                        col=key_node.start_mark.column + 1,
+                        hint="Each key may appear once in a mapping; remove one of them",
+                    )
+                )
+                continue
+            child: Loc = (*loc, key) if isinstance(key, str | int) else (*loc, str(key))
+            pos.key_marks[child] = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
+            out[key] = _build(value_node, child, pos, loader, problems)
+        return out
+    if isinstance(node, yaml.SequenceNode):
+        return [_build(item, (*loc, i), pos, loader, problems) for i, item in enumerate(node.value)]
+    return loader.construct_object(node, deep=True)

@@ -1,0 +1,37 @@
+"""Shared fixtures: the shipped GSM8K environment, a real uvicorn server on a free port."""
+
+from __future__ import annotations
+
+import os
+
+# Tests never reach a hub.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("OPENREWARD_DISABLE_UPDATE_CHECK", "1")
+os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from envbuilder.environment import Environment, load_environment
+from envbuilder.server import ServerSettings, create_app
+from tests.servers import serve_app
+
+ROOT = Path(__file__).resolve().parent.parent
+ENVS = ROOT / "envs"
+SHARED_DATA = ROOT.parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def gsm8k() -> Environment:
+    return load_environment(ENVS / "gsm8k.yaml")
+
+
+@pytest.fixture(scope="session")
+def gsm8k_url(gsm8k: Environment) -> Iterator[str]:
+    """A real uvicorn server serving envs/gsm8k.yaml (short ping interval for the SSE tests)."""
+    app = create_app([gsm8k], ServerSettings(ping_interval=0.2))
+    with serve_app(app) as url:
+        yield url

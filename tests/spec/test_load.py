@@ -1,0 +1,72 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from envbuilder.errors import SpecError
+from envbuilder.spec import load_spec, parse_spec
+
+GOOD = """\
+name: demo
+dataset:
+  type: parquet
+  files: {train: data.parquet}
+splits:
+  train: {type: train}
+prompt:
+  template: "{{ question }}"
+grader:
+  type: exact_match
+  target: "{{ answer }}"
+"""
+
+
+def _errors(text: str) -> list[str]:
+    with pytest.raises(SpecError) as info:
+        parse_spec(text, file="x.yaml")
+    return [str(p) for p in info.value.problems]
+
+
+def test_good_spec_parses() -> None:
+    loaded = parse_spec(GOOD, file="x.yaml")
+    assert loaded.spec.name == "demo"
+    assert loaded.spec.grader.type == "exact_match"
+
+
+def test_unknown_grader_type_is_located_with_a_hint() -> None:
+    text = GOOD.replace("type: exact_match", "type: exact_mach")
+    assert _errors(text) == ["x.yaml:10:3 grader.type: unknown type 'exact_mach' Did you mean 'exact_match'?"]
+
+
+def test_unknown_key_and_bad_value_reported_together() -> None:
+    text = GOOD.replace("splits:\n  train: {type: train}", "splits:\n  train: {type: trian}")
+    text = text.replace("prompt:\n", "prompt:\n  templat: x\n")
+    assert _errors(text) == [
+        "x.yaml:6:17 splits.train.type: Input should be 'train', 'validation' or 'test' (got 'trian')",
+        "x.yaml:8:3 prompt.templat: unknown key 'templat' Did you mean 'template'?",
+    ]
+
+
+def test_unknown_key_inside_plugin_block() -> None:
+    text = GOOD.replace("  files: {train: data.parquet}", "  file: {train: data.parquet}")
+    errors = _errors(text)
+    assert "x.yaml:4:3 dataset.file: unknown key 'file' Did you mean 'files'?" in errors
+    assert "x.yaml:3:3 dataset.files: missing required key 'files'" in errors
+
+
+def test_yaml_syntax_error_and_duplicates() -> None:
+    assert _errors("name: [x\n")[0].startswith("x.yaml:2:1: invalid YAML")
+    assert _errors(GOOD + "name: again\n") == [
+        "x.yaml:12:1 name: duplicate key 'name'. Each key may appear once in a mapping; remove one of them"
+    ]
+
+
+def test_dates_stay_strings() -> None:
+    loaded = parse_spec(GOOD + "version: 2024-01-01\n", file="x.yaml")
+    assert loaded.spec.version == "2024-01-01"
+
+
+def test_unreadable_file(tmp_path: Path) -> None:
+    with pytest.raises(SpecError, match="cannot read spec"):
+        load_spec(tmp_path / "missing.yaml")
