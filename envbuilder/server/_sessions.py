@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from envbuilder.environment import Episode
+from envbuilder.episode import Episode
 
 
 @dataclass

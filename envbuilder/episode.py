@@ -1,0 +1,117 @@
+"""The answer tool and the episode it drives: attempts, grading, rewards, the finished latch."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ValidationError, create_model
+from pydantic import Field as PydanticField
+
+from envbuilder.data import Task
+from envbuilder.graders import Grade, Grader, Outcome
+from envbuilder.protocol import RunToolError, RunToolSuccess, TextBlock, ToolOutput, ToolSpec
+from envbuilder.spec import SubmitSpec
+
+__all__ = ["Episode", "SubmitTool"]
+
+
+@dataclass
+class Episode:
+    """The per-session state of an episode: small and serialisable (see :meth:`to_dict`)."""
+
+    task: Task
+    attempts: int = 0
+    finished: bool = False
+    secrets: dict[str, str] = field(default_factory=dict, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Episode:
+        return cls(**data)
+
+
+def _camel(name: str) -> str:
+    return "".join(part[:1].upper() + part[1:] for part in name.replace("-", "_").split("_"))
+
+
+class SubmitTool:
+    """The ``submit`` tool of a spec: validates the input, grades it, builds the output."""
+
+    def __init__(self, spec: SubmitSpec, grader: Grader):
+        self.spec = spec
+        self.grader = grader
+        self.input_model: type[BaseModel] = create_model(  # type: ignore[call-overload]
+            f"{_camel(spec.name)}Input",
+            **{spec.answer_field: (str, PydanticField(description=spec.answer_description))},
+        )
+        self.tool_spec = ToolSpec(
+            name=spec.name, description=spec.description, input_schema=self.input_model.model_json_schema()
+        )
+
+    @property
+    def blocking(self) -> bool:
+        return self.grader.blocking
+
+    async def call(
+        self, episode: Episode, name: str, tool_input: dict[str, Any]
+    ) -> RunToolSuccess | RunToolError:
+        """Run tool ``name``; tool-level failures are ``RunToolError``s, never exceptions."""
+        if name != self.spec.name:
+            return RunToolError(error=f"{name!r} is not a valid tool", reason="not_found")
+        if episode.finished:
+            return RunToolError(
+                error=f"{name!r} was not run: the episode has finished (a tool returned "
+                "finished=True), so no further tool calls are accepted.",
+                reason="episode_finished",
+            )
+        try:
+            args = self.input_model.model_validate(tool_input)
+        except ValidationError as exc:
+            return RunToolError(
+                error=f"Tool input validation error: {exc.errors()}", reason="input_validation"
+            )
+        answer: str = getattr(args, self.spec.answer_field)
+        episode.attempts += 1
+        try:
+            grade = await self.grader.grade(answer, episode.task, episode.secrets)
+        except Exception as exc:  # a grader bug must not crash the server, nor score 0
+            grade = Grade.ungradeable(f"the grader failed: {type(exc).__name__}")
+        return RunToolSuccess(output=self.output(episode, grade))
+
+    def output(self, episode: Episode, grade: Grade) -> ToolOutput:
+        spec = self.spec
+        left = spec.max_attempts - episode.attempts
+        full = grade.outcome is Outcome.CORRECT and (grade.score or 0.0) >= 1.0
+        episode.finished = finished = full or left <= 0
+        reward: float | None
+        if grade.outcome is Outcome.UNGRADEABLE:
+            reward = None
+            text = f"Your answer could not be graded: {grade.reason}."
+        else:
+            score = grade.score or 0.0
+            reward = spec.reward_incorrect + score * (spec.reward_correct - spec.reward_incorrect)
+            text = (
+                "Correct!"
+                if full
+                else "Incorrect."
+                if score <= 0
+                else f"Partially correct (score {score:.2f})."
+            )
+        if not finished:
+            text += f" You have {left} attempt{'s' if left != 1 else ''} left."
+        elif not full and spec.reveal_answer:
+            target = self.grader.target(episode.task)
+            if target is not None:
+                text += f" The correct answer is {target}."
+        metadata = {
+            "outcome": grade.outcome.value,
+            "score": grade.score,
+            "reason": grade.reason,
+            "attempt": episode.attempts,
+            "max_attempts": spec.max_attempts,
+            **grade.details,
+        }
+        return ToolOutput(blocks=[TextBlock(text=text)], metadata=metadata, reward=reward, finished=finished)
