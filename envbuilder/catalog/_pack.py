@@ -125,10 +125,10 @@ def load_pack(path: Path, *, cache_dir: Path | None = None) -> Environment:
     folder, lock = _open(path, cache_dir)
     env = load_environment(folder / lock["spec"])
     files = environment_files(env)
-    for name, file in files.items():
+    for file in files.values():
         if not file.is_relative_to(folder.resolve()):
             raise DataError(
-                f"the packed spec reads {name!r} outside the pack",
+                f"the packed spec reads {str(file)!r}, outside the pack",
                 hint="Write data paths relative to the spec file, then pack again",
                 code="pack_unportable",
             )
