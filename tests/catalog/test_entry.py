@@ -94,6 +94,7 @@ def test_data_bytes_change_the_hash(specs_dir: Path) -> None:
 def test_system_prompt_and_html_text_are_data(specs_dir: Path) -> None:
     entry = catalog_entry(load_environment(specs_dir / "capitals.yaml"))
     assert entry["title"] == 'Capitals <of> the "world" & more'
+
     def message(role: str, text: str) -> dict[str, object]:
         return {"role": role, "blocks": [{"text": text, "detail": None, "type": "text"}], "detail": None}
 
@@ -145,8 +146,13 @@ def test_catalog_command_writes_catalog_json(specs_dir: Path, tmp_path: Path) ->
     assert result.stdout == f"envbuilder: catalogued 2 environment(s) in {out / 'index.html'} (4 files)\n"
     data = json.loads((out / "catalog.json").read_text())
     assert [e["name"] for e in data["environments"]] == ["capitals", "squares"]
-    assert data == json.loads(json.dumps(build_catalog([load_environment(specs_dir / "capitals.yaml"),
-                                                        load_environment(specs_dir / "squares.yml")])))
+    assert data == json.loads(
+        json.dumps(
+            build_catalog(
+                [load_environment(specs_dir / "capitals.yaml"), load_environment(specs_dir / "squares.yml")]
+            )
+        )
+    )
     assert sorted(p.name for p in (out / "env").iterdir()) == ["capitals.html", "squares.html"]
 
 
