@@ -24,8 +24,9 @@ class LoadFailure:
 
     def __str__(self) -> str:
         text = str(self.error)
-        located = isinstance(self.error, SpecError) or "\n" in text
-        return f"{self.path} was not loaded:{chr(10) if located else ' '}{text}"
+        if isinstance(self.error, SpecError) or "\n" in text:  # located lines, one per problem
+            return f"{self.path} was not loaded:\n{text}"
+        return f"{self.path} was not loaded: {text}"
 
 
 @dataclass

@@ -104,3 +104,21 @@ def test_serving_one_spec_still_works(served: list[Any]) -> None:
     assert result.exit_code == 0, result.output
     assert result.stdout.startswith("envbuilder: serving gsm8k (train 7,473 / test 1,319 tasks)\n")
     assert TestClient(served[0]).get("/list_environments").json() == ["gsm8k"]
+
+
+def test_a_plugin_crash_is_reported_not_raised(specs_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import envbuilder.catalog._collect as collect
+
+    real = collect.load_environment
+
+    def load(path: Path) -> Any:
+        if path.name == "capitals.yaml":
+            raise KeyError("oops")
+        return real(path)
+
+    monkeypatch.setattr(collect, "load_environment", load)
+    loaded = load_environments([specs_dir])
+    assert [e.name for e in loaded.envs] == ["squares"]
+    assert [str(f) for f in loaded.failures][1] == (
+        f"{specs_dir / 'capitals.yaml'} was not loaded: unexpected KeyError: 'oops'"
+    )
