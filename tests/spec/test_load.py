@@ -43,7 +43,8 @@ def test_unknown_key_and_bad_value_reported_together() -> None:
     text = GOOD.replace("splits:\n  train: {type: train}", "splits:\n  train: {type: trian}")
     text = text.replace("prompt:\n", "prompt:\n  templat: x\n")
     assert _errors(text) == [
-        "x.yaml:6:17 splits.train.type: Input should be 'train', 'validation' or 'test' (got 'trian')",
+        "x.yaml:6:17 splits.train.type: expected one of 'train', 'validation', 'test' (got 'trian')"
+        " Did you mean 'train'?",
         "x.yaml:8:3 prompt.templat: unknown key 'templat' Did you mean 'template'?",
     ]
 
