@@ -16,7 +16,18 @@ def json_schema() -> dict[str, Any]:
     schema = Spec.model_json_schema(mode="validation")
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["$id"] = SCHEMA_ID
+    for model in schema.get("$defs", {}).values():
+        _describe_tag(model)
     return schema
+
+
+def _describe_tag(model: dict[str, Any]) -> None:
+    """Describe the `type:` key of a plugin block (its Config's `type` is a bare Literal)."""
+    tag = model.get("properties", {}).get("type")
+    if not isinstance(tag, dict) or "description" in tag or "const" not in tag:
+        return
+    summary = str(model.get("description", "")).strip().split("\n")[0]
+    tag["description"] = f"`{tag['const']}`: {summary}" if summary else f"Always `{tag['const']}`."
 
 
 def keys_at(loc: tuple[Any, ...], data: Any) -> list[str]:
