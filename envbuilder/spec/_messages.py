@@ -46,7 +46,7 @@ def spec_problems(exc: ValidationError, positions: Positions, data: Any) -> list
     groups: dict[Loc, list[Any]] = {}
     members: dict[Loc, bool] = {}
     for err in exc.errors():
-        loc, in_union = _strip_tags(tuple(err["loc"]), data)
+        loc, in_union = _strip_tags(tuple(err["loc"]), data, missing=err["type"] == "missing")
         groups.setdefault(loc, []).append(err)
         members[loc] = members.get(loc, False) or in_union
     # A mapping given to a union of scalar-or-mapping: errors inside the mapping are the ones
@@ -169,7 +169,7 @@ def _problem(loc: Loc, err: dict[str, Any], positions: Positions, data: Any) -> 
     )
 
 
-def _strip_tags(loc: tuple[Any, ...], data: Any) -> tuple[Loc, bool]:
+def _strip_tags(loc: tuple[Any, ...], data: Any, *, missing: bool = False) -> tuple[Loc, bool]:
     """Drop the tags pydantic puts in locations, and say whether one was a union member's.
 
     ``dataset.parquet.files`` → ``dataset.files`` (the tag of a plugin block), and
@@ -185,7 +185,7 @@ def _strip_tags(loc: tuple[Any, ...], data: Any) -> tuple[Loc, bool]:
         if isinstance(part, str) and (
             (out and not isinstance(node, dict | list))  # a scalar has no keys: a member tag
             or (isinstance(node, list))
-            or (isinstance(node, dict) and part not in node and not last)
+            or (isinstance(node, dict) and part not in node and not (last and missing))
         ):
             in_union = True
             continue

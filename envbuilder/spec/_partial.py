@@ -2,10 +2,10 @@
 
 ``envbuilder validate`` reports every problem at once: a spec whose ``prompt:`` block is
 invalid should still have its dataset opened and its grader's columns checked. The blocks
-that failed validation are replaced by :class:`Unchecked` placeholders; any code reading one
-gets an :class:`UncheckedError` (an ``EnvbuilderError``), which Environment's checks already
-collect as problems and the caller drops. So every check written for valid specs runs on the
-valid parts of an invalid one, without knowing what those parts are.
+that failed validation take their defaults or, when required, become :class:`Unchecked`
+placeholders; any code reading one gets an :class:`UncheckedError` (an ``EnvbuilderError``),
+which Environment's checks already collect as problems and the caller drops. So every check
+written for valid specs runs on the valid parts of an invalid one, without knowing them.
 """
 
 from __future__ import annotations
@@ -70,7 +70,8 @@ def _partial(data: dict[str, Any], exc: ValidationError) -> Spec | None:
     bad = {err["loc"][0] for err in exc.errors() if err["loc"]}
     if any(not err["loc"] for err in exc.errors()):
         return None  # a whole-spec rule failed: no block can be trusted on its own
-    fields = {k for k in bad if k in Spec.model_fields}
+    # An invalid block with a default takes its default; a required one becomes Unchecked.
+    fields = {k for k in bad if k in Spec.model_fields and Spec.model_fields[k].is_required()}
     model = create_model(  # type: ignore[call-overload]
         "PartialSpec", __base__=Spec, **{k: (Any, None) for k in fields}
     )
