@@ -83,3 +83,11 @@ def test_invalid_spec_is_not_checked(tmp_path: Path) -> None:
     result = runner.invoke(app, ["check", spec])
     assert result.exit_code == 1
     assert result.output.endswith(f"{spec}: invalid, nothing checked (see `envbuilder validate`)\n")
+
+
+def test_readme_check_output_is_the_cli_output(monkeypatch) -> None:
+    root = Path(__file__).parent.parent.parent
+    monkeypatch.chdir(root)
+    result = runner.invoke(app, ["check", "envs/gsm8k.yaml", "--sample", "50"])
+    assert result.exit_code == 0
+    assert result.output in (root / "README.md").read_text(encoding="utf-8")
