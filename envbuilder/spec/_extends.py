@@ -3,7 +3,8 @@
 The extending spec's keys override the base's; mappings merge key by key at every depth, and
 any other value (a list, a string, ``null``) replaces the base's value whole. The positions of
 the merged data remember which file each key came from, so a problem is reported at the line
-of the file that holds the bad key.
+of the file that holds the bad key. Relative paths (data files, templates) are not rewritten:
+they resolve against the folder of the spec being loaded, so keep a base beside its variants.
 """
 
 from __future__ import annotations

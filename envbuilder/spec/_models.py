@@ -125,6 +125,7 @@ class Spec(ConfigModel):
     """How a submitted answer is graded; `type:` names the grader (e.g. `exact_match`)."""
     extends: str | None = None
     """A spec this one extends, relative to this file: its keys are the defaults, mappings merge
-    key by key, and any other value set here replaces the base's."""
+    key by key, and any other value set here replaces the base's. Relative paths inherited from
+    the base (data files, templates) resolve against this file's folder."""
     tests: list[GraderTest] = Field(default_factory=list)
     """Responses with the reward each must get, checked by `envbuilder check`."""
