@@ -99,7 +99,9 @@ def _table(summary: Any, model: str, env: str, split: str) -> Any:
     table = Table(title=f"{model} on {env}/{split}", show_header=False)
     table.add_column("metric")
     table.add_column("value", justify="right")
-    accuracy = "-" if summary.accuracy is None else f"{summary.accuracy:.1%} ({summary.correct}/{summary.scored})"
+    accuracy = (
+        "-" if summary.accuracy is None else f"{summary.accuracy:.1%} ({summary.correct}/{summary.scored})"
+    )
     reward = "-" if summary.mean_reward is None else f"{summary.mean_reward:.3f} ± {summary.stderr:.3f}"
     per = f" ({summary.turns / summary.tasks:.1f} per task)" if summary.tasks else ""
     for name, value in [

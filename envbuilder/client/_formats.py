@@ -301,20 +301,33 @@ def _openai_schema(schema: Any) -> Any:
             return _openai_schema(chosen)
         siblings = {k: v for k, v in schema.items() if k != key}
         return _openai_schema({**siblings, **chosen})
-    out = {k: _openai_schema(v) for k, v in schema.items() if k not in _OPENAI_DROP}
+    out = {
+        k: {name: _openai_schema(sub) for name, sub in v.items()}
+        if k in _SCHEMA_MAPS and isinstance(v, dict)
+        else _openai_schema(v)
+        for k, v in schema.items()
+        if k not in _OPENAI_DROP
+    }
     kind = out.get("type")
     if (kind == "array" or (isinstance(kind, list) and "array" in kind)) and "items" not in out:
         out["items"] = {}
     return out
 
 
-def _google_schema(schema: Any) -> Any:
+def _google_schema(schema: Any, *, in_map: bool = False) -> Any:
+    """Drop keywords Gemini rejects; rename ``$ref``/``$defs``. Property names are kept."""
     if isinstance(schema, list):
         return [_google_schema(v) for v in schema]
     if not isinstance(schema, dict):
         return schema
+    if in_map:
+        return {k: _google_schema(v) for k, v in schema.items()}
     renamed = {"$ref": "ref", "$defs": "defs"}
-    return {renamed.get(k, k): _google_schema(v) for k, v in schema.items() if k not in _GOOGLE_DROP}
+    return {
+        renamed.get(k, k): _google_schema(v, in_map=k in _SCHEMA_MAPS)
+        for k, v in schema.items()
+        if k not in _GOOGLE_DROP
+    }
 
 
 def convert_tools(tools: Sequence[ToolSpec], format: ToolFormat | None = None) -> list[Any]:

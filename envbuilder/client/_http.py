@@ -206,5 +206,11 @@ class Http:
                         reader.on_event(event)
                         if reader.done:
                             return
+            for line in lines.close():  # a final lone CR still ends its line
+                event = events.feed(line)
+                if event is not None:
+                    reader.on_event(event)
+                    if reader.done:
+                        return
             # An event not closed by a blank line before the stream ends is discarded (SSE spec).
             raise _Dropped("the stream ended without an 'end' event")
