@@ -70,9 +70,7 @@ class CascadeConfig(_CompositeConfig):
     decides; later ones (an LLM judge, say) run only when the earlier ones did not decide."""
 
     type: Literal["cascade"]
-    decisive: list[Literal["correct", "incorrect", "ungradeable"]] = Field(
-        default=["correct"], min_length=1
-    )
+    decisive: list[Literal["correct", "incorrect", "ungradeable"]] = Field(default=["correct"], min_length=1)
     """Outcomes of a grader before the last that end the cascade. The default `[correct]`
     asks the next grader whenever a rule says incorrect or cannot tell."""
 

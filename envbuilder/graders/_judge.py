@@ -161,13 +161,17 @@ class LLMJudgeGrader(Grader):
             file = config.template_file or "judges/correctness.jinja"
             self._prompt = Template(file, name="grader.template_file", base_dir=base, from_file=True)
         self._system = Template(config.system, name="grader.system", base_dir=base) if config.system else None
-        self._question = Template(config.question, name="grader.question", base_dir=base) if config.question else None
+        self._question = (
+            Template(config.question, name="grader.question", base_dir=base) if config.question else None
+        )
         self._reference = (
             Template(config.reference, name="grader.reference", base_dir=base) if config.reference else None
         )
         verdict = config.verdict
         self._numeric = verdict.score_range is not None
-        self._labels = {k.upper(): v for k, v in (verdict.labels or {"CORRECT": 1.0, "INCORRECT": 0.0}).items()}
+        self._labels = {
+            k.upper(): v for k, v in (verdict.labels or {"CORRECT": 1.0, "INCORRECT": 0.0}).items()
+        }
         self._pattern = _safe_regex.compile_pattern(
             verdict.pattern or (_SCORE_PATTERN if self._numeric else _LABEL_PATTERN)
         )

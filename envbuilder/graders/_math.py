@@ -85,9 +85,7 @@ class MathGrader(Grader):
         extracted = str(pred[-1])  # [parsed, matched text]: show what was read
         if not gold:
             return False, extracted
-        equal = mv.verify(
-            gold, pred, float_rounding=self.config.float_rounding, timeout_seconds=None
-        )
+        equal = mv.verify(gold, pred, float_rounding=self.config.float_rounding, timeout_seconds=None)
         return bool(equal), extracted
 
     async def grade(self, answer: str, task: Task, secrets: dict[str, str]) -> Grade:

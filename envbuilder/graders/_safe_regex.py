@@ -64,9 +64,7 @@ def fullmatch(
         raise PatternTimeout(pattern.pattern) from None
 
 
-def find_all(
-    pattern: regex.Pattern[str], text: str, *, timeout: float = DEFAULT_TIMEOUT
-) -> list[Any]:
+def find_all(pattern: regex.Pattern[str], text: str, *, timeout: float = DEFAULT_TIMEOUT) -> list[Any]:
     """Every match of ``pattern`` in ``text``; the time bound covers the whole scan."""
     try:
         return list(pattern.finditer(text, timeout=timeout))

@@ -16,5 +16,7 @@ def make(block: dict[str, Any]) -> Grader:
     return build_grader(_ADAPTER.validate_python(block), GraderContext())
 
 
-async def grade(grader: Grader, answer: str, task: dict[str, Any], secrets: dict[str, str] | None = None) -> Grade:
+async def grade(
+    grader: Grader, answer: str, task: dict[str, Any], secrets: dict[str, str] | None = None
+) -> Grade:
     return await grader.grade(answer, task, secrets or {})

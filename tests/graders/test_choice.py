@@ -10,8 +10,21 @@ MMLU = {"question": "2+2?", "choices": ["3", "4", "5", "22"], "answer": 1}
 
 @pytest.mark.parametrize(
     "answer",
-    ["B", "b", "(B)", "B.", "**B**", "The answer is B", "The answer is (B).", "B) 4", "(B) 4",
-     "Answer: B", "I compared them all. The correct answer is: **B**", "\\boxed{B}", "4"],
+    [
+        "B",
+        "b",
+        "(B)",
+        "B.",
+        "**B**",
+        "The answer is B",
+        "The answer is (B).",
+        "B) 4",
+        "(B) 4",
+        "Answer: B",
+        "I compared them all. The correct answer is: **B**",
+        "\\boxed{B}",
+        "4",
+    ],
 )
 async def test_forms_of_the_right_letter(answer: str) -> None:
     g = make({"type": "choice", "target": "{{ answer }}", "choices_field": "choices"})

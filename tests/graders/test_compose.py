@@ -119,7 +119,8 @@ def _errors(inner: str) -> list[str]:
         ),
         (
             "        - {type: llm_judge, base_url: 'http://x', model: m, api_key: sk-123}",
-            "t.yaml:15:61 grader.graders[1].graders[0].api_key: unknown key 'api_key' Did you mean 'api_key_env'?",
+            "t.yaml:15:61 grader.graders[1].graders[0].api_key: unknown key 'api_key' "
+            "Did you mean 'api_key_env'?",
         ),
         (
             "        - {type: weighted_mean, graders: [{type: regex, pattern: x}], weights: [1, 2]}",

@@ -70,7 +70,9 @@ async def test_regex_extraction_group_first_last_fallback() -> None:
     from tests.graders._util import make
 
     def grader(**extract: object):
-        return make({"type": "exact_match", "target": "{{ t }}", "extract": {"pattern": r"ANSWER: (\w+)", **extract}})
+        return make(
+            {"type": "exact_match", "target": "{{ t }}", "extract": {"pattern": r"ANSWER: (\w+)", **extract}}
+        )
 
     text = "ANSWER: cat ... on reflection ANSWER: dog"
     assert (await grader(group=1).grade(text, {"t": "dog"}, {})).outcome is Outcome.CORRECT
@@ -112,7 +114,13 @@ async def test_list_of_targets_and_leading_zeros() -> None:
     from tests.graders._util import make
 
     # AIME answers are strings with leading zeros ("025").
-    g = make({"type": "exact_match", "target": ["{{ answer }}", "{{ alt }}"], "normalize": ["strip", "leading_zeros"]})
+    g = make(
+        {
+            "type": "exact_match",
+            "target": ["{{ answer }}", "{{ alt }}"],
+            "normalize": ["strip", "leading_zeros"],
+        }
+    )
     task = {"answer": "025", "alt": "twenty-five"}
     assert (await g.grade("25", task, {})).outcome is Outcome.CORRECT
     assert (await g.grade("twenty-five", task, {})).outcome is Outcome.CORRECT

@@ -18,7 +18,11 @@ pytest.importorskip("math_verify")
         ("The answer is $4\\frac{2}{3}$", "\\frac{14}{3}", Outcome.CORRECT),
         ("\\boxed{0.5}", "\\frac12", Outcome.CORRECT),
         ("$\\boxed{(0, 1]}$", "(0,1]", Outcome.CORRECT),
-        ("\\boxed{\\left( 3, \\frac{\\pi}{2} \\right)}", "\\left( 3, \\frac{\\pi}{2} \\right)", Outcome.CORRECT),
+        (
+            "\\boxed{\\left( 3, \\frac{\\pi}{2} \\right)}",
+            "\\left( 3, \\frac{\\pi}{2} \\right)",
+            Outcome.CORRECT,
+        ),
         ("\\boxed{\\frac{13}{3}}", "\\frac{14}{3}", Outcome.INCORRECT),
         ("$\\boxed{[0, 1]}$", "(0,1]", Outcome.INCORRECT),
         ("I could not solve it", "\\frac{14}{3}", Outcome.UNGRADEABLE),
