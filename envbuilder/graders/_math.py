@@ -60,6 +60,11 @@ class MathGrader(Grader):
     def __init__(self, config: MathConfig, context: GraderContext):
         super().__init__(config, context)
         mv = self._mv = _import_math_verify()
+        # Its "timeout is disabled" warning is for callers with no timeout; ours is wait_for.
+        for module in ("parser", "grader"):
+            sub = getattr(mv, module, None)
+            if sub is not None and hasattr(sub, "TIMEOUT_WARNING_SHOWN"):
+                sub.TIMEOUT_WARNING_SHOWN = True
         self._target = Template(config.target, name="grader.target", base_dir=context.base_dir)
         latex, expr = mv.LatexExtractionConfig(), mv.ExprExtractionConfig()
         self._pred_config = {"latex_and_expr": [latex, expr], "latex": [latex], "expr": [expr]}[
