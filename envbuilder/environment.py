@@ -56,7 +56,8 @@ class Environment:
             grader = graders.for_config(spec.grader)(spec.grader, GraderContext(base_dir=loaded.base_dir))
             self.submit = SubmitTool(spec.submit, grader)
         except EnvbuilderError as exc:
-            fail(("grader",), exc)
+            # A nested grader's error says where inside the block it is (`graders[1].type`).
+            fail(("grader", *getattr(exc, "loc", ())), exc)
 
         if self.splits:
             fields = {f for view in self.splits.values() for f in view.shaper.fields}
@@ -112,6 +113,16 @@ class Environment:
     def messages(self, task: Task) -> list[Message]:
         assert self.prompter is not None
         return self.prompter.messages(task)
+
+    def grade_counts(self) -> dict[str, int]:
+        """Answers graded so far, by outcome: ``{"correct": n, "incorrect": n, "ungradeable": n}``."""
+        assert self.submit is not None
+        return self.submit.counts.as_dict()
+
+    async def aclose(self) -> None:
+        """Release what grading holds open (a judge's HTTP connections)."""
+        if self.submit is not None:
+            await self.submit.grader.aclose()
 
     async def call_tool(
         self, episode: Episode, name: str, tool_input: dict[str, Any]

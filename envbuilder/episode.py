@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import threading
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -13,7 +15,9 @@ from envbuilder.graders import Grade, Grader, Outcome
 from envbuilder.protocol import RunToolError, RunToolSuccess, TextBlock, ToolOutput, ToolSpec
 from envbuilder.spec import SubmitSpec
 
-__all__ = ["Episode", "SubmitTool"]
+__all__ = ["Episode", "GradeCounts", "SubmitTool"]
+
+log = logging.getLogger("envbuilder.episode")
 
 
 @dataclass
@@ -24,6 +28,8 @@ class Episode:
     attempts: int = 0
     finished: bool = False
     secrets: dict[str, str] = field(default_factory=dict, repr=False)
+    ungradeable: int = 0
+    """Answers of this episode that could not be graded."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -31,6 +37,31 @@ class Episode:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Episode:
         return cls(**data)
+
+
+class GradeCounts:
+    """How many answers an environment graded, by outcome (read by the server and catalog)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts = {outcome.value: 0 for outcome in Outcome}
+
+    def add(self, outcome: Outcome) -> None:
+        with self._lock:
+            self._counts[outcome.value] += 1
+
+    @property
+    def ungradeable(self) -> int:
+        return self._counts[Outcome.UNGRADEABLE.value]
+
+    @property
+    def total(self) -> int:
+        return sum(self._counts.values())
+
+    def as_dict(self) -> dict[str, int]:
+        """``{"correct": n, "incorrect": n, "ungradeable": n}``."""
+        with self._lock:
+            return dict(self._counts)
 
 
 def _camel(name: str) -> str:
@@ -43,9 +74,15 @@ class SubmitTool:
     def __init__(self, spec: SubmitSpec, grader: Grader):
         self.spec = spec
         self.grader = grader
+        self.counts = GradeCounts()
         self.input_model: type[BaseModel] = create_model(  # type: ignore[call-overload]
             f"{_camel(spec.name)}Input",
-            **{spec.answer_field: (str, PydanticField(description=spec.answer_description))},
+            **{
+                spec.answer_field: (
+                    str,
+                    PydanticField(description=spec.answer_description, max_length=spec.max_answer_chars),
+                )
+            },
         )
         self.tool_spec = ToolSpec(
             name=spec.name, description=spec.description, input_schema=self.input_model.model_json_schema()
@@ -70,26 +107,40 @@ class SubmitTool:
         try:
             args = self.input_model.model_validate(tool_input)
         except ValidationError as exc:
-            return RunToolError(
-                error=f"Tool input validation error: {exc.errors()}", reason="input_validation"
-            )
+            errors = exc.errors(include_url=False, include_input=False)
+            return RunToolError(error=f"Tool input validation error: {errors}", reason="input_validation")
         answer: str = getattr(args, self.spec.answer_field)
-        episode.attempts += 1
         try:
             grade = await self.grader.grade(answer, episode.task, episode.secrets)
         except Exception as exc:  # a grader bug must not crash the server, nor score 0
+            log.exception("grader %s failed", self.grader.type_name)
             grade = Grade.ungradeable(f"the grader failed: {type(exc).__name__}")
+        self.counts.add(grade.outcome)
         return RunToolSuccess(output=self.output(episode, grade))
 
     def output(self, episode: Episode, grade: Grade) -> ToolOutput:
+        """Count the attempt, apply the rewards and the ungradeable policy, say what happened."""
         spec = self.spec
+        ungradeable = grade.outcome is Outcome.UNGRADEABLE
+        policy = spec.on_ungradeable if ungradeable else None
+        if ungradeable:
+            episode.ungradeable += 1
+            if policy == "retry" and episode.ungradeable > spec.max_attempts:
+                policy = "no_reward"  # an endless loop of unjudgeable answers must end
+        if policy != "retry":
+            episode.attempts += 1
         left = spec.max_attempts - episode.attempts
         full = grade.outcome is Outcome.CORRECT and (grade.score or 0.0) >= 1.0
         episode.finished = finished = full or left <= 0
         reward: float | None
-        if grade.outcome is Outcome.UNGRADEABLE:
+        if policy == "incorrect":
+            reward = spec.reward_incorrect
+            text = f"Your answer could not be graded ({grade.reason}), so it counts as incorrect."
+        elif ungradeable:
             reward = None
             text = f"Your answer could not be graded: {grade.reason}."
+            if policy == "retry":
+                text += " This attempt was not counted; submit your answer again."
         else:
             score = grade.score or 0.0
             reward = spec.reward_incorrect + score * (spec.reward_correct - spec.reward_incorrect)
@@ -106,7 +157,7 @@ class SubmitTool:
             target = self.grader.target(episode.task)
             if target is not None:
                 text += f" The correct answer is {target}."
-        metadata = {
+        metadata: dict[str, Any] = {
             "outcome": grade.outcome.value,
             "score": grade.score,
             "reason": grade.reason,
@@ -114,4 +165,7 @@ class SubmitTool:
             "max_attempts": spec.max_attempts,
             **grade.details,
         }
+        if ungradeable:
+            metadata["ungradeable_policy"] = policy
+            metadata["ungradeable_count"] = episode.ungradeable
         return ToolOutput(blocks=[TextBlock(text=text)], metadata=metadata, reward=reward, finished=finished)

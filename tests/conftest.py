@@ -22,6 +22,9 @@ from tests.servers import serve_app
 ROOT = Path(__file__).resolve().parent.parent
 ENVS = ROOT / "envs"
 SHARED_DATA = ROOT.parent / "shared" / "data"
+if not SHARED_DATA.is_dir() and os.environ.get("ENVBUILDER_SHARED_DATA"):
+    # A git worktree sits one level deeper than a CI clone: point at shared/data explicitly.
+    SHARED_DATA = Path(os.environ["ENVBUILDER_SHARED_DATA"])
 
 
 @pytest.fixture(scope="session")

@@ -4,9 +4,20 @@ from envbuilder.graders._base import (
     Grade,
     Grader,
     GraderConfig,
+    GraderConfigError,
     GraderContext,
     Outcome,
+    build_grader,
     graders,
 )
 
-__all__ = ["Grade", "Grader", "GraderConfig", "GraderContext", "Outcome", "graders"]
+__all__ = [
+    "Grade",
+    "Grader",
+    "GraderConfig",
+    "GraderConfigError",
+    "GraderContext",
+    "Outcome",
+    "build_grader",
+    "graders",
+]

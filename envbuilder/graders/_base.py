@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from envbuilder.errors import GraderError
 from envbuilder.plugins import ConfigModel, Plugin, Registry
 
 Task = dict[str, Any]
@@ -64,8 +65,9 @@ class Grader(Plugin, abc.ABC):
     """A grader; registered in ``envbuilder.graders`` under its ``Config.type``."""
 
     Config: ClassVar[type[GraderConfig]]
-    blocking: ClassVar[bool] = False
-    """True when grading waits on I/O (an HTTP judge): such calls stream with keep-alives."""
+    blocking: bool = False
+    """True when grading waits on I/O or long work (an HTTP judge, a symbolic check): such
+    calls stream with keep-alives. A class default; composite graders set it per instance."""
 
     def __init__(self, config: Any, context: GraderContext):
         self.config = config
@@ -83,6 +85,29 @@ class Grader(Plugin, abc.ABC):
     def target(self, task: Task) -> Any:
         """The expected answer for ``task``, for previews and self-checks (None if unknown)."""
         return None
+
+    async def aclose(self) -> None:
+        """Release what the grader holds open (HTTP connections); it may be used again after."""
+
+
+class GraderConfigError(GraderError):
+    """A grader cannot be built from its config; ``loc`` is the key path inside the grader block."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        loc: tuple[str | int, ...] = (),
+        hint: str | None = None,
+        code: str | None = None,
+    ):
+        super().__init__(message, hint=hint, code=code)
+        self.loc = loc
+
+
+def build_grader(config: GraderConfig, context: GraderContext) -> Grader:
+    """The grader of ``config`` (its ``type:`` picks the class)."""
+    return graders.for_config(config)(config, context)
 
 
 graders: Registry[Grader] = Registry("grader", "envbuilder.graders")

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from typing import Literal
 
 from pydantic import Field, field_validator
 
-from envbuilder.graders._base import Grade, Grader, GraderConfig, GraderContext, Task
+from envbuilder.graders import _safe_regex
+from envbuilder.graders._base import Grade, Grader, GraderConfig, GraderConfigError, GraderContext, Task
 from envbuilder.graders._normalize import extract_number, normalize
 from envbuilder.plugins import ConfigModel
 from envbuilder.templating import Template
@@ -23,28 +23,27 @@ NormalizerName = Literal[
     "number",
     "unicode",
 ]
+FlagName = Literal["ignorecase", "multiline", "dotall", "verbose", "ascii"]
 
 
 class ExtractSpec(ConfigModel):
     """Pull the answer out of a longer response with a regular expression."""
 
     pattern: str
-    """A Python regular expression searched in the response."""
+    """A regular expression (Python syntax) searched in the response."""
     group: int | str = 0
     """Which group of the match is the answer (number or name; 0 is the whole match)."""
     match: Literal["first", "last"] = "last"
     """Use the first or the last match."""
-    fallback: Literal["none", "whole"] = "none"
-    """With no match: `none` makes the answer ungradeable, `whole` uses the whole response."""
+    flags: list[FlagName] = Field(default_factory=list)
+    """Regex flags, e.g. `[ignorecase]`."""
+    fallback: Literal["none", "whole", "number"] = "none"
+    """With no match: `none` makes the answer ungradeable, `whole` uses the whole response,
+    `number` uses the final number in the response."""
+    timeout: float = Field(default=_safe_regex.DEFAULT_TIMEOUT, gt=0, le=5)
+    """Seconds the search may take before the answer is ungradeable (guards slow patterns)."""
 
-    @field_validator("pattern")
-    @classmethod
-    def _compiles(cls, value: str) -> str:
-        try:
-            re.compile(value)
-        except re.error as exc:
-            raise ValueError(f"invalid regular expression: {exc}") from None
-        return value
+    _check = field_validator("pattern")(_safe_regex.check_pattern)
 
 
 class ExactMatchConfig(GraderConfig):
@@ -58,7 +57,10 @@ class ExactMatchConfig(GraderConfig):
     """How to find the answer in the response: `number` (the final number, after "the answer
     is", `####` or `\\boxed{}` when present), `none` (the whole response) or a regex."""
     normalize: list[NormalizerName] = Field(default=["strip", "whitespace"])
-    """Normalisers applied in order to both the answer and the targets."""
+    """Normalisers applied in order to both the answer and the targets: `strip`, `lower`,
+    `whitespace` (collapse runs), `punctuation` (drop all, `.` and `-` included), `currency`
+    (drop $€£¥₹), `thousands` (1,000 → 1000), `leading_zeros` (007 → 7), `number` (canonical
+    numeric form: 72.0 → 72, 1e3 → 1000), `unicode` (NFKC)."""
 
 
 class ExactMatchGrader(Grader):
@@ -72,8 +74,23 @@ class ExactMatchGrader(Grader):
             Template(t, name=f"grader.target[{i}]", base_dir=context.base_dir) for i, t in enumerate(targets)
         ]
         extract = config.extract
-        self._regex = re.compile(extract.pattern) if isinstance(extract, ExtractSpec) else None
+        self._regex = (
+            _safe_regex.compile_pattern(extract.pattern, extract.flags)
+            if isinstance(extract, ExtractSpec)
+            else None
+        )
         self._numeric = extract == "number"
+        if isinstance(extract, ExtractSpec) and self._regex is not None:
+            group = extract.group
+            known = group in self._regex.groupindex if isinstance(group, str) else group <= self._regex.groups
+            if not known:
+                raise GraderConfigError(
+                    f"the pattern has no group {group!r}",
+                    loc=("extract", "group"),
+                    hint=f"It has {self._regex.groups} numbered group(s)"
+                    + (f" and named {', '.join(self._regex.groupindex)}" if self._regex.groupindex else ""),
+                    code="grader_config",
+                )
 
     @property
     def fields(self) -> frozenset[str]:
@@ -91,26 +108,40 @@ class ExactMatchGrader(Grader):
         return text
 
     def extract(self, response: str) -> str | None:
-        """The answer found in ``response`` (None when there is none)."""
+        """The answer found in ``response`` (None when there is none).
+
+        Raises:
+            PatternTimeout: the extraction pattern ran out of time on this response.
+        """
         if self._numeric:
             return extract_number(response)
-        if self._regex is not None:
-            spec = self.config.extract
-            assert isinstance(spec, ExtractSpec)
-            matches = list(self._regex.finditer(response))
-            if not matches:
-                return response if spec.fallback == "whole" else None
-            m = matches[-1] if spec.match == "last" else matches[0]
+        if self._regex is None:
+            return response
+        spec = self.config.extract
+        assert isinstance(spec, ExtractSpec)
+        matches = _safe_regex.find_all(self._regex, response, timeout=spec.timeout)
+        if spec.match == "last":
+            matches.reverse()
+        for m in matches[:1]:
             try:
-                return m.group(spec.group)
+                found = m.group(spec.group)
             except IndexError:
-                return None
-        return response
+                found = None
+            if found is not None:
+                return str(found)
+        if spec.fallback == "whole":
+            return response
+        if spec.fallback == "number":
+            return extract_number(response)
+        return None
 
     async def grade(self, answer: str, task: Task, secrets: dict[str, str]) -> Grade:
         targets = self.target(task)
         target_list = [targets] if isinstance(targets, str) else targets
-        extracted = self.extract(answer)
+        try:
+            extracted = self.extract(answer)
+        except _safe_regex.PatternTimeout:
+            return Grade.ungradeable("the extraction pattern took too long on this answer", target=targets)
         if extracted is None:
             return Grade.ungradeable(
                 "no answer could be extracted from the response", extracted=None, target=targets

@@ -34,6 +34,8 @@ def canonical_number(text: str) -> str | None:
         return None
     if not d.is_finite():
         return None
+    if d == 0:
+        return "0"  # not "-0" nor "0E-2"
     if d == d.to_integral_value():
         return str(d.quantize(Decimal(1)))
     return format(d.normalize(), "f")
@@ -90,6 +92,8 @@ NORMALIZERS: dict[str, Callable[[str], str]] = {
 
 
 def normalize(text: str, names: list[str]) -> str:
+    """Apply the normalisers ``names`` in order (``punctuation`` also drops ``.`` and ``-``,
+    so put ``number`` before it when answers are numbers)."""
     for name in names:
         text = NORMALIZERS[name](text)
     return text

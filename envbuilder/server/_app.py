@@ -156,6 +156,8 @@ def create_app(envs: list[Environment], settings: ServerSettings | None = None) 
             yield
         finally:
             task.cancel()
+            for env in state.envs.values():
+                await env.aclose()
 
     app = FastAPI(
         title="envbuilder",

@@ -75,6 +75,13 @@ class SubmitSpec(ConfigModel):
     """Reward for an incorrect answer."""
     reveal_answer: bool = False
     """Whether the feedback after the last attempt tells the agent the correct answer."""
+    on_ungradeable: Literal["no_reward", "incorrect", "retry"] = "no_reward"
+    """When an answer cannot be graded (nothing extractable, judge unreachable or unclear):
+    `no_reward` counts the attempt with reward `null` and says why; `incorrect` scores it as
+    a wrong answer, explicitly; `retry` does not count the attempt and lets the agent answer
+    again (at most `max_attempts` such retries per episode, then `no_reward`)."""
+    max_answer_chars: int = Field(default=100_000, ge=1)
+    """Longer answers are refused as invalid tool input."""
 
 
 class GraderTest(ConfigModel):

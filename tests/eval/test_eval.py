@@ -119,7 +119,8 @@ def test_in_process_accuracy_is_what_the_policy_implies(gsm8k, answers, policy, 
     assert first["tools"] == [{"type": "function", "function": {
         "name": "submit", "description": "Submit your final answer to the math problem (a number).",
         "parameters": {"type": "object", "required": ["answer"], "properties": {
-            "answer": {"type": "string", "description": "The final numeric answer, e.g. 72."}}}}}]
+            "answer": {"type": "string", "description": "The final numeric answer, e.g. 72.",
+                       "maxLength": 100000}}}}}]
     assert all(h["authorization"] == f"Bearer {KEY}" for h in server.headers_seen)
 
 

@@ -19,7 +19,14 @@ from typing import Any
 
 Handler = Callable[[dict[str, Any], int], tuple[int, dict[str, Any], dict[str, str]]]
 
-__all__ = ["ChatServer", "Handler", "reply", "tool_call_reply"]
+__all__ = ["ChatServer", "Handler", "completion", "reply", "tool_call_reply"]
+
+
+class _Server(ThreadingHTTPServer):
+    # The default listen backlog (5) drops bursts of connections: the kernel then retries
+    # each dropped SYN after a second, which looks exactly like a serialising client.
+    request_queue_size = 256
+    daemon_threads = True
 
 
 class ChatServer:
@@ -72,8 +79,7 @@ class ChatServer:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-        self._server.daemon_threads = True
+        self._server = _Server(("127.0.0.1", 0), _Handler)
         port = self._server.server_address[1]
         self.base_url = f"http://127.0.0.1:{port}/v1"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -101,6 +107,11 @@ def reply(content: str | None, tool_calls: list[dict[str, Any]] | None = None,
         "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1],
                   "total_tokens": usage[0] + usage[1]},
     }
+
+
+def completion(content: str) -> dict[str, Any]:
+    """A plain assistant answer (what a judge replies)."""
+    return reply(content, usage=(1, 1))
 
 
 def tool_call_reply(name: str, arguments: str, call_id: str = "call_1") -> dict[str, Any]:

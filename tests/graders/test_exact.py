@@ -59,3 +59,91 @@ def test_canonical_number(text: str, canon: str | None) -> None:
 
 def test_extract_prefers_stated_answer() -> None:
     assert extract_number("The answer is 5. Check: 2+3=5, 10 total items") == "5"
+
+
+def test_negative_zero_is_zero() -> None:
+    assert canonical_number("-0") == "0"
+    assert canonical_number("0.00") == "0"
+
+
+async def test_regex_extraction_group_first_last_fallback() -> None:
+    from tests.graders._util import make
+
+    def grader(**extract: object):
+        return make(
+            {"type": "exact_match", "target": "{{ t }}", "extract": {"pattern": r"ANSWER: (\w+)", **extract}}
+        )
+
+    text = "ANSWER: cat ... on reflection ANSWER: dog"
+    assert (await grader(group=1).grade(text, {"t": "dog"}, {})).outcome is Outcome.CORRECT
+    assert (await grader(group=1, match="first").grade(text, {"t": "cat"}, {})).outcome is Outcome.CORRECT
+    missing = await grader(group=1).grade("dog", {"t": "dog"}, {})
+    assert missing.outcome is Outcome.UNGRADEABLE
+    assert (await grader(group=1, fallback="whole").grade("dog", {"t": "dog"}, {})).outcome is Outcome.CORRECT
+    numeric = await grader(group=1, fallback="number").grade("so 42.", {"t": "42"}, {})
+    assert numeric.outcome is Outcome.CORRECT
+
+
+def test_unknown_group_is_a_located_config_error() -> None:
+    from envbuilder.graders import GraderConfigError
+    from tests.graders._util import make
+
+    with pytest.raises(GraderConfigError) as info:
+        make({"type": "exact_match", "target": "x", "extract": {"pattern": r"(\d+)", "group": 2}})
+    assert info.value.loc == ("extract", "group")
+
+
+@pytest.mark.parametrize(
+    ("names", "text", "expected"),
+    [
+        (["lower", "punctuation", "whitespace"], " The  Eiffel-Tower! ", "the eiffeltower"),
+        (["currency", "thousands", "strip"], " $1,234,567 ", "1234567"),
+        (["leading_zeros"], "007 and 0.5 and 100", "7 and 0.5 and 100"),
+        (["number"], "1e3", "1000"),
+        (["number"], "72.50", "72.5"),
+        (["unicode"], "７２", "72"),
+    ],
+)
+def test_normalizers(names: list[str], text: str, expected: str) -> None:
+    from envbuilder.graders._normalize import normalize
+
+    assert normalize(text, names) == expected
+
+
+async def test_list_of_targets_and_leading_zeros() -> None:
+    from tests.graders._util import make
+
+    # AIME answers are strings with leading zeros ("025").
+    g = make(
+        {
+            "type": "exact_match",
+            "target": ["{{ answer }}", "{{ alt }}"],
+            "normalize": ["strip", "leading_zeros"],
+        }
+    )
+    task = {"answer": "025", "alt": "twenty-five"}
+    assert (await g.grade("25", task, {})).outcome is Outcome.CORRECT
+    assert (await g.grade("twenty-five", task, {})).outcome is Outcome.CORRECT
+    assert (await g.grade("26", task, {})).outcome is Outcome.INCORRECT
+
+
+@pytest.mark.parametrize(
+    "answer",
+    ["The answer is 72.", "**72**", "$72.00", "72 apples", "#### 72", "Final answer: 72"],
+)
+def test_gsm8k_rows(answer: str) -> None:
+    # Real GSM8K reference solutions, graded as envs/gsm8k.yaml does.
+    import pyarrow.parquet as pq
+
+    from tests.conftest import ENVS
+
+    rows = pq.read_table(ENVS / "data/gsm8k/test-00000-of-00001.parquet").slice(0, 20).to_pylist()
+    config = ExactMatchConfig.model_validate(
+        {"type": "exact_match", "target": "{{ answer.split('####')[-1] }}", "extract": "number"}
+    )
+    grader = ExactMatchGrader(config, GraderContext())
+    for row in rows:
+        target = row["answer"].split("####")[-1].strip()
+        given = answer.replace("72", target)
+        result = asyncio.run(grader.grade(given, row, {}))
+        assert result.outcome is Outcome.CORRECT, (given, target)

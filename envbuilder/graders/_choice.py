@@ -1,0 +1,122 @@
+"""The ``choice`` grader: multiple-choice answers given as a letter (or an index)."""
+
+from __future__ import annotations
+
+import re
+import string
+from typing import Any, Literal
+
+from pydantic import Field
+
+from envbuilder.graders._base import Grade, Grader, GraderConfig, GraderContext, Task
+from envbuilder.templating import Template
+
+_MAX_CHARS = 20_000
+
+# How models state a choice, most explicit first; each captures the letter (or number).
+_STATED = [
+    re.compile(r"\\boxed\{\s*\(?([A-Za-z]|\d+)\)?\s*\}"),
+    # Letters in capitals only here: "the answer is a bit long" names no option.
+    re.compile(
+        r"(?i:final\s+answer|answer|choice|option)\s*(?i:is\b)?\s*[:=]?\s*(?i:option\s+|choice\s+)?"
+        r"[\(\[\*\"'`]*([A-Z]|\d+)\b(?![\w'])"
+    ),
+]
+# The whole answer is the choice: "B", "(B)", "b.", "**B**", "2".
+_ALONE = re.compile(r"^\W*([A-Za-z]|\d+)\W*$")
+# The answer starts with the choice, then its text: "B) 42", "(B) 42", "B. 42", "B: 42".
+_LEADING = re.compile(r"^\W*\(?([A-Za-z]|\d+)[\).:]\s")
+
+
+class ChoiceConfig(GraderConfig):
+    """Correct when the answer names the right option of a multiple-choice question."""
+
+    type: Literal["choice"]
+    target: str
+    """Jinja template over the task giving the correct option, as a letter (`B`) or an index
+    (`1`, counted from `index_base`), e.g. `{{ answer }}`."""
+    choices_field: str | None = None
+    """The task field holding the list of options: bounds the valid letters, and an answer
+    that repeats one option's text exactly counts as that option."""
+    num_choices: int | None = Field(default=None, ge=2, le=26)
+    """How many options there are, when there is no `choices_field` (default: up to Z)."""
+    index_base: Literal[0, 1] = 0
+    """Whether a numeric target (and a numeric answer) counts from 0 (`0` = A) or 1 (`1` = A)."""
+    accept_numbers: bool = False
+    """Also accept an answer naming the option by number (`2`), counted from `index_base`."""
+
+
+class ChoiceGrader(Grader):
+    Config = ChoiceConfig
+    config: ChoiceConfig
+
+    def __init__(self, config: ChoiceConfig, context: GraderContext):
+        super().__init__(config, context)
+        self._target = Template(config.target, name="grader.target", base_dir=context.base_dir)
+
+    @property
+    def fields(self) -> frozenset[str]:
+        extra = {self.config.choices_field} if self.config.choices_field else set()
+        return self._target.variables | extra
+
+    def _options(self, task: Task) -> list[Any] | None:
+        name = self.config.choices_field
+        value = task.get(name) if name else None
+        return list(value) if isinstance(value, list | tuple) else None
+
+    def _count(self, task: Task) -> int:
+        options = self._options(task)
+        if options is not None:
+            return min(len(options), 26)
+        return self.config.num_choices or 26
+
+    def _letter(self, token: str, count: int) -> str | None:
+        """``token`` as an option letter, or None when it names no option."""
+        if token.isdigit():
+            index = int(token) - self.config.index_base
+        elif len(token) == 1 and token.isalpha():
+            index = string.ascii_uppercase.index(token.upper())
+        else:
+            return None
+        return string.ascii_uppercase[index] if 0 <= index < count else None
+
+    def target(self, task: Task) -> str | None:
+        return self._letter(self._target.render(task).strip().strip("()."), self._count(task))
+
+    def extract(self, answer: str, task: Task) -> str | None:
+        """The option letter the answer names (None when it names none clearly)."""
+        count = self._count(task)
+        text = answer.strip()[:_MAX_CHARS]
+        numbers = self.config.accept_numbers
+
+        def usable(token: str) -> str | None:
+            return None if token.isdigit() and not numbers else self._letter(token, count)
+
+        for pattern in (_ALONE, _LEADING):
+            m = pattern.match(text)
+            if m and (letter := usable(m.group(1))):
+                return letter
+        for pattern in _STATED:
+            for m in reversed(list(pattern.finditer(text))):
+                if letter := usable(m.group(1)):
+                    return letter
+        options = self._options(task)
+        if options:
+            folded = " ".join(text.lower().split())
+            hits = [i for i, o in enumerate(options[:count]) if " ".join(str(o).lower().split()) == folded]
+            if len(hits) == 1:
+                return string.ascii_uppercase[hits[0]]
+        return None
+
+    async def grade(self, answer: str, task: Task, secrets: dict[str, str]) -> Grade:
+        target = self.target(task)
+        if target is None:
+            return Grade.ungradeable(
+                f"the task's target {self._target.render(task)!r} names no option", target=None
+            )
+        letter = self.extract(answer, task)
+        if letter is None:
+            return Grade.ungradeable("no option letter could be found in the answer", target=target)
+        if letter == target:
+            return Grade.correct("the right option", extracted=letter, target=target)
+        return Grade.incorrect("a wrong option", extracted=letter, target=target)

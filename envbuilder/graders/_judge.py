@@ -1,0 +1,405 @@
+"""The ``llm_judge`` grader: ask a model behind any OpenAI-compatible chat-completions endpoint.
+
+The API key is read per call from the session's secrets or from an environment variable the
+spec names; it is only ever put in the ``Authorization`` header, never in a log line, an
+error or a grade. Failures (unreachable, refused, unparseable) are ungradeable, never 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import logging
+import os
+import random
+import time
+import weakref
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import httpx
+from pydantic import Field, field_validator, model_validator
+
+from envbuilder.graders import _safe_regex
+from envbuilder.graders._base import Grade, Grader, GraderConfig, GraderContext, Outcome, Task
+from envbuilder.graders._judge_cache import JudgeCache, cache_key, open_cache
+from envbuilder.plugins import ConfigModel
+from envbuilder.templating import Template
+
+log = logging.getLogger("envbuilder.graders.judge")
+
+#: Names the judge templates get besides the task's own fields (these win on a clash).
+JUDGE_VARIABLES = frozenset({"response", "question", "reference", "criteria", "task"})
+_LABEL_PATTERN = r"(?i)\b(?:verdict|grade)\s*[:=]\s*[\*\"'`\[]*\s*([A-Za-z_]+)"
+_SCORE_PATTERN = r"(?i)\bscore\s*[:=]\s*[\*\"'`\[]*\s*(-?\d+(?:\.\d+)?)"
+_REASONING_CHARS = 4000
+
+
+class VerdictSpec(ConfigModel):
+    """How the judge's reply becomes a score: grade labels, or a number in a range."""
+
+    labels: dict[str, float] | None = None
+    """Grade labels and their scores in [0, 1], e.g. `{CORRECT: 1, PARTIAL: 0.5, INCORRECT: 0}`
+    (matched case-insensitively). The default when `score_range` is not given."""
+    score_range: tuple[float, float] | None = None
+    """Read a number instead, e.g. `[0, 10]`, normalised to [0, 1]."""
+    pattern: str | None = None
+    """Regex whose group 1 holds the label or number; the last match counts. Default: a
+    `VERDICT: <label>` (or `GRADE:`) line, or a `SCORE: <number>` line."""
+
+    _check = field_validator("pattern")(lambda v: v if v is None else _safe_regex.check_pattern(v))
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> VerdictSpec:
+        if self.labels is not None and self.score_range is not None:
+            raise ValueError("give `labels` or `score_range`, not both")
+        if self.labels is not None and any(not 0 <= s <= 1 for s in self.labels.values()):
+            raise ValueError("label scores must be in [0, 1]")
+        if self.score_range is not None and self.score_range[0] >= self.score_range[1]:
+            raise ValueError("score_range must be [low, high] with low < high")
+        return self
+
+
+class LLMJudgeConfig(GraderConfig):
+    """Ask an LLM whether the answer is right, through an OpenAI-compatible endpoint."""
+
+    type: Literal["llm_judge"]
+    base_url: str
+    """The API root, ending before `/chat/completions`, e.g. `https://api.openai.com/v1`."""
+    model: str
+    """The judge model's name at that endpoint."""
+    template_file: str | None = None
+    """The judge prompt: a file beside the spec or a shipped one, `judges/correctness.jinja`
+    (reference-based, the default) or `judges/rubric.jinja` (criteria, a 0-10 score). It sees
+    the task's fields and `response`, `question`, `reference`, `criteria`, `task`."""
+    template: str | None = None
+    """An inline judge prompt instead of `template_file`."""
+    system: str | None = None
+    """An optional system message (a Jinja template like the prompt)."""
+    question: str | None = None
+    """Jinja template over the task giving the question, e.g. `{{ question }}`."""
+    reference: str | None = None
+    """Jinja template over the task giving the reference answer, e.g. `{{ answer }}`."""
+    criteria: list[str] = Field(default_factory=list)
+    """Rubric criteria, for templates that list them."""
+    verdict: VerdictSpec = Field(default_factory=VerdictSpec)
+    """How the reply is turned into a score."""
+    api_key_secret: str | None = "OPENAI_API_KEY"
+    """The name of the session secret holding the API key (sent by the client)."""
+    api_key_env: str | None = None
+    """An environment variable of the server holding the API key, used when the session has
+    no such secret. The key itself never goes in the spec."""
+    temperature: float = Field(default=0.0, ge=0, le=2)
+    """Sampling temperature (0: the most repeatable verdicts)."""
+    max_tokens: int | None = Field(default=None, ge=1)
+    """Cap on the reply's length (omitted from the request when unset)."""
+    extra_body: dict[str, Any] = Field(default_factory=dict)
+    """More request fields for the endpoint, e.g. `{reasoning_effort: low}`."""
+    timeout: float = Field(default=60.0, gt=0)
+    """Seconds to wait for one reply."""
+    max_retries: int = Field(default=3, ge=0, le=10)
+    """Retries after a 429, a 5xx, a timeout or a dropped connection."""
+    backoff: float = Field(default=0.5, ge=0)
+    """Seconds before the first retry; doubled each time (with jitter)."""
+    max_retry_after: float = Field(default=30.0, ge=0)
+    """The longest `Retry-After` the judge may ask for that is honoured (longer is cut)."""
+    max_concurrency: int = Field(default=32, ge=1)
+    """Judge calls in flight at once (more wait their turn)."""
+    cache: bool = True
+    """Keep replies in the on-disk cache (`$ENVBUILDER_CACHE_DIR`)."""
+    max_answer_chars: int = Field(default=20_000, ge=1)
+    """Longer answers are ungradeable rather than sent."""
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("base_url must start with http:// or https://")
+        return value.rstrip("/")
+
+    @model_validator(mode="after")
+    def _one_template(self) -> LLMJudgeConfig:
+        if self.template is not None and self.template_file is not None:
+            raise ValueError("give `template` or `template_file`, not both")
+        return self
+
+
+@dataclass
+class JudgeStats:
+    """Counters of one judge grader: what grading cost."""
+
+    calls: int = 0
+    """HTTP requests sent (retries included)."""
+    cache_hits: int = 0
+    retries: int = 0
+    failures: int = 0
+    """Grades that ended ungradeable because the judge could not be used."""
+
+
+class JudgeUnavailable(Exception):
+    """The judge could not be used; the message is safe to show (no key, no reply body)."""
+
+
+@dataclass
+class _LoopState:
+    client: httpx.AsyncClient
+    semaphore: asyncio.Semaphore
+    inflight: dict[str, asyncio.Future[str]]
+
+
+class LLMJudgeGrader(Grader):
+    Config = LLMJudgeConfig
+    config: LLMJudgeConfig
+    blocking = True
+
+    def __init__(self, config: LLMJudgeConfig, context: GraderContext):
+        super().__init__(config, context)
+        base = context.base_dir
+        if config.template is not None:
+            self._prompt = Template(config.template, name="grader.template", base_dir=base)
+        else:
+            file = config.template_file or "judges/correctness.jinja"
+            self._prompt = Template(file, name="grader.template_file", base_dir=base, from_file=True)
+        self._system = Template(config.system, name="grader.system", base_dir=base) if config.system else None
+        self._question = (
+            Template(config.question, name="grader.question", base_dir=base) if config.question else None
+        )
+        self._reference = (
+            Template(config.reference, name="grader.reference", base_dir=base) if config.reference else None
+        )
+        verdict = config.verdict
+        self._numeric = verdict.score_range is not None
+        self._labels = {
+            k.upper(): v for k, v in (verdict.labels or {"CORRECT": 1.0, "INCORRECT": 0.0}).items()
+        }
+        self._pattern = _safe_regex.compile_pattern(
+            verdict.pattern or (_SCORE_PATTERN if self._numeric else _LABEL_PATTERN)
+        )
+        self._cache: JudgeCache | None = open_cache() if config.cache else None
+        self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = (
+            weakref.WeakKeyDictionary()
+        )
+        self.stats = JudgeStats()
+
+    @property
+    def fields(self) -> frozenset[str]:
+        templates = [t for t in (self._prompt, self._system) if t is not None]
+        own = frozenset().union(*(t.variables for t in templates)) - JUDGE_VARIABLES
+        task_templates = [t for t in (self._question, self._reference) if t is not None]
+        return own.union(*(t.variables for t in task_templates))
+
+    def target(self, task: Task) -> str | None:
+        return self._reference.render(task).strip() if self._reference else None
+
+    # -- the request ---------------------------------------------------------------------------
+
+    def messages(self, answer: str, task: Task) -> list[dict[str, str]]:
+        """The chat messages sent to the judge for ``answer``."""
+        context = {
+            **task,
+            "task": task,
+            "response": answer,
+            "question": self._question.render(task) if self._question else task.get("question"),
+            "reference": self.target(task),
+            "criteria": list(self.config.criteria),
+        }
+        out = []
+        if self._system is not None:
+            out.append({"role": "system", "content": self._system.render(context)})
+        out.append({"role": "user", "content": self._prompt.render(context)})
+        return out
+
+    def _payload(self, messages: list[dict[str, str]]) -> dict[str, Any]:
+        cfg = self.config
+        payload: dict[str, Any] = {**cfg.extra_body, "model": cfg.model, "messages": messages}
+        payload["temperature"] = cfg.temperature
+        if cfg.max_tokens is not None:
+            payload["max_tokens"] = cfg.max_tokens
+        return payload
+
+    def _api_key(self, secrets: dict[str, str]) -> str | None:
+        cfg = self.config
+        if cfg.api_key_secret and secrets.get(cfg.api_key_secret):
+            return secrets[cfg.api_key_secret]
+        if cfg.api_key_env and os.environ.get(cfg.api_key_env):
+            return os.environ[cfg.api_key_env]
+        return None
+
+    def _state(self) -> _LoopState:
+        # A client and a semaphore belong to one event loop; tests and tools may run several.
+        loop = asyncio.get_running_loop()
+        state = self._loops.get(loop)
+        if state is None:
+            limits = httpx.Limits(max_connections=self.config.max_concurrency)
+            state = _LoopState(
+                httpx.AsyncClient(limits=limits, trust_env=False),
+                asyncio.Semaphore(self.config.max_concurrency),
+                {},
+            )
+            self._loops[loop] = state
+        return state
+
+    async def aclose(self) -> None:
+        loop = asyncio.get_running_loop()
+        state = self._loops.pop(loop, None)
+        if state is not None:
+            await state.client.aclose()
+
+    async def reply(self, answer: str, task: Task, secrets: dict[str, str]) -> tuple[str, bool]:
+        """The judge's reply text for ``answer`` and whether it came from the cache.
+
+        Raises:
+            JudgeUnavailable: the judge could not be reached, refused, or sent no reply.
+        """
+        payload = self._payload(self.messages(answer, task))
+        key = cache_key({"base_url": self.config.base_url, **payload})
+        if self._cache is not None:
+            cached = await self._cache.get(key)
+            if cached is not None:
+                self.stats.cache_hits += 1
+                return cached, True
+        state = self._state()
+        pending = state.inflight.get(key)
+        if pending is not None:  # the same prompt is being judged right now: share its reply
+            self.stats.cache_hits += 1
+            return await asyncio.shield(pending), True
+        fut: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        state.inflight[key] = fut
+        try:
+            async with state.semaphore:
+                text = await self._post(state.client, payload, self._api_key(secrets))
+            if self._cache is not None:
+                await self._cache.put(key, text)
+            fut.set_result(text)
+            return text, False
+        except asyncio.CancelledError:
+            fut.cancel()
+            raise
+        except BaseException as exc:
+            fut.set_exception(exc)
+            fut.exception()  # retrieved: waiters re-raise it; no "never retrieved" warning
+            raise
+        finally:
+            del state.inflight[key]
+
+    async def _post(self, client: httpx.AsyncClient, payload: dict[str, Any], key: str | None) -> str:
+        cfg = self.config
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        url = f"{cfg.base_url}/chat/completions"
+        problem = ""
+        for attempt in range(cfg.max_retries + 1):
+            if attempt:
+                self.stats.retries += 1
+            self.stats.calls += 1
+            wait: float | None = None
+            try:
+                resp = await client.post(url, json=payload, headers=headers, timeout=cfg.timeout)
+            except httpx.TimeoutException:
+                problem = f"no reply within {cfg.timeout:g} s"
+            except httpx.TransportError as exc:
+                problem = f"unreachable ({type(exc).__name__})"
+            else:
+                status = resp.status_code
+                if status == 200:
+                    return _content(resp)
+                problem = f"HTTP {status}"
+                if status != 429 and status < 500:
+                    hint = " (check the API key)" if status in (401, 403) else ""
+                    raise JudgeUnavailable(f"the judge refused the request: {problem}{hint}")
+                wait = _retry_after(resp.headers.get("retry-after"))
+            if attempt == cfg.max_retries:
+                break
+            delay = cfg.backoff * 2**attempt * (0.5 + random.random() / 2) if wait is None else wait
+            delay = min(delay, cfg.max_retry_after)
+            log.debug("judge %s: %s; retry %d in %.2f s", cfg.model, problem, attempt + 1, delay)
+            await asyncio.sleep(delay)
+        raise JudgeUnavailable(f"the judge is unavailable after {cfg.max_retries + 1} tries: {problem}")
+
+    # -- the verdict ---------------------------------------------------------------------------
+
+    def verdict(self, text: str) -> tuple[str | float, float] | None:
+        """(verdict as read, score in [0, 1]) from the reply text; None when unparseable."""
+        try:
+            matches = _safe_regex.find_all(self._pattern, text[-_REASONING_CHARS * 4 :])
+        except _safe_regex.PatternTimeout:
+            return None
+        if self._numeric:
+            low, high = self.config.verdict.score_range or (0.0, 1.0)
+            for m in reversed(matches):
+                try:
+                    value = float(m.group(1))
+                except (IndexError, ValueError):
+                    continue
+                if low <= value <= high:
+                    return value, (value - low) / (high - low)
+            return None
+        candidates = [m.group(1) for m in reversed(matches) if m.lastindex]
+        # A reply that is only the label ("CORRECT") needs no pattern.
+        candidates.append(text.strip().strip("*.`'\"[]").strip())
+        for label in candidates:
+            score = self._labels.get(label.upper())
+            if score is not None:
+                return label.upper(), score
+        return None
+
+    async def grade(self, answer: str, task: Task, secrets: dict[str, str]) -> Grade:
+        cfg = self.config
+        reference = self.target(task)
+        if len(answer) > cfg.max_answer_chars:
+            return Grade.ungradeable(
+                f"the answer is too long to judge ({len(answer):,} characters; at most "
+                f"{cfg.max_answer_chars:,})",
+                target=reference,
+            )
+        started = time.monotonic()
+        try:
+            text, cached = await self.reply(answer, task, secrets)
+        except JudgeUnavailable as exc:
+            self.stats.failures += 1
+            return Grade.ungradeable(str(exc), target=reference, judge={"model": cfg.model})
+        judge: dict[str, Any] = {
+            "model": cfg.model,
+            "reasoning": text[:_REASONING_CHARS],
+            "cached": cached,
+            "seconds": round(time.monotonic() - started, 3),
+        }
+        found = self.verdict(text)
+        if found is None:
+            self.stats.failures += 1
+            return Grade.ungradeable(
+                "the judge's reply states no verdict it was asked for", target=reference, judge=judge
+            )
+        verdict, score = found
+        judge.update(verdict=verdict, score=score)
+        outcome = Outcome.CORRECT if score > 0 else Outcome.INCORRECT
+        reason = f"the judge's verdict: {verdict}"
+        return Grade(outcome, score, reason, {"target": reference, "judge": judge})
+
+
+def _content(resp: httpx.Response) -> str:
+    """The assistant message text of a chat completion."""
+    try:
+        data = resp.json()
+        content = data["choices"][0]["message"]["content"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        raise JudgeUnavailable("the judge's reply is not a chat completion") from None
+    if isinstance(content, list):  # content parts
+        content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    if not isinstance(content, str) or not content.strip():
+        raise JudgeUnavailable("the judge's reply is empty")
+    return content
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Seconds from a ``Retry-After`` header (a number or an HTTP date)."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())

@@ -1,0 +1,117 @@
+"""A persistent, content-addressed cache of LLM judge replies (one SQLite file).
+
+The key is a hash of everything that decides a reply (endpoint, model, sampling parameters,
+rendered messages), so grading the same answer twice costs one judge call, across runs.
+The folder is ``$ENVBUILDER_CACHE_DIR`` (default ``~/.cache/envbuilder``). A cache that
+cannot be opened or written is logged once and skipped: it never fails a grade.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import os
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("envbuilder.graders.judge")
+
+FILE_NAME = "judge-cache.sqlite3"
+
+
+def cache_dir() -> Path:
+    """``$ENVBUILDER_CACHE_DIR`` or ``~/.cache/envbuilder``."""
+    configured = os.environ.get("ENVBUILDER_CACHE_DIR")
+    return Path(configured).expanduser() if configured else Path.home() / ".cache" / "envbuilder"
+
+
+def cache_key(request: dict[str, Any]) -> str:
+    """The sha256 of ``request`` as canonical JSON."""
+    blob = json.dumps(request, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+class JudgeCache:
+    """Reply text by key; blocking SQLite work runs in a worker thread."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+        self._broken = False
+
+    def _connect(self) -> sqlite3.Connection | None:
+        if self._conn is None and not self._broken:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                conn = sqlite3.connect(self.path, check_same_thread=False, timeout=5)
+                conn.execute("PRAGMA journal_mode=WAL")
+                # No fsync per commit (WAL keeps the file consistent; a crash may lose the
+                # last replies, which only costs re-asking): commits take microseconds.
+                conn.execute("PRAGMA synchronous=NORMAL")
+                conn.execute(
+                    "CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, reply TEXT NOT NULL, "
+                    "created REAL NOT NULL)"
+                )
+                conn.commit()
+                self._conn = conn
+            except (OSError, sqlite3.Error) as exc:
+                self._broken = True
+                log.warning("judge cache disabled: cannot open %s (%s)", self.path, type(exc).__name__)
+        return self._conn
+
+    def get_sync(self, key: str) -> str | None:
+        with self._lock:
+            conn = self._connect()
+            if conn is None:
+                return None
+            try:
+                row = conn.execute("SELECT reply FROM replies WHERE key = ?", (key,)).fetchone()
+            except sqlite3.Error:
+                return None
+        return None if row is None else str(row[0])
+
+    def put_sync(self, key: str, reply: str) -> None:
+        with self._lock:
+            conn = self._connect()
+            if conn is None:
+                return
+            try:
+                conn.execute(
+                    "INSERT OR REPLACE INTO replies (key, reply, created) VALUES (?, ?, ?)",
+                    (key, reply, time.time()),
+                )
+                conn.commit()
+            except sqlite3.Error as exc:
+                log.warning("judge cache write failed (%s)", type(exc).__name__)
+
+    async def get(self, key: str) -> str | None:
+        return await asyncio.to_thread(self.get_sync, key)
+
+    async def put(self, key: str, reply: str) -> None:
+        await asyncio.to_thread(self.put_sync, key, reply)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+
+_caches: dict[Path, JudgeCache] = {}
+_caches_lock = threading.Lock()
+
+
+def open_cache(directory: Path | None = None) -> JudgeCache:
+    """The process-wide cache for ``directory`` (default :func:`cache_dir`)."""
+    path = (directory or cache_dir()) / FILE_NAME
+    with _caches_lock:
+        cache = _caches.get(path)
+        if cache is None:
+            cache = _caches[path] = JudgeCache(path)
+        return cache

@@ -1,0 +1,92 @@
+"""The ``regex`` grader: the answer is correct when a pattern (built from the task) matches it."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from envbuilder.graders import _safe_regex
+from envbuilder.graders._base import Grade, Grader, GraderConfig, GraderContext, Task
+from envbuilder.graders._exact import FlagName
+from envbuilder.templating import Template
+
+# `{{ expr }}` in a pattern: the rendered value is inserted escaped, as a literal.
+_EXPRESSION = re.compile(r"\{\{(.*?)\}\}", re.DOTALL)
+
+
+class RegexConfig(GraderConfig):
+    """Correct when the answer matches a regular expression."""
+
+    type: Literal["regex"]
+    pattern: str
+    """A regular expression (Python syntax). `{{ expr }}` inserts a task value, escaped so it
+    matches literally: `^\\s*{{ answer }}\\s*$`."""
+    mode: Literal["search", "fullmatch"] = "search"
+    """`search` anywhere in the answer, or `fullmatch` the whole answer."""
+    flags: list[FlagName] = Field(default_factory=list)
+    """Regex flags, e.g. `[ignorecase, multiline]`."""
+    max_answer_chars: int = Field(default=20_000, ge=1)
+    """Longer answers are ungradeable rather than searched."""
+    timeout: float = Field(default=_safe_regex.DEFAULT_TIMEOUT, gt=0, le=5)
+    """Seconds one match may take before the answer is ungradeable (guards slow patterns)."""
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        # Check the literal parts with a placeholder where each value will go.
+        _safe_regex.check_pattern(_EXPRESSION.sub("x", value))
+        return value
+
+
+class RegexGrader(Grader):
+    Config = RegexConfig
+    config: RegexConfig
+
+    def __init__(self, config: RegexConfig, context: GraderContext):
+        super().__init__(config, context)
+        parts = _EXPRESSION.split(config.pattern)
+        # split() alternates literal text and expression sources.
+        self._literals = parts[0::2]
+        self._values = [
+            Template("{{" + src + "}}", name=f"grader.pattern[{i}]", base_dir=context.base_dir)
+            for i, src in enumerate(parts[1::2])
+        ]
+        self._static = None if self._values else _safe_regex.compile_pattern(config.pattern, config.flags)
+
+    @property
+    def fields(self) -> frozenset[str]:
+        return frozenset().union(*(t.variables for t in self._values))
+
+    def pattern(self, task: Task) -> str:
+        """The pattern for ``task``, task values escaped."""
+        out = [self._literals[0]]
+        for value, literal in zip(self._values, self._literals[1:], strict=True):
+            out.append(_safe_regex.regex.escape(value.render(task)))
+            out.append(literal)
+        return "".join(out)
+
+    def target(self, task: Task) -> str:
+        return self.pattern(task)
+
+    async def grade(self, answer: str, task: Task, secrets: dict[str, str]) -> Grade:
+        cfg = self.config
+        if len(answer) > cfg.max_answer_chars:
+            return Grade.ungradeable(
+                f"the answer is too long to match ({len(answer):,} characters; at most "
+                f"{cfg.max_answer_chars:,})"
+            )
+        source = self.pattern(task)
+        try:
+            compiled = self._static or _safe_regex.compile_pattern(source, cfg.flags)
+        except ValueError as exc:
+            return Grade.ungradeable(f"the pattern built for this task is invalid: {exc}", pattern=source)
+        match = _safe_regex.search if cfg.mode == "search" else _safe_regex.fullmatch
+        try:
+            found = match(compiled, answer, timeout=cfg.timeout)
+        except _safe_regex.PatternTimeout:
+            return Grade.ungradeable("matching the pattern took too long on this answer", pattern=source)
+        if found is None:
+            return Grade.incorrect("the answer does not match the pattern", pattern=source)
+        return Grade.correct("the answer matches the pattern", pattern=source, matched=found.group(0))

@@ -1,0 +1,72 @@
+"""Regular expressions over untrusted answers, bounded in time and input size.
+
+Patterns come from spec authors and answers from agents, so either side can be hostile
+(``(a|aa)+$`` on ``"a" * 50 + "!"`` backtracks for hours under :mod:`re`). The ``regex``
+package takes a ``timeout=`` per call and speaks Python's ``re`` syntax (backreferences,
+lookarounds) which a linear-time engine like RE2 refuses; so every grader pattern runs here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import regex
+
+FLAGS = {
+    "ignorecase": regex.IGNORECASE,
+    "multiline": regex.MULTILINE,
+    "dotall": regex.DOTALL,
+    "verbose": regex.VERBOSE,
+    "ascii": regex.ASCII,
+}
+
+DEFAULT_TIMEOUT = 0.05
+"""Seconds one match may take; ordinary patterns finish in microseconds."""
+
+
+class PatternTimeout(Exception):
+    """A match ran out of time (the pattern backtracks catastrophically on this answer)."""
+
+
+def compile_pattern(pattern: str, flags: Iterable[str] = ()) -> regex.Pattern[str]:
+    """Compile with ``re``-compatible semantics (``VERSION0``); ValueError with the reason."""
+    bits = regex.VERSION0
+    for name in flags:
+        bits |= FLAGS[name]
+    try:
+        return regex.compile(pattern, bits)
+    except regex.error as exc:
+        raise ValueError(f"invalid regular expression: {exc}") from None
+
+
+def check_pattern(pattern: str) -> str:
+    """A pydantic validator body: ``pattern`` unchanged, or ValueError saying why it is invalid."""
+    compile_pattern(pattern)
+    return pattern
+
+
+def search(
+    pattern: regex.Pattern[str], text: str, *, timeout: float = DEFAULT_TIMEOUT
+) -> regex.Match[str] | None:
+    try:
+        return pattern.search(text, timeout=timeout)
+    except TimeoutError:
+        raise PatternTimeout(pattern.pattern) from None
+
+
+def fullmatch(
+    pattern: regex.Pattern[str], text: str, *, timeout: float = DEFAULT_TIMEOUT
+) -> regex.Match[str] | None:
+    try:
+        return pattern.fullmatch(text, timeout=timeout)
+    except TimeoutError:
+        raise PatternTimeout(pattern.pattern) from None
+
+
+def find_all(pattern: regex.Pattern[str], text: str, *, timeout: float = DEFAULT_TIMEOUT) -> list[Any]:
+    """Every match of ``pattern`` in ``text``; the time bound covers the whole scan."""
+    try:
+        return list(pattern.finditer(text, timeout=timeout))
+    except TimeoutError:
+        raise PatternTimeout(pattern.pattern) from None

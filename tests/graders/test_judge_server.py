@@ -1,0 +1,95 @@
+"""End to end: a spec with an LLM judge served by uvicorn; judge calls never block other sessions."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+import httpx
+
+from envbuilder.environment import Environment
+from envbuilder.server import ServerSettings, create_app
+from envbuilder.spec import parse_spec
+from tests.conftest import ENVS
+from tests.fakes.chat_server import ChatServer, completion
+from tests.servers import serve_app
+
+KEY = "sk-e2e-DO-NOT-LEAK-42"
+EPISODES = 64
+JUDGE_SECONDS = 0.1
+# Serialised, the judge calls alone would take EPISODES * JUDGE_SECONDS = 6.4 s. Half of that
+# is the bound: generous for a loaded 2-core CI box (the ORS calls themselves take ~1 s there),
+# yet no implementation that waits for one judge call before the next can meet it.
+BOUND = EPISODES * JUDGE_SECONDS / 2
+
+SPEC = """\
+name: judged
+dataset:
+  type: parquet
+  files: {test: data/gsm8k/test-00000-of-00001.parquet}
+splits: {test: {}}
+prompt: {template: "{{ question }}"}
+grader:
+  type: llm_judge
+  base_url: %s
+  model: judge-1
+  question: "{{ question }}"
+  reference: "{{ answer.split('####')[-1] }}"
+  api_key_secret: JUDGE_KEY
+"""
+
+
+def slow_judge(body: dict[str, Any], i: int) -> tuple[int, dict[str, Any], dict[str, str]]:
+    time.sleep(JUDGE_SECONDS)
+    return 200, completion("Matches.\nVERDICT: CORRECT"), {}
+
+
+def _end_event(stream: str) -> dict[str, Any]:
+    for block in stream.replace("\r\n", "\n").split("\n\n"):
+        lines = block.split("\n")
+        if "event: end" in lines:
+            return json.loads("".join(line[len("data: ") :] for line in lines if line.startswith("data: ")))
+    raise AssertionError(f"no end event in {stream!r}")
+
+
+async def _create(client: httpx.AsyncClient, index: int) -> None:
+    headers = {"X-Session-ID": f"e2e-{index}"}
+    body = {"split": "test", "index": index, "secrets": {"JUDGE_KEY": KEY}}
+    created = await client.post("/create", headers=headers, json=body)
+    assert created.status_code == 200, created.text
+
+
+async def _submit(client: httpx.AsyncClient, index: int) -> dict[str, Any]:
+    headers = {"X-Session-ID": f"e2e-{index}"}
+    body = {"name": "submit", "input": {"answer": f"my answer {index}"}}
+    called = await client.post("/judged/call", headers=headers, json=body)
+    assert called.status_code == 200
+    return _end_event(called.text)
+
+
+def test_64_concurrent_judged_episodes_do_not_serialise() -> None:
+    with ChatServer(slow_judge) as judge:
+        env = Environment(parse_spec(SPEC % judge.base_url, file="judged.yaml", base_dir=ENVS))
+        assert env.blocking
+        app = create_app([env], ServerSettings(ping_interval=0.2))
+        with serve_app(app) as url:
+
+            async def run() -> tuple[list[dict[str, Any]], float]:
+                limits = httpx.Limits(max_connections=EPISODES)
+                async with httpx.AsyncClient(base_url=url, limits=limits, timeout=30) as client:
+                    # Sessions first (this also opens the connections): time only the calls.
+                    await asyncio.gather(*(_create(client, i) for i in range(EPISODES)))
+                    started = time.monotonic()
+                    results = await asyncio.gather(*(_submit(client, i) for i in range(EPISODES)))
+                    return list(results), time.monotonic() - started
+
+            results, elapsed = asyncio.run(run())
+    assert elapsed < BOUND, elapsed
+    assert len(judge.requests) == EPISODES
+    assert all(r["ok"] and r["output"]["reward"] == 1.0 for r in results)
+    assert results[0]["output"]["metadata"]["judge"]["verdict"] == "CORRECT"
+    assert {h.get("authorization") for h in judge.headers_seen} == {f"Bearer {KEY}"}
+    assert KEY not in json.dumps(results)
+    assert env.grade_counts() == {"correct": EPISODES, "incorrect": 0, "ungradeable": 0}

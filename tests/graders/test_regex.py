@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from envbuilder.graders import Outcome
+from tests.graders._util import grade, make
+
+
+async def test_pattern_interpolates_task_values_escaped() -> None:
+    g = make({"type": "regex", "pattern": r"^\s*{{ answer }}\s*$"})
+    task = {"answer": "3.5 (approx.)"}
+    assert (await grade(g, " 3.5 (approx.) ", task)).outcome is Outcome.CORRECT
+    # "." and "(" are literal: "3x5 (approx!)" would match an unescaped pattern.
+    assert (await grade(g, "3x5 (approx!)", task)).outcome is Outcome.INCORRECT
+    assert g.fields == {"answer"}
+
+
+async def test_search_fullmatch_and_flags() -> None:
+    search = make({"type": "regex", "pattern": "paris", "flags": ["ignorecase"]})
+    assert (await grade(search, "It is Paris.", {})).outcome is Outcome.CORRECT
+    full = make({"type": "regex", "pattern": "paris", "mode": "fullmatch", "flags": ["ignorecase"]})
+    assert (await grade(full, "It is Paris.", {})).outcome is Outcome.INCORRECT
+    assert (await grade(full, "PARIS", {})).outcome is Outcome.CORRECT
+
+
+@pytest.mark.parametrize("pattern", [r"(a+)+$", r"(a|aa)+$"])
+async def test_redos_pattern_is_bounded(pattern: str) -> None:
+    g = make({"type": "regex", "pattern": pattern, "timeout": 0.05})
+    started = time.perf_counter()
+    result = await grade(g, "a" * 50 + "!", {})
+    assert time.perf_counter() - started < 0.5
+    # Either the engine sees there is no match, or it runs out of time: never a hang.
+    assert result.outcome in (Outcome.INCORRECT, Outcome.UNGRADEABLE)
+    if result.outcome is Outcome.UNGRADEABLE:
+        assert "took too long" in result.reason
+
+
+async def test_catastrophic_pattern_times_out_as_ungradeable() -> None:
+    g = make({"type": "regex", "pattern": r"(a|aa)+$", "timeout": 0.02})
+    result = await grade(g, "a" * 60 + "!", {})
+    assert result.outcome is Outcome.UNGRADEABLE and result.score is None
+
+
+async def test_huge_answer_is_capped() -> None:
+    g = make({"type": "regex", "pattern": "x", "max_answer_chars": 1000})
+    result = await grade(g, "x" * 1001, {})
+    assert result.outcome is Outcome.UNGRADEABLE
+    assert "too long" in result.reason
+
+
+def test_invalid_pattern_is_a_config_error() -> None:
+    with pytest.raises(ValueError, match="invalid regular expression"):
+        make({"type": "regex", "pattern": "(x{{ answer }}"})
