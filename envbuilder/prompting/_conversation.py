@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,6 +23,17 @@ def _pydantic_reason(exc: ValidationError) -> str:
     msg = str(err["msg"]).removeprefix("Value error, ")
     loc = ".".join(str(p) for p in err["loc"])
     return f"{msg} (at {loc})" if loc else msg
+
+
+def _drop_nulls(block: Any) -> Any:
+    """Parquet stores blocks as structs with every field of every block type, absent ones
+    null: read a null field as absent (but keep a tool call's ``input`` as it is)."""
+    if not isinstance(block, Mapping):
+        return block
+    out = {k: v for k, v in block.items() if v is not None}
+    if isinstance(out.get("blocks"), list):
+        out["blocks"] = [_drop_nulls(b) for b in out["blocks"]]
+    return out
 
 
 def _invalid(where: str, message: str, hint: str | None = None) -> DataError:
@@ -47,7 +59,7 @@ class ConversationReader:
                 blocks.append(TextBlock(text=item))
                 continue
             try:
-                blocks.append(_block_adapter.validate_python(item))
+                blocks.append(_block_adapter.validate_python(_drop_nulls(item)))
             except ValidationError as exc:
                 raise _invalid(
                     f"{where}[{j}]",
@@ -60,6 +72,11 @@ class ConversationReader:
     def messages(self, task: Mapping[str, Any]) -> list[Message]:
         spec = self.spec
         turns = task.get(spec.column)
+        if isinstance(turns, str):  # a conversation stored as JSON text
+            try:
+                turns = json.loads(turns)
+            except ValueError:
+                raise _invalid(spec.column, "the text is not a JSON list of turns") from None
         if not isinstance(turns, list):
             raise _invalid(
                 spec.column,

@@ -66,7 +66,7 @@ class ConversationSpec(ConfigModel):
     """A task field that already holds the conversation: a list of turns."""
 
     column: str
-    """The task field holding the turns, e.g. `messages`."""
+    """The task field holding the turns, e.g. `messages` (a list, or JSON text of one)."""
     role_key: str = "role"
     """The key of each turn holding its role."""
     content_key: str = "content"
