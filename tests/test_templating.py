@@ -46,7 +46,10 @@ def test_sandbox_refuses_escapes_and_bombs(source: str, message: str) -> None:
     with pytest.raises(TemplateError) as info:
         _render(source)
     assert info.value.code == "template_unsafe"
-    assert str(info.value) == f"t: refused by the template sandbox: {message}. Templates may only read the task's fields"
+    assert (
+        str(info.value)
+        == f"t: refused by the template sandbox: {message}. Templates may only read the task's fields"
+    )
 
 
 def test_strict_undefined_names_available_fields() -> None:

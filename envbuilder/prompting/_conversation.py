@@ -50,9 +50,7 @@ class ConversationReader:
         if isinstance(content, str):
             return [TextBlock(text=content)]
         if not isinstance(content, list):
-            raise _invalid(
-                where, f"expected a string or a list of blocks, got a {type(content).__name__}"
-            )
+            raise _invalid(where, f"expected a string or a list of blocks, got a {type(content).__name__}")
         blocks: list[Any] = []
         for j, item in enumerate(content):
             if isinstance(item, str):

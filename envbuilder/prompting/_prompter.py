@@ -233,4 +233,3 @@ class Prompter:
     def prompt(self, task: Task) -> list[ContentBlock]:
         """The task as prompt blocks (``GET /{env}/prompt``): the flattened conversation."""
         return flatten_messages(self.messages(task))
-

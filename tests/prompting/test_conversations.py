@@ -12,21 +12,12 @@ from openreward.environments.utils import flatten_messages as or_flatten
 from envbuilder.environment import Environment
 from envbuilder.errors import SpecError
 from tests.conftest import ENVS
-from tests.prompting.conftest import RICH
+from tests.prompting.conftest import FIXTURES, RICH
 
 MakeEnv = Callable[..., Environment]
 
-#: PROTOCOL.md §7.1, verified against the reference server (task c0 of `convenv`).
-REFERENCE_C0 = (
-    '[{"role":"system","blocks":[{"text":"You are a careful assistant.","detail":null,"type":"text"}],"detail":null},'
-    ' {"role":"user","blocks":[{"text":"What is 6*7? Use the calculator.","detail":null,"type":"text"}],"detail":null},'
-    ' {"role":"assistant","blocks":[{"text":"I should call the calculator.","signature":null,"detail":null,"type":"reasoning"},'
-    '   {"text":"Let me compute that.","detail":null,"type":"text"},'
-    '   {"id":"call_1","name":"calculator","input":{"expr":"6*7"},"detail":null,"type":"tool_call"}],"detail":null},'
-    ' {"role":"user","blocks":[{"tool_call_id":"call_1","blocks":[{"text":"42","detail":null,"type":"text"}],'
-    '"is_error":false,"detail":null,"type":"tool_result"},'
-    '   {"text":"Now give the final answer.","detail":null,"type":"text"}],"detail":null}]'
-)
+#: PROTOCOL.md §7.1: /messages of task c0 of the reference `convenv`, verified against [OR].
+REFERENCE_C0 = json.loads((FIXTURES / "convenv_c0.json").read_text())
 
 
 def _wire(messages: list) -> list:
@@ -35,7 +26,7 @@ def _wire(messages: list) -> list:
 
 def test_rich_row_serves_the_reference_conversation(make_env: MakeEnv) -> None:
     env = make_env(RICH)
-    assert _wire(env.messages(env.split("test").task(0))) == json.loads(REFERENCE_C0)
+    assert _wire(env.messages(env.split("test").task(0))) == REFERENCE_C0
 
 
 @pytest.mark.parametrize("index", [0, 1, 2])
@@ -51,7 +42,10 @@ def test_prompt_flattens_exactly_like_the_reference_sdk(make_env: MakeEnv, index
     if index == 0:
         texts = [b.text for b in got if b.type == "text"]
         assert texts[:3] == ["[system]", "You are a careful assistant.", "[user]"]
-        assert '[tool_call calculator] {"expr": "6*7"}' in texts and "<think>I should call the calculator.</think>" in texts
+        assert (
+            '[tool_call calculator] {"expr": "6*7"}' in texts
+            and "<think>I should call the calculator.</think>" in texts
+        )
 
 
 def test_misplaced_block_is_reported_at_load_with_row_and_key(make_env: MakeEnv) -> None:
@@ -59,9 +53,9 @@ def test_misplaced_block_is_reported_at_load_with_row_and_key(make_env: MakeEnv)
     with pytest.raises(SpecError) as info:
         make_env(text)
     assert [str(p) for p in info.value.problems] == [
-        f"{info.value.problems[0].file}:8:26 prompt.conversation.column: split 'test' row 1: conversation[1]: "
-        "A 'tool_result' block is not valid in a 'assistant' message: reasoning and tool_call blocks belong "
-        "in 'assistant' turns, tool_result blocks in 'user' turns (Anthropic placement semantics)."
+        f"{info.value.problems[0].file}:8:26 prompt.conversation.column: split 'test' row 1: "
+        "conversation[1]: A 'tool_result' block is not valid in a 'assistant' message: reasoning and "
+        "tool_call blocks belong in 'assistant' turns, tool_result blocks in 'user' turns (Anthropic placement semantics)."
     ]
 
 
@@ -83,22 +77,28 @@ def test_role_mapping_and_json_text_column(make_env: MakeEnv, tmp_path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    turns = [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "hello"}, {"from": "human", "value": "2+2?"}]
+    turns = [
+        {"from": "human", "value": "hi"},
+        {"from": "gpt", "value": "hello"},
+        {"from": "human", "value": "2+2?"},
+    ]
     pq.write_table(
-        pa.Table.from_pylist([{"chat": json.dumps(turns), "answer": "4"}, {"chat": "[{\"from\": \"bot\"}]", "answer": "1"}]),
+        pa.Table.from_pylist(
+            [{"chat": json.dumps(turns), "answer": "4"}, {"chat": '[{"from": "bot"}]', "answer": "1"}]
+        ),
         tmp_path / "chat.parquet",
     )
-    spec = f"""\
+    spec = """\
 name: chat
-dataset: {{type: parquet, files: {{test: chat.parquet}}}}
-splits: {{test: {{}}}}
+dataset: {type: parquet, files: {test: chat.parquet}}
+splits: {test: {}}
 prompt:
   conversation:
     column: chat
     role_key: from
     content_key: value
-    roles: {{human: user, gpt: assistant}}
-grader: {{type: exact_match, target: "{{{{ answer }}}}"}}
+    roles: {human: user, gpt: assistant}
+grader: {type: exact_match, target: "{{ answer }}"}
 """
     with pytest.raises(SpecError) as info:
         make_env(spec)
@@ -107,7 +107,9 @@ grader: {{type: exact_match, target: "{{{{ answer }}}}"}}
         "prompt.conversation.column: split 'test' row 1: chat[0].from: role 'bot' is not system, user or "
         "assistant. Map it with `roles: {bot: user}` under prompt.conversation"
     )
-    pq.write_table(pa.Table.from_pylist([{"chat": json.dumps(turns), "answer": "4"}]), tmp_path / "chat.parquet")
+    pq.write_table(
+        pa.Table.from_pylist([{"chat": json.dumps(turns), "answer": "4"}]), tmp_path / "chat.parquet"
+    )
     env = make_env(spec)
     messages = env.messages(env.split("test").task(0))
     assert [(m.role, m.blocks[0].text) for m in messages] == [
@@ -167,4 +169,3 @@ def test_conversation_is_checked_again_at_request_time(make_env: MakeEnv) -> Non
     assert info.value.message == (
         "conversation[0].blocks[0]: not a valid block: Field required (at tool_result.tool_call_id)"
     )
-

@@ -12,9 +12,11 @@ from envbuilder.errors import DataError
 from envbuilder.prompting import image_blocks, sniff_mime
 from tests.conftest import ENVS
 
-PNG = pq.read_table(ENVS / "data/digits/test-00000-of-00001.parquet", columns=["image"]).column("image")[0].as_py()[
-    "bytes"
-]
+PNG = (
+    pq.read_table(ENVS / "data/digits/test-00000-of-00001.parquet", columns=["image"])
+    .column("image")[0]
+    .as_py()["bytes"]
+)
 B64 = base64.b64encode(PNG).decode()
 
 
