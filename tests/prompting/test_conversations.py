@@ -55,7 +55,8 @@ def test_misplaced_block_is_reported_at_load_with_row_and_key(make_env: MakeEnv)
     assert [str(p) for p in info.value.problems] == [
         f"{info.value.problems[0].file}:8:26 prompt.conversation.column: split 'test' row 1: "
         "conversation[1]: A 'tool_result' block is not valid in a 'assistant' message: reasoning and "
-        "tool_call blocks belong in 'assistant' turns, tool_result blocks in 'user' turns (Anthropic placement semantics)."
+        "tool_call blocks belong in 'assistant' turns, tool_result blocks in 'user' turns "
+        "(Anthropic placement semantics)."
     ]
 
 
