@@ -92,7 +92,8 @@ class FewShotSpec(ConfigModel):
     """The seed of `random` selection."""
     style: Literal["turns", "inline"] = "turns"
     """`turns`: each example is a prior user turn and an assistant turn; `inline`: examples
-    are written into the user prompt, before the task."""
+    are written into the user prompt before the task, each as its question, a newline and
+    its answer."""
     answer: str
     """Jinja template over an example giving its answer, e.g. `Answer: {{ answer | letter }}`."""
     template: str | None = None

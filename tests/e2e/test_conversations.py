@@ -16,24 +16,36 @@ from tests.conftest import ENVS
 from tests.prompting.conftest import RICH
 from tests.servers import serve_app
 
-ESCAPES = """\
-name: escape
+ESCAPE = """\
+name: %s
 dataset: {type: parquet, files: {test: %s}}
 splits: {test: {}}
 prompt:
-  system: "{{ cycler.__init__.__globals__ }}"
-  template: "{{ ''.__class__.__mro__ }} {{ question }}"
+  %s
 grader: {type: exact_match, target: "{{ answer }}"}
-""" % (ENVS / "data/gsm8k/test-00000-of-00001.parquet")
+"""
+GSM8K_TEST = ENVS / "data/gsm8k/test-00000-of-00001.parquet"
+ESCAPES = {
+    "escape_mro": ESCAPE
+    % ("escape_mro", GSM8K_TEST, "template: \"{{ ''.__class__.__mro__ }} {{ question }}\""),
+    "escape_globals": ESCAPE
+    % (
+        "escape_globals",
+        GSM8K_TEST,
+        'system: "{{ cycler.__init__.__globals__ }}"\n  template: "{{ question }}"',
+    ),
+}
 
 
 @pytest.fixture(scope="module")
 def envs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Environment]:
     folder = tmp_path_factory.mktemp("specs")
     (folder / "rich.yaml").write_text(RICH)
-    (folder / "escape.yaml").write_text(ESCAPES)
     loaded = [load_environment(ENVS / f"{n}.yaml") for n in ("mmlu_stem", "hh_rlhf", "digits")]
-    loaded += [load_environment(folder / "rich.yaml"), load_environment(folder / "escape.yaml")]
+    loaded.append(load_environment(folder / "rich.yaml"))
+    for name, text in ESCAPES.items():
+        (folder / f"{name}.yaml").write_text(text)
+        loaded.append(load_environment(folder / f"{name}.yaml"))
     return {e.name: e for e in loaded}
 
 
@@ -190,35 +202,36 @@ def test_mmlu_letter_grading(api: object, envs: dict[str, Environment]) -> None:
         assert s.call_tool("submit", {"answer": wrong}).reward == 0.0
 
 
-def test_sandbox_escape_is_a_json_error_and_the_server_keeps_serving(url: str) -> None:
+@pytest.mark.parametrize(
+    ("env", "detail"),
+    [
+        (
+            "escape_mro",
+            "prompt.template: refused by the template sandbox: access to attribute '__class__' of 'str' "
+            "object is unsafe. Templates may only read the task's fields",
+        ),
+        (
+            "escape_globals",
+            "prompt.system: refused by the template sandbox: access to attribute '__init__' of 'type' "
+            "object is unsafe. Templates may only read the task's fields",
+        ),
+    ],
+)
+def test_sandbox_escape_is_a_json_error_and_the_server_keeps_serving(url: str, env: str, detail: str) -> None:
     with httpx.Client(base_url=url) as c:
-        sid = uuid.uuid4().hex
-        h = {"X-Session-ID": sid}
-        assert (
-            c.post("/create", headers=h, json={"env_name": "escape", "split": "test", "index": 0}).status_code
-            == 200
-        )
-        r = c.get("/escape/prompt", headers=h)
-        assert (r.status_code, r.json()) == (
-            500,
-            {
-                "detail": "prompt.system: refused by the template sandbox: access to attribute '__init__' of "
-                "'type' object is unsafe. Templates may only read the task's fields"
-            },
-        )
-        r = c.get("/escape/messages", headers=h)
-        assert r.status_code == 500 and "refused by the template sandbox" in r.json()["detail"]
-        # The same server, the next request: still serving, sessions still work.
+        h = {"X-Session-ID": uuid.uuid4().hex}
+        r = c.post("/create", headers=h, json={"env_name": env, "split": "test", "index": 0})
+        assert r.status_code == 200
+        for route in ("prompt", "messages"):
+            r = c.get(f"/{env}/{route}", headers=h)
+            assert (r.status_code, r.json()) == (500, {"detail": detail})
+        # The same server, the next requests: still serving, the session still works.
         assert c.get("/health").status_code == 200
-        other = {"X-Session-ID": uuid.uuid4().hex}
-        assert (
-            c.post(
-                "/create", headers=other, json={"env_name": "digits", "split": "test", "index": 0}
-            ).status_code
-            == 200
-        )
-        assert c.get("/digits/prompt", headers=other).json()[1]["type"] == "text"
         assert c.post("/ping", headers=h).json() == {"status": "ok"}
+        other = {"X-Session-ID": uuid.uuid4().hex}
+        r = c.post("/create", headers=other, json={"env_name": "digits", "split": "test", "index": 0})
+        assert r.status_code == 200
+        assert c.get("/digits/prompt", headers=other).json()[1]["type"] == "text"
 
 
 def test_bad_conversation_sent_by_a_client_is_a_json_error(url: str) -> None:

@@ -170,3 +170,26 @@ def test_conversation_is_checked_again_at_request_time(make_env: MakeEnv) -> Non
     assert info.value.message == (
         "conversation[0].blocks[0]: not a valid block: Field required (at tool_result.tool_call_id)"
     )
+
+
+def test_prompt_env_messages_and_system_prompt(make_env: MakeEnv) -> None:
+    base = f"""\
+name: plain
+dataset: {{type: parquet, files: {{test: {ENVS / "data/gsm8k/test-00000-of-00001.parquet"}}}}}
+splits: {{test: {{}}}}
+prompt:
+  template: "{{{{ question }}}}"
+grader: {{type: exact_match, target: "{{{{ answer | after('####') }}}}", extract: number}}
+"""
+    plain = make_env(base)
+    task = plain.split("test").task(0)
+    [user] = plain.messages(task)
+    assert user.role == "user" and plain.prompt(task) == user.blocks
+    system = make_env(base.replace("prompt:\n", "prompt:\n  system: Be brief.\n"), "system.yaml")
+    assert [m.role for m in system.messages(task)] == ["system", "user"]
+    assert [(b.text, b.detail) for b in system.prompt(task)] == [
+        ("[system]", {"role": "system"}),
+        ("Be brief.", None),
+        ("[user]", {"role": "user"}),
+        (task["question"], None),
+    ]
