@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from envbuilder import __version__
-from envbuilder.cli import _serve
+from envbuilder.cli import _catalog, _pack, _serve
 
 app = typer.Typer(
     name="envbuilder",
@@ -17,6 +17,8 @@ app = typer.Typer(
     add_completion=False,
 )
 app.command("serve")(_serve.serve)
+app.command("catalog")(_catalog.catalog)
+app.command("pack")(_pack.pack)
 
 
 def _version(value: bool) -> None:
