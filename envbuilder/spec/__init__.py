@@ -1,9 +1,10 @@
 """Spec files: YAML with positions, the pydantic models, loading with located errors, JSON Schema."""
 
-from envbuilder.spec._load import LoadedSpec, load_spec, parse_spec
+from envbuilder.spec._load import LoadedSpec, load_spec, parse_spec, read_spec_data
 from envbuilder.spec._models import (
     ConversationSpec,
     FewShotSpec,
+    GraderTest,
     PromptSpec,
     Spec,
     SplitSpec,
@@ -11,11 +12,13 @@ from envbuilder.spec._models import (
     TaskShape,
     TurnSpec,
 )
+from envbuilder.spec._partial import load_spec_partially
 from envbuilder.spec._schema import json_schema
 
 __all__ = [
     "ConversationSpec",
     "FewShotSpec",
+    "GraderTest",
     "LoadedSpec",
     "PromptSpec",
     "Spec",
@@ -25,5 +28,7 @@ __all__ = [
     "TurnSpec",
     "json_schema",
     "load_spec",
+    "load_spec_partially",
     "parse_spec",
+    "read_spec_data",
 ]
