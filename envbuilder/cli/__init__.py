@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from envbuilder import __version__
-from envbuilder.cli import _catalog, _check, _init, _pack, _preview, _schema, _serve, _validate
+from envbuilder.cli import _catalog, _check, _eval, _init, _pack, _preview, _schema, _serve, _validate
 
 app = typer.Typer(
     name="envbuilder",
@@ -24,6 +24,7 @@ app.command("preview")(_preview.preview)
 app.command("check")(_check.check)
 app.command("schema")(_schema.schema)
 app.command("init")(_init.init)
+app.command("eval")(_eval.eval_command)
 
 
 def _version(value: bool) -> None:
