@@ -47,9 +47,12 @@ class Environment:
 
         self.prompter: Prompter | None = None
         try:
-            self.prompter = Prompter(spec.prompt, loaded.base_dir)
+            self.prompter = Prompter(spec.prompt, loaded.base_dir, splits=self.splits)
         except EnvbuilderError as exc:
             fail(("prompt",), exc)
+        if self.prompter is not None:
+            for loc, problem in self.prompter.check():
+                fail(loc, problem)
 
         self.submit: SubmitTool | None = None
         try:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import json
+import operator
 import string
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -23,12 +25,58 @@ def templates_dir() -> Path:
     return packaged if packaged.is_dir() else Path(__file__).parent.parent / "templates"
 
 
+#: Largest string/list a template may build with ``*`` and largest exponent of ``**``:
+#: a spec is untrusted, and ``{{ 'x' * 10**12 }}`` must not take the server down.
+MAX_REPEAT = 1_000_000
+MAX_EXPONENT = 64
+
+
 def _letter(index: int) -> str:
-    return string.ascii_uppercase[int(index)]
+    """``2 | letter`` -> ``C`` (the letter of a 0-based choice index)."""
+    i = int(index)
+    if not 0 <= i < len(string.ascii_uppercase):
+        raise ValueError(f"letter: index {index!r} is outside 0-25")
+    return string.ascii_uppercase[i]
 
 
 def _lettered(choices: Iterable[Any], sep: str = "\n", fmt: str = "{letter}. {choice}") -> str:
+    """``['x', 'y'] | lettered`` -> ``A. x\nB. y``."""
     return sep.join(fmt.format(letter=_letter(i), choice=c) for i, c in enumerate(choices))
+
+
+def _numbered(items: Iterable[Any], sep: str = "\n", start: int = 1) -> str:
+    """``['x', 'y'] | numbered`` -> ``1. x\n2. y``."""
+    return sep.join(f"{i}. {item}" for i, item in enumerate(items, start))
+
+
+def _json(value: Any, indent: int | None = None) -> str:
+    """JSON text of ``value`` (unlike Jinja's ``tojson``, not HTML-escaped: prompts are not HTML)."""
+    return json.dumps(value, ensure_ascii=False, indent=indent, default=str)
+
+
+def _after(text: str, sep: str) -> str:
+    """``'work #### 42' | after('####')`` -> ``42``: the text after the last ``sep``, stripped."""
+    return str(text).rsplit(sep, 1)[-1].strip()
+
+
+class _Sandbox(ImmutableSandboxedEnvironment):
+    """Jinja's immutable sandbox, with ``*`` and ``**`` bounded."""
+
+    intercepted_binops = frozenset({"*", "**"})
+
+    def call_binop(self, context: Any, operator_: str, left: Any, right: Any) -> Any:
+        if operator_ == "**":
+            too_big = isinstance(right, int | float) and abs(right) > MAX_EXPONENT
+            if isinstance(left, int) and isinstance(right, int) and left.bit_length() * right > 4096:
+                too_big = True  # (10**64)**64 chains: bound the result, not just the exponent
+            if too_big:
+                raise SecurityError("a power that large is not allowed")
+            return operator.pow(left, right)
+        for seq, count in ((left, right), (right, left)):
+            sized = isinstance(seq, str | list | tuple) and isinstance(count, int)
+            if sized and len(seq) * count > MAX_REPEAT:
+                raise SecurityError(f"repetition would build more than {MAX_REPEAT:,} items")
+        return operator.mul(left, right)
 
 
 @functools.cache
@@ -36,7 +84,7 @@ def jinja_env(base_dir: Path | None = None) -> jinja2.Environment:
     """The sandboxed environment that loads templates from ``base_dir`` then ``templates/``."""
     search = [str(base_dir)] if base_dir is not None else []
     search.append(str(templates_dir()))
-    env = ImmutableSandboxedEnvironment(
+    env = _Sandbox(
         loader=jinja2.FileSystemLoader(search),
         undefined=jinja2.StrictUndefined,
         autoescape=False,
@@ -46,6 +94,9 @@ def jinja_env(base_dir: Path | None = None) -> jinja2.Environment:
     )
     env.filters["letter"] = _letter
     env.filters["lettered"] = _lettered
+    env.filters["numbered"] = _numbered
+    env.filters["json"] = _json
+    env.filters["after"] = _after
     env.globals["letters"] = string.ascii_uppercase
     return env
 
@@ -85,7 +136,9 @@ class Template:
                 + (f" in `{near}`" if near else ""),
                 code="template_syntax",
             ) from None
-        self.variables: frozenset[str] = frozenset(jinja2.meta.find_undeclared_variables(ast))
+        self.variables: frozenset[str] = frozenset(jinja2.meta.find_undeclared_variables(ast)) - set(
+            env.globals
+        )
 
     def render(self, context: Mapping[str, Any]) -> str:
         """Render over ``context``; any failure is a :class:`TemplateError`."""
@@ -93,7 +146,7 @@ class Template:
             return self._template.render(context)
         except SecurityError as exc:
             raise TemplateError(
-                f"{self.name}: refused by the template sandbox: {exc}",
+                f"{self.name}: refused by the template sandbox: {str(exc).rstrip('.')}",
                 hint="Templates may only read the task's fields",
                 code="template_unsafe",
             ) from None

@@ -34,3 +34,15 @@ def test_serve_bad_spec_exits_1_without_traceback(tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert "Traceback" not in result.output
     assert "missing required key 'dataset'" in result.output
+
+
+def test_readme_prompt_examples_are_valid_specs() -> None:
+    import yaml
+
+    from envbuilder.spec import PromptSpec
+
+    section = README.split("## Prompts and conversations", 1)[1]
+    blocks = re.findall(r"```yaml\n(.*?)```", section, re.S)
+    assert len(blocks) == 3
+    for block in blocks:
+        PromptSpec.model_validate(yaml.safe_load(block)["prompt"])

@@ -14,10 +14,11 @@ from fastapi import APIRouter, Depends, Header, Request
 from fastapi.responses import Response, StreamingResponse
 
 from envbuilder.environment import Environment, Episode
-from envbuilder.errors import RequestError, TaskNotFound, TemplateError
+from envbuilder.errors import EnvbuilderError, RequestError, TaskNotFound
 from envbuilder.protocol import (
     CallRequest,
     CreateRequest,
+    ImageBlock,
     ListToolsOutput,
     Message,
     SidResponse,
@@ -153,11 +154,11 @@ def _env_of(request: Request, session: Session) -> Environment:
 def _render(fn: Any, *args: Any) -> Any:
     try:
         return fn(*args)
-    except TemplateError as exc:
+    except EnvbuilderError as exc:  # a template or the task's data cannot be rendered
         raise RequestError(500, str(exc)) from None
 
 
-@router.get("/{env_name}/prompt", response_model=list[TextBlock], tags=["episode"])
+@router.get("/{env_name}/prompt", response_model=list[TextBlock | ImageBlock], tags=["episode"])
 async def prompt(request: Request, sid: Sid) -> Response:
     """The task's prompt as content blocks."""
     session = _session(request, sid)

@@ -1,11 +1,23 @@
 """Spec files: YAML with positions, the pydantic models, loading with located errors, JSON Schema."""
 
 from envbuilder.spec._load import LoadedSpec, load_spec, parse_spec, read_spec_data
-from envbuilder.spec._models import GraderTest, PromptSpec, Spec, SplitSpec, SubmitSpec, TaskShape
+from envbuilder.spec._models import (
+    ConversationSpec,
+    FewShotSpec,
+    GraderTest,
+    PromptSpec,
+    Spec,
+    SplitSpec,
+    SubmitSpec,
+    TaskShape,
+    TurnSpec,
+)
 from envbuilder.spec._partial import load_spec_partially
 from envbuilder.spec._schema import json_schema
 
 __all__ = [
+    "ConversationSpec",
+    "FewShotSpec",
     "GraderTest",
     "LoadedSpec",
     "PromptSpec",
@@ -13,6 +25,7 @@ __all__ = [
     "SplitSpec",
     "SubmitSpec",
     "TaskShape",
+    "TurnSpec",
     "json_schema",
     "load_spec",
     "load_spec_partially",

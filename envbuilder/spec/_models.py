@@ -38,8 +38,74 @@ class TaskShape(ConfigModel):
     """Rename columns: `{old_name: new_name}`."""
 
 
+Role = Literal["system", "user", "assistant"]
+
+
+class TurnSpec(ConfigModel):
+    """One turn of a conversation written in the spec: a role and a template."""
+
+    role: Role
+    """Who speaks: `system`, `user` or `assistant`."""
+    template: str | None = None
+    """Inline Jinja template for the turn's text."""
+    template_file: str | None = None
+    """A template file (relative to the spec, or shipped in `templates/`)."""
+    images: list[str] = Field(default_factory=list)
+    """Task fields holding images, placed before the turn's text."""
+
+    @model_validator(mode="after")
+    def _one_template(self) -> TurnSpec:
+        if self.template is not None and self.template_file is not None:
+            raise ValueError("give at most one of `template` or `template_file`")
+        if self.template is None and self.template_file is None and not self.images:
+            raise ValueError("a turn needs `template`, `template_file` or `images`")
+        return self
+
+
+class ConversationSpec(ConfigModel):
+    """A task field that already holds the conversation: a list of turns."""
+
+    column: str
+    """The task field holding the turns, e.g. `messages` (a list, or JSON text of one)."""
+    role_key: str = "role"
+    """The key of each turn holding its role."""
+    content_key: str = "content"
+    """The key of each turn holding its content: a string, or a list of blocks in the ORS wire
+    shape (`{type: text, text: ...}`, `image`, `reasoning`, `tool_call`, `tool_result`).
+    Use `blocks` for turns stored as canonical ORS messages."""
+    roles: dict[str, Role] = Field(default_factory=dict)
+    """Map the data's role names to ORS roles, e.g. `{human: user, gpt: assistant}`."""
+
+
+class FewShotSpec(ConfigModel):
+    """Worked examples shown before the task, drawn from a split."""
+
+    split: str
+    """The split the examples come from (one of `splits:`). When it is the task's own split,
+    the task being asked is never among its examples."""
+    n: int = Field(ge=1, le=64)
+    """How many examples."""
+    select: Literal["first", "random"] = "first"
+    """`first`: the split's first examples; `random`: a seeded random sample (the same sample
+    for every task)."""
+    seed: int = 0
+    """The seed of `random` selection."""
+    style: Literal["turns", "inline"] = "turns"
+    """`turns`: each example is a prior user turn and an assistant turn; `inline`: examples
+    are written into the user prompt before the task, each as its question, a newline and
+    its answer."""
+    answer: str
+    """Jinja template over an example giving its answer, e.g. `Answer: {{ answer | letter }}`."""
+    template: str | None = None
+    """Jinja template for an example's question (default: the prompt's own template)."""
+    separator: str = "\n\n"
+    """With `inline`: the text between examples (and between the last example and the task)."""
+
+
 class PromptSpec(ConfigModel):
-    """How a task becomes the prompt the model sees."""
+    """How a task becomes what the model sees: one prompt, or a role-tagged conversation.
+
+    Give exactly one of `template`, `template_file`, `turns` or `conversation`."""
 
     template: str | None = None
     """Inline Jinja template over the task's fields, e.g. `{{ question }}`."""
@@ -47,12 +113,34 @@ class PromptSpec(ConfigModel):
     """A template file: a path relative to the spec, or the name of a template shipped in
     envbuilder's `templates/` folder (e.g. `prompts/math_final_answer.jinja`)."""
     system: str | None = None
-    """Optional system prompt (a Jinja template); served as a system message in `/messages`."""
+    """Optional system prompt (a Jinja template), served as a leading system message in
+    `/messages`; `/prompt` then flattens the conversation (`[system]`/`[user]` headers)."""
+    images: list[str] = Field(default_factory=list)
+    """Task fields holding images (HF image structs, bytes or base64 strings), placed before the
+    prompt's text as image blocks."""
+    turns: list[TurnSpec] | None = Field(default=None, min_length=1)
+    """A conversation written as a list of turns, each a template."""
+    conversation: ConversationSpec | None = None
+    """A conversation read from a task field holding the turns."""
+    few_shot: FewShotSpec | None = None
+    """Worked examples before the task (with `template` or `template_file`)."""
 
     @model_validator(mode="after")
     def _one_template(self) -> PromptSpec:
-        if (self.template is None) == (self.template_file is None):
-            raise ValueError("give exactly one of `template` or `template_file`")
+        given = [
+            k
+            for k in ("template", "template_file", "turns", "conversation")
+            if getattr(self, k) is not None
+        ]
+        if len(given) != 1:
+            raise ValueError(
+                "give exactly one of `template`, `template_file`, `turns` or `conversation`"
+                + (f" (got {', '.join(given)})" if given else "")
+            )
+        if self.few_shot is not None and given[0] in ("turns", "conversation"):
+            raise ValueError("`few_shot` works with `template` or `template_file`, not `" + given[0] + "`")
+        if self.images and given[0] in ("turns", "conversation"):
+            raise ValueError("with `turns`, give `images` on a turn; a conversation carries its own images")
         return self
 
 

@@ -1,0 +1,75 @@
+"""The sandboxed Jinja factory: filters authors use, and templates that try to escape."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from envbuilder.errors import TemplateError
+from envbuilder.templating import Template
+
+
+def _render(source: str, **context: object) -> str:
+    return Template(source, name="t").render(context)
+
+
+def test_filters() -> None:
+    choices = ["red", "green"]
+    assert _render("{{ c | lettered }}", c=choices) == "A. red\nB. green"
+    assert _render("{{ c | lettered(sep=' ', fmt='({letter}) {choice}') }}", c=choices) == "(A) red (B) green"
+    assert _render("{{ 2 | letter }} {{ '3' | letter }}") == "C D"
+    assert _render("{{ c | numbered }}", c=choices) == "1. red\n2. green"
+    assert _render("{{ d | json }}", d={"é": [1, None]}) == '{"é": [1, null]}'
+    assert _render("{{ a | after('####') }}", a="3 + 4 = 7\n#### 7 ") == "7"
+    assert _render("{{ letters[:c | length] | join(', ') }}", c=choices) == "A, B"
+
+
+def test_letter_out_of_range_is_a_template_error() -> None:
+    with pytest.raises(TemplateError) as info:
+        _render("{{ 26 | letter }}")
+    assert str(info.value) == "t: ValueError: letter: index 26 is outside 0-25"
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        ("{{ ''.__class__.__mro__ }}", "access to attribute '__class__' of 'str' object is unsafe"),
+        ("{{ cycler.__init__.__globals__ }}", "access to attribute '__init__' of 'type' object is unsafe"),
+        ("{{ ''|attr('__class__') }}", "access to attribute '__class__' of 'str' object is unsafe"),
+        ("{{ 'x' * 10**9 }}", "repetition would build more than 1,000,000 items"),
+        ("{{ ((10**64)**64)**64 }}", "a power that large is not allowed"),
+        ("{% set x = [] %}{{ x.append(1) }}", "access to attribute 'append' of 'list' object is unsafe"),
+    ],
+)
+def test_sandbox_refuses_escapes_and_bombs(source: str, message: str) -> None:
+    with pytest.raises(TemplateError) as info:
+        _render(source)
+    assert info.value.code == "template_unsafe"
+    assert (
+        str(info.value)
+        == f"t: refused by the template sandbox: {message}. Templates may only read the task's fields"
+    )
+
+
+def test_strict_undefined_names_available_fields() -> None:
+    with pytest.raises(TemplateError) as info:
+        _render("{{ questoin }}", question="q", answer="a")
+    assert str(info.value) == "t: 'questoin' is undefined. Available fields: answer, question"
+
+
+def test_variables_exclude_globals() -> None:
+    assert Template("{{ letters[0] }}{{ q }}{% for i in range(2) %}{{ i }}{% endfor %}").variables == {"q"}
+
+
+def test_template_file_relative_to_spec_then_shipped(tmp_path: Path) -> None:
+    (tmp_path / "mine.jinja").write_text("Q: {{ question }}")
+    assert Template("mine.jinja", base_dir=tmp_path, from_file=True).render({"question": "x"}) == "Q: x"
+    shipped = Template("prompts/multiple_choice.jinja", base_dir=tmp_path, from_file=True)
+    assert shipped.variables == {"question", "choices"}
+    assert shipped.render({"question": "Q?", "choices": ["a", "b", "c"]}) == (
+        "Q?\n\nA. a\nB. b\nC. c\n\nCall the `submit` tool with the letter of the correct answer (A, B, C)."
+    )
+    with pytest.raises(TemplateError) as info:
+        Template("../../etc/passwd", base_dir=tmp_path, from_file=True)
+    assert info.value.code == "template_not_found"
