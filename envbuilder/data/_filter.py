@@ -42,14 +42,14 @@ class RowFilter:
             self._fn = env.compile_expression(expression, undefined_to_none=False)
             ast = env.parse("{{ " + expression + " }}")
         except jinja2.TemplateSyntaxError as exc:
-            raise TemplateError(f"{key}: filter syntax error: {exc.message}", code="filter_syntax") from None
+            raise TemplateError(f"filter syntax error: {exc.message}", code="filter_syntax") from None
         self.variables = frozenset(jinja2.meta.find_undeclared_variables(ast))
 
     def check_columns(self, columns: list[str]) -> None:
         missing = sorted(self.variables - set(columns) - set(jinja_env(None).globals))
         if missing:
             raise DataError(
-                f"{self.key}: the filter uses {missing[0]!r}, which the rows lack",
+                f"the filter uses {missing[0]!r}, which the rows lack",
                 hint=f"Row columns: {', '.join(columns)}",
                 code="filter_unknown_column",
             )
@@ -59,7 +59,7 @@ class RowFilter:
             return bool(self._fn(**row))
         except Exception as exc:  # the expression is user code: any failure is a data error
             raise DataError(
-                f"{self.key}: the filter failed on a row: {type(exc).__name__}: {exc}",
+                f"the filter failed on a row: {type(exc).__name__}: {exc}",
                 hint="Check the expression against the row's column types",
                 code="filter_failed",
             ) from None

@@ -80,8 +80,8 @@ def resolve_paths(patterns: PathOrPaths, base_dir: Path, key: str, suffix: str =
             found = [path] if path.is_file() else []
         if not found:
             raise DataError(
-                f"{key}: no {kind} file at {pattern!r} (looked in {path})",
-                hint="Paths are relative to the spec file; check the name or the glob",
+                f"no {kind} file at {pattern!r} (looked in {path})",
+                hint=f"Paths in `{key}` are relative to the spec file; check the name or the glob",
                 code="data_not_found",
             )
         out.extend(found)

@@ -47,7 +47,10 @@ class SplitSpec(ConfigModel):
     @classmethod
     def _slice_syntax(cls, value: str | None) -> str | None:
         if value is not None:
-            parse_slice(value)
+            try:
+                parse_slice(value)
+            except ValueError as exc:
+                raise ValueError(f"{exc} (got {value!r})") from None
         return value
 
     @model_validator(mode="after")
