@@ -103,4 +103,4 @@ def _load(path: Path) -> Sequence[int]:
     view = memoryview(mm).cast("q")
     if sys.byteorder != "little":
         return _swapped(array("q", view))
-    return view  # type: ignore[return-value]
+    return view

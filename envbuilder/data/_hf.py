@@ -60,7 +60,9 @@ class HuggingFaceSource(Source):
         try:
             import datasets
         except ImportError:  # pragma: no cover - a declared dependency
-            raise DataError("`type: huggingface` needs the `datasets` package", code="data_unavailable") from None
+            raise DataError(
+                "`type: huggingface` needs the `datasets` package", code="data_unavailable"
+            ) from None
         cfg = self.config
         try:
             return datasets.load_dataset_builder(

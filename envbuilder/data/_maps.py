@@ -14,7 +14,9 @@ import re
 from collections.abc import Sequence
 from typing import Protocol
 
-__all__ = ["Complement", "Gather", "IndexMap", "Permutation", "Source", "Window", "parse_slice", "runs", "slice_bounds"]
+__all__ = [
+    "Complement", "Gather", "IndexMap", "Permutation", "Source", "Window", "parse_slice", "runs", "slice_bounds",
+]
 
 
 class IndexMap(Protocol):
@@ -86,7 +88,7 @@ class _Shifted(Sequence[int]):
     def __len__(self) -> int:
         return len(self.seq)
 
-    def __getitem__(self, j):  # type: ignore[override]
+    def __getitem__(self, j):
         return self.seq[j] - j
 
 

@@ -173,7 +173,9 @@ class ParquetTable(Table):
             except DataError:
                 pass
             self._fast = None
-        self.index_thread = threading.Thread(target=self._build_index, name="envbuilder-row-index", daemon=True)
+        self.index_thread = threading.Thread(
+            target=self._build_index, name="envbuilder-row-index", daemon=True
+        )
         self.index_thread.start()
 
     def _groups_iter(self) -> Iterator[pa.Table]:
