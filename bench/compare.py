@@ -79,7 +79,8 @@ def main() -> None:
                     figures(orsbench(f"ref {case}", ref, 8101, "gsm8kenvironment", [])))
             ours = f"{bin_dir / 'envbuilder'} serve {shlex.quote(str(spec))} --port 8102 --host 127.0.0.1"
             results.setdefault((case, "envbuilder"), []).append(figures(orsbench(
-                f"envbuilder {case}", ours, 8102, env, ["--tool", "submit", "--tool-input", '{"answer":"0"}'])))
+                f"envbuilder {case}", ours, 8102, env,
+                ["--tool", "submit", "--tool-input", '{"answer":"0"}'])))
     write_readme(results)
 
 
@@ -92,7 +93,8 @@ def write_readme(results: dict[tuple[str, str], list[dict]]) -> None:
              "| data | server | " + " | ".join(cols) + " |", "|---|---|" + "---|" * len(cols)]
     for (case, server), row in med.items():
         lines.append(f"| {case} | {server} | " + " | ".join(_fmt(row[c]) for c in cols) + " |")
-    lines += ["", "| data | envbuilder / reference | " + " | ".join(cols) + " |", "|---|---|" + "---|" * len(cols)]
+    lines += ["", "| data | envbuilder / reference | " + " | ".join(cols) + " |",
+              "|---|---|" + "---|" * len(cols)]
     for case in dict.fromkeys(c for c, _ in med):
         ref, ours = med.get((case, "reference")), med.get((case, "envbuilder"))
         if ref and ours:

@@ -133,3 +133,16 @@ def test_out_of_range_index_is_a_400(data: Path) -> None:
         assert bad.status_code == 400 and bad.json() == {"detail": "Invalid index"}
         bad = client.post("/t/num_tasks", json={"split": "nope"})
         assert bad.status_code == 400 and bad.json() == {"detail": "Invalid split"}
+
+
+def test_split_from_files_in_the_dataset_format(data: Path) -> None:
+    extra = pa.table({"question": ["x", "y"], "answer": ["1", "2"], "level": [0, 1]})
+    pq.write_table(extra, data / "extra.parquet")
+    e = env(data, {"train": {}, "extra": {"files": "extra.parquet"}})
+    assert e.split("extra").task_range(None, None) == [
+        {"id": "extra-0", "question": "x", "answer": "1", "level": 0},
+        {"id": "extra-1", "question": "y", "answer": "2", "level": 1}]
+    with pytest.raises(SpecError) as exc:
+        env(data, {"train": {}, "extra": {"files": "missing.parquet"}})
+    assert str(exc.value).startswith(
+        "spec.yaml:9:12 splits.extra.files: no Parquet file at 'missing.parquet'")
