@@ -1,6 +1,7 @@
 """The package's public API is a contract: adding or removing a name is a deliberate change."""
 
 import envbuilder
+import envbuilder.authoring
 import envbuilder.data
 import envbuilder.graders
 import envbuilder.server
@@ -15,7 +16,7 @@ def test_top_level_api() -> None:
 
 def test_subpackage_apis_are_sorted_and_resolve() -> None:
     for module in (envbuilder, envbuilder.data, envbuilder.graders, envbuilder.server,
-                   envbuilder.spec):
+                   envbuilder.spec, envbuilder.authoring):
         assert len(set(module.__all__)) == len(module.__all__)
         for name in module.__all__:
             assert hasattr(module, name), (module.__name__, name)

@@ -79,6 +79,11 @@ class _FileSource(Source):
     def location(self, split: str) -> tuple[str | int, ...]:
         return ("dataset", "files", split)
 
+    def files(self) -> list[Path]:
+        found = (resolve_paths(p, self.base_dir, f"dataset.files.{s}", suffix=self.suffix)
+                 for s, p in self.config.files.items())
+        return sorted({path for paths in found for path in paths})
+
     def read(self, path: Path) -> pa.Table:
         raise NotImplementedError
 

@@ -110,6 +110,12 @@ class HuggingFaceSource(Source):
             raise DataError(f"cannot prepare split {split!r} of {self.config.path!r}: {exc}", hint=_HINT,
                             code="data_unavailable") from None
 
+    def files(self) -> list[Path]:
+        """The data files of a local folder (a hub dataset's files live in the HF cache: none)."""
+        if not Path(self._path).is_dir():
+            return []
+        return sorted({Path(p) for paths in self._files.values() for p in paths if Path(p).is_file()})
+
     def describe(self) -> dict[str, Any]:
         return {"type": "huggingface", **self.config.model_dump(exclude={"type"}, exclude_none=True)}
 

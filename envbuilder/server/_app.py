@@ -38,6 +38,7 @@ ROOT_PATHS = frozenset(
         "docs",
         "redoc",
         "openapi.json",
+        "catalog",
     }
 )
 
@@ -137,6 +138,7 @@ def _may_hold_secrets(error: dict[str, Any]) -> bool:
 
 def create_app(envs: list[Environment], settings: ServerSettings | None = None) -> FastAPI:
     """The ORS application for ``envs`` (the first is the default environment)."""
+    from envbuilder.server._catalog import router as catalog
     from envbuilder.server._discovery import router as discovery
     from envbuilder.server._episodes import router as episodes
 
@@ -190,5 +192,6 @@ def create_app(envs: list[Environment], settings: ServerSettings | None = None) 
 
     app.include_router(discovery)
     app.include_router(episodes)
+    app.include_router(catalog)
     app.add_middleware(DefaultEnvRedirect, state=state)
     return app

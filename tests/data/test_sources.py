@@ -27,6 +27,8 @@ def test_huggingface_local_hub_folder() -> None:
     env = make_env({"type": "huggingface", "path": str(HF_GSM8K), "config": "main"},
                    {"train": {"type": "train"}, "test": {}}, SHARED)
     assert {n: len(v) for n, v in env.splits.items()} == {"train": 7473, "test": 1319}
+    assert [p.name for p in env.source.files()] == [
+        "test-00000-of-00001.parquet", "train-00000-of-00001.parquet"]
     assert env.split("test").task(-1)["id"] == "test-1318"
 
 
@@ -63,7 +65,7 @@ def test_text_formats(kind: str, tmp_path: Path) -> None:
         path.write_text("question,answer\n" + "".join(f"{r['question']},{r['answer']}\n" for r in ROWS))
     env = make_env({"type": kind, "files": {"test": f"rows.{kind}"}}, {"test": {}}, tmp_path)
     split = env.split("test")
-    assert len(split) == 5
+    assert len(split) == 5 and env.source.files() == [path]
     task = split.task(4)
     assert task["question"] == "q4" and str(task["answer"]) == "4"
     if kind != "csv":

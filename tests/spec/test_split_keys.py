@@ -21,11 +21,11 @@ splits:
      "spec.yaml:6:6 splits.a: a carved split takes its rows from `carve_from`; "
      "`filter` belongs on that split"),
     ("a: {carve_from: train, fraction: 1.5}",
-     "spec.yaml:6:36 splits.a.fraction: Input should be less than 1 (got 1.5)"),
+     "spec.yaml:6:36 splits.a.fraction: expected a number < 1.0 (got 1.5)"),
     ("a: {slice: '[1:x]'}",
      "spec.yaml:6:14 splits.a.slice: expected `[start:stop]` in rows or percent, e.g. `[:1000]` or "
      "`[10%:20%]` (got '[1:x]')"),
-    ("a: {limit: -1}", "spec.yaml:6:14 splits.a.limit: Input should be greater than or equal to 0 (got -1)"),
+    ("a: {limit: -1}", "spec.yaml:6:14 splits.a.limit: expected a number >= 0 (got -1)"),
 ])
 def test_split_key_errors(split: str, expected: str) -> None:
     with pytest.raises(SpecError) as exc:
