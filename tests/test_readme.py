@@ -41,7 +41,7 @@ def test_readme_prompt_examples_are_valid_specs() -> None:
 
     from envbuilder.spec import PromptSpec
 
-    section = README.split("## Prompts and conversations", 1)[1]
+    section = README.split("## Prompts and conversations", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```yaml\n(.*?)```", section, re.S)
     assert len(blocks) == 3
     for block in blocks:

@@ -2,6 +2,7 @@
 
 from envbuilder.data._base import Row, Source, SourceConfig, Table, sources
 from envbuilder.data._convert import to_json
+from envbuilder.data._maps import parse_slice
 from envbuilder.data._splits import SplitView, Task, TaskShaper
 
 __all__ = [
@@ -12,6 +13,7 @@ __all__ = [
     "Table",
     "Task",
     "TaskShaper",
+    "parse_slice",
     "sources",
     "to_json",
 ]

@@ -6,6 +6,7 @@ import abc
 from pathlib import Path
 from typing import Any, ClassVar
 
+from envbuilder.errors import DataError
 from envbuilder.plugins import ConfigModel, Plugin, Registry
 
 Row = dict[str, Any]
@@ -32,6 +33,10 @@ class Table(abc.ABC):
     def rows(self, start: int, stop: int) -> list[Row]:
         """Rows ``start`` (inclusive) to ``stop`` (exclusive), 0 <= start <= stop <= len."""
 
+    def identity(self) -> list[tuple[str, int, int]] | None:
+        """(path, size, mtime) of the files behind the table, for cache keys; None if not file-backed."""
+        return None
+
     def row(self, index: int) -> Row:
         """Row ``index`` (0 <= index < len)."""
         return self.rows(index, index + 1)[0]
@@ -53,6 +58,19 @@ class Source(Plugin, abc.ABC):
     @abc.abstractmethod
     def open(self, split: str) -> Table:
         """The lazy table of ``split``; raises DataError when it cannot be opened."""
+
+    def open_files(self, files: str | list[str], key: str) -> Table:
+        """A table of the given files in this source's format (a split's `files:`); ``key`` names
+        the spec key in errors."""
+        raise DataError(
+            f"{key}: a `{self.type_name}` dataset does not take per-split files",
+            hint="Use `source:` to name one of the dataset's splits",
+            code="data_files_unsupported",
+        )
+
+    def location(self, split: str) -> tuple[str | int, ...]:
+        """The spec key that declares ``split``'s data (where open() errors are reported)."""
+        return ("dataset",)
 
     def describe(self) -> dict[str, Any]:
         """Where the data comes from, for catalogs and messages."""

@@ -1,67 +1,137 @@
-"""Open the splits a spec declares: map each onto a source split and shape its rows into tasks."""
+"""Open the splits a spec declares: map each onto source rows and shape its rows into tasks.
+
+Per split, in order: the source split (or `files`) → `filter` → `slice` → minus the rows carved
+out by other splits → `shuffle` → `limit`. A carved split (`carve_from`) takes a seeded random
+`fraction` of its parent's rows after the parent's filter and slice, then its own shuffle and
+limit. Every step is an index map over one lazily read table (see ``_maps``).
+"""
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 from typing import Any
 
-from envbuilder.data._base import Source, sources
+from envbuilder.data._base import Source, Table, sources
+from envbuilder.data._filter import RowFilter, filter_rows
+from envbuilder.data._maps import Complement, Gather, IndexMap, Permutation, Window, slice_bounds
+from envbuilder.data._maps import Source as All
 from envbuilder.data._splits import SplitView, TaskShaper
 from envbuilder.errors import DataError, EnvbuilderError
 
 Loc = tuple[str | int, ...]
+Errors = list[tuple[Loc, EnvbuilderError]]
 
 
-def open_splits(
-    spec: Any, base_dir: Path
-) -> tuple[Source, dict[str, SplitView], list[tuple[Loc, EnvbuilderError]]]:
+def open_splits(spec: Any, base_dir: Path) -> tuple[Source, dict[str, SplitView], Errors]:
     """The source, the splits that opened, and the located errors of those that did not.
 
     ``spec`` is a :class:`envbuilder.spec.Spec` (typed loosely: data must not import spec).
     """
-    errors: list[tuple[Loc, EnvbuilderError]] = []
+    errors: Errors = []
     source: Source = sources.for_config(spec.dataset)(spec.dataset, base_dir)
-    source_splits = source.split_names()
+    try:
+        source_splits = source.split_names()
+    except DataError as exc:
+        return source, {}, [(("dataset",), exc)]
+    tables: dict[str, Table] = {}
+    pools: dict[str, tuple[Table, IndexMap, str]] = {}
+    for name, split in spec.splits.items():
+        if split.carve_from is None:
+            opened = _pool(source, source_splits, tables, name, split, errors)
+            if opened is not None:
+                pools[name] = opened
+    maps = {name: pool for name, (_, pool, _) in pools.items()}
+    taken: dict[str, list[int]] = {}
+    for name, split in spec.splits.items():
+        parent = split.carve_from
+        if parent is None:
+            continue
+        if parent not in pools:
+            if parent not in spec.splits or spec.splits[parent].carve_from is not None:
+                others = [n for n, s in spec.splits.items() if s.carve_from is None]
+                errors.append((("splits", name, "carve_from"), DataError(
+                    f"no split {parent!r} to carve from",
+                    hint=f"Name one of: {', '.join(others)}", code="unknown_split")))
+            continue
+        table, pool, label = pools[parent]
+        used = taken.setdefault(parent, [])
+        left = Complement(All(len(pool)), used)
+        k = min(len(left), round(split.fraction * len(pool)))
+        rng = random.Random(f"carve:{split.seed}:{name}")
+        mine = sorted(left[j] for j in rng.sample(range(len(left)), k))
+        used[:] = sorted([*used, *mine])
+        pools[name] = (table, Gather(pool, mine), label)
+        maps[name] = pools[name][1]
+    for parent, used in taken.items():
+        maps[parent] = Complement(pools[parent][1], used)
+
     views: dict[str, SplitView] = {}
     for name, split in spec.splits.items():
-        source_split = split.source or name
-        if source_split not in source_splits:
-            errors.append(
-                (
-                    ("splits", name, "source") if split.source else ("splits", name),
-                    DataError(
-                        f"the dataset has no split {source_split!r}",
-                        hint=f"Its splits are: {', '.join(source_splits)}",
-                    ),
-                )
-            )
+        if name not in pools:
             continue
-        try:
-            table = source.open(source_split)
-        except DataError as exc:
-            errors.append((("dataset",), exc))
-            continue
-        shape = spec.task
-        wanted = [*(shape.include or []), *shape.exclude, *shape.rename, *([shape.id] if shape.id else [])]
-        missing = [c for c in wanted if c not in table.columns]
-        if missing:
-            errors.append(
-                (
-                    ("task",),
-                    DataError(
-                        f"split {name!r} has no column {missing[0]!r}",
-                        hint=f"Its columns are: {', '.join(table.columns)}",
-                    ),
-                )
-            )
-            continue
-        shaper = TaskShaper(
-            name,
-            id_column=shape.id,
-            include=shape.include,
-            exclude=shape.exclude,
-            rename=shape.rename,
-            columns=table.columns,
-        )
-        views[name] = SplitView(name, split.type, table, shaper)
+        table, _, label = pools[name]
+        index = maps[name]
+        if split.shuffle:
+            index = Permutation(index, split.seed)
+        if split.limit is not None:
+            index = Window(index, 0, min(split.limit, len(index)))
+        shaper = _shaper(spec.task, label, table, errors)
+        if shaper is not None:
+            views[name] = SplitView(name, split.type, table, shaper, index)
     return source, views, errors
+
+
+def _pool(
+    source: Source, source_splits: list[str], tables: dict[str, Table], name: str, split: Any, errors: Errors
+) -> tuple[Table, IndexMap, str] | None:
+    """The split's table and its rows after `filter` and `slice`, or None (error recorded)."""
+    try:
+        if split.files is not None:
+            label = name
+            table = source.open_files(split.files, f"splits.{name}.files")
+        else:
+            label = split.source or name
+            if label not in source_splits:
+                errors.append((("splits", name, "source") if split.source else ("splits", name), DataError(
+                    f"the dataset has no split {label!r}",
+                    hint=f"Its splits are: {', '.join(source_splits)}", code="unknown_split")))
+                return None
+            if label not in tables:
+                tables[label] = source.open(label)
+            table = tables[label]
+    except DataError as exc:
+        loc = ("splits", name, "files") if split.files is not None else source.location(split.source or name)
+        errors.append((loc, exc))
+        return None
+    index: IndexMap = All(len(table))
+    if split.filter is not None:
+        try:
+            index = Gather(index, filter_rows(table, RowFilter(split.filter, f"splits.{name}.filter")))
+        except EnvbuilderError as exc:
+            errors.append((("splits", name, "filter"), exc))
+            return None
+    if split.slice is not None:
+        index = Window(index, *slice_bounds(split.slice, len(index)))
+    return table, index, label
+
+
+def _shaper(shape: Any, label: str, table: Table, errors: Errors) -> TaskShaper | None:
+    columns = table.columns
+    wanted: list[tuple[Loc, str]] = [
+        *((("task", "include", i), c) for i, c in enumerate(shape.include or [])),
+        *((("task", "exclude", i), c) for i, c in enumerate(shape.exclude)),
+        *((("task", "rename", c), c) for c in shape.rename),
+        *([(("task", "id"), shape.id)] if shape.id else []),
+    ]
+    missing = [(loc, c) for loc, c in wanted if c not in columns]
+    for loc, column in missing:
+        errors.append((loc, DataError(
+            f"split {label!r} has no column {column!r}",
+            hint=f"Its columns are: {', '.join(columns)}", code="unknown_column")))
+    if missing:
+        return None
+    return TaskShaper(
+        label, id_column=shape.id, include=shape.include, exclude=shape.exclude, rename=shape.rename,
+        columns=columns,
+    )

@@ -1,11 +1,24 @@
-"""Parquet files as lazy tables: counts from metadata, rows decoded one row group at a time."""
+"""Parquet files as lazy tables: counts from metadata, rows from a row group or a background row index.
+
+Opening a table reads only the files' footers. A random row first costs decoding the row group
+that holds it (a small LRU keeps the last few). When the row groups are too large for that to be
+fast, a background thread re-encodes the rows once into an Arrow IPC file of small batches in the
+cache (see ``_cache``); from then on, in this and every later process, a random row costs one
+small positioned read. The thread never blocks a request: until the index is complete, rows
+come from the row groups as before.
+"""
 
 from __future__ import annotations
 
 import bisect
+import contextlib
 import glob
+import logging
+import os
 import threading
+import time
 from collections import OrderedDict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
 
@@ -14,7 +27,11 @@ import pyarrow.parquet as pq
 from pydantic import Field
 
 from envbuilder.data._base import Row, Source, SourceConfig, Table
+from envbuilder.data._cache import cache_key, cache_path, file_identity
+from envbuilder.data._ipc import IpcTable, write_ipc
 from envbuilder.errors import DataError
+
+log = logging.getLogger("envbuilder.data")
 
 PathOrPaths = str | list[str]
 
@@ -36,8 +53,13 @@ class ParquetSource(Source):
         return list(self.config.files)
 
     def open(self, split: str) -> Table:
-        patterns = self.config.files[split]
-        return ParquetTable(resolve_paths(patterns, self.base_dir, f"dataset.files.{split}"))
+        return self.open_files(self.config.files[split], f"dataset.files.{split}")
+
+    def open_files(self, files: PathOrPaths, key: str) -> Table:
+        return ParquetTable(resolve_paths(files, self.base_dir, key, suffix=".parquet"))
+
+    def location(self, split: str) -> tuple[str | int, ...]:
+        return ("dataset", "files", split)
 
     def describe(self) -> dict[str, object]:
         return {"type": "parquet", "files": dict(self.config.files)}
@@ -47,22 +69,23 @@ class ParquetSource(Source):
         return sorted({path for paths in found for path in paths})
 
 
-def resolve_paths(patterns: PathOrPaths, base_dir: Path, key: str) -> list[Path]:
+def resolve_paths(patterns: PathOrPaths, base_dir: Path, key: str, suffix: str = ".parquet") -> list[Path]:
     """Expand files, globs and directories (relative to ``base_dir``) into sorted file paths."""
     out: list[Path] = []
+    kind = "Parquet" if suffix == ".parquet" else suffix.lstrip(".").upper()
     for pattern in [patterns] if isinstance(patterns, str) else patterns:
         path = Path(pattern).expanduser()
         path = path if path.is_absolute() else base_dir / path
         if path.is_dir():
-            found = sorted(path.glob("*.parquet"))
+            found = sorted(path.glob(f"*{suffix}"))
         elif any(ch in pattern for ch in "*?["):
             found = sorted(Path(p) for p in glob.glob(str(path), recursive=True))
         else:
-            found = [path] if path.exists() else []
+            found = [path] if path.is_file() else []
         if not found:
             raise DataError(
-                f"{key}: no Parquet file at {pattern!r} (looked in {path})",
-                hint="Paths are relative to the spec file; check the name or the glob",
+                f"no {kind} file at {pattern!r} (looked in {path})",
+                hint=f"Paths in `{key}` are relative to the spec file; check the name or the glob",
                 code="data_not_found",
             )
         out.extend(found)
@@ -73,17 +96,21 @@ class ParquetTable(Table):
     """Rows of one or more Parquet files; only the row group holding a row is decoded."""
 
     CACHE_ROW_GROUPS = 4
+    #: Build the background row index when row groups are larger than this and there are more
+    #: of them than the LRU holds (small datasets are fast from the LRU alone).
+    INDEX_ABOVE_GROUP_ROWS = 4096
 
-    def __init__(self, paths: list[Path]):
+    def __init__(self, paths: list[Path], *, index: bool = True):
         self.paths = paths
         self._files: list[pq.ParquetFile] = []
         self._groups: list[tuple[int, int]] = []  # (file index, row group index)
         self._starts: list[int] = []  # first global row of each group
         total = 0
+        largest = 0
         schema: pa.Schema | None = None
         for fi, path in enumerate(paths):
             try:
-                pf = pq.ParquetFile(path, memory_map=True)
+                pf = pq.ParquetFile(path, memory_map=False)
             except (OSError, pa.ArrowInvalid) as exc:
                 raise DataError(
                     f"cannot open Parquet file {str(path)!r}: {exc}", code="data_unreadable"
@@ -102,11 +129,18 @@ class ParquetTable(Table):
             for rg in range(meta.num_row_groups):
                 self._groups.append((fi, rg))
                 self._starts.append(total)
-                total += meta.row_group(rg).num_rows
+                rows = meta.row_group(rg).num_rows
+                largest = max(largest, rows)
+                total += rows
         self._len = total
         self._schema = schema if schema is not None else pa.schema([])
         self._cache: OrderedDict[int, pa.Table] = OrderedDict()
         self._lock = threading.Lock()
+        self._identity = file_identity(paths)
+        self._fast: IpcTable | None = None
+        self.index_thread: threading.Thread | None = None
+        if index and largest > self.INDEX_ABOVE_GROUP_ROWS and len(self._groups) > self.CACHE_ROW_GROUPS:
+            self._start_index()
 
     @property
     def columns(self) -> list[str]:
@@ -118,6 +152,65 @@ class ParquetTable(Table):
 
     def __len__(self) -> int:
         return self._len
+
+    def identity(self) -> list[tuple[str, int, int]]:
+        return self._identity
+
+    # -- the background row index ---------------------------------------------------------------
+
+    @property
+    def index_path(self) -> Path:
+        return cache_path("rows", cache_key("parquet-rows", self._identity), ".arrow")
+
+    @property
+    def indexed(self) -> bool:
+        """Whether random rows are served from the row index."""
+        return self._fast is not None
+
+    def _start_index(self) -> None:
+        path = self.index_path
+        if path.exists():
+            try:
+                self._fast = IpcTable(path)
+                if len(self._fast) == self._len:
+                    return
+            except DataError:
+                pass
+            self._fast = None
+        self.index_thread = threading.Thread(
+            target=self._build_index, name="envbuilder-row-index", daemon=True
+        )
+        self.index_thread.start()
+
+    def _groups_iter(self) -> Iterator[pa.Table]:
+        files = [pq.ParquetFile(p, memory_map=False) for p in self.paths]
+        for fi, rg in self._groups:
+            yield files[fi].read_row_group(rg, use_threads=False)
+
+    def _build_index(self) -> None:
+        started = time.monotonic()
+        with contextlib.suppress(OSError, AttributeError):
+            # Linux threads have their own niceness: let request handling win the CPU.
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+        try:
+            write_ipc(self.index_path, self._schema, self._groups_iter())
+            fast = IpcTable(self.index_path)
+        except (OSError, pa.ArrowException, DataError) as exc:
+            log.warning("row index for %s not built (%s); rows come from the row groups", self.paths[0], exc)
+            return
+        self._fast = fast
+        with self._lock:
+            self._cache.clear()
+        log.info("row index of %s rows ready in %.1f s: %s", f"{self._len:,}", time.monotonic() - started,
+                 self.index_path)
+
+    def wait_indexed(self, timeout: float | None = None) -> bool:
+        """Wait for the background index (tests, benchmarks); True when rows come from it."""
+        if self.index_thread is not None:
+            self.index_thread.join(timeout)
+        return self.indexed
+
+    # -- rows -------------------------------------------------------------------------------------
 
     def _group(self, g: int) -> pa.Table:
         with self._lock:
@@ -134,6 +227,9 @@ class ParquetTable(Table):
         return table
 
     def rows(self, start: int, stop: int) -> list[Row]:
+        fast = self._fast
+        if fast is not None:
+            return fast.rows(start, stop)
         out: list[Row] = []
         i = start
         while i < stop:

@@ -7,6 +7,7 @@ from typing import Any
 
 from envbuilder.data._base import Row, Table
 from envbuilder.data._convert import needs_conversion, to_json
+from envbuilder.data._maps import IndexMap, Source, runs
 from envbuilder.errors import TaskNotFound
 
 Task = dict[str, Any]
@@ -38,6 +39,7 @@ class TaskShaper:
         return names if "id" in names else ["id", *names]
 
     def __call__(self, row: Row, index: int) -> Task:
+        """The task of ``row``, the ``index``-th row of the source split."""
         if needs_conversion(row):
             row = to_json(row)
         task: Task = {}
@@ -56,38 +58,43 @@ class TaskShaper:
 
 
 class SplitView:
-    """One ORS split: a typed, lazily read sequence of tasks."""
+    """One ORS split: a typed, lazily read sequence of tasks (an index map over a table)."""
 
-    def __init__(self, name: str, type: str, table: Table, shaper: TaskShaper):
+    def __init__(
+        self, name: str, type: str, table: Table, shaper: TaskShaper, index: IndexMap | None = None
+    ):
         self.name = name
         self.type = type
         self.table = table
         self.shaper = shaper
+        self.index: IndexMap = index if index is not None else Source(len(table))
 
     def __len__(self) -> int:
-        return len(self.table)
+        return len(self.index)
 
     def task(self, index: int) -> Task:
         """Task ``index``; negative indices count from the end. Raises TaskNotFound."""
-        n = len(self.table)
+        n = len(self.index)
         i = index + n if index < 0 else index
         if not 0 <= i < n:
             raise TaskNotFound(
                 f"index {index} is out of range for split {self.name!r} ({n} tasks)",
                 code="invalid_index",
             )
-        return self.shaper(self.table.row(i), i)
+        row = self.index[i]
+        return self.shaper(self.table.row(row), row)
 
     def task_range(self, start: int | None, stop: int | None) -> list[Task]:
-        """Tasks ``start:stop`` with Python slice semantics (clamped, never an error)."""
-        n = len(self.table)
-        lo, hi, _ = slice(start, stop).indices(n)
-        if lo >= hi:
-            return []
-        return [self.shaper(row, lo + k) for k, row in enumerate(self.table.rows(lo, hi))]
+        """Tasks ``start:stop`` with Python slice semantics (clamped, never an error); contiguous
+        source rows are read together."""
+        lo, hi, _ = slice(start, stop).indices(len(self.index))
+        out: list[Task] = []
+        for first, end in runs(self.index, lo, hi) if lo < hi else ():
+            out.extend(self.shaper(row, first + k) for k, row in enumerate(self.table.rows(first, end)))
+        return out
 
     def iter_batches(self, batch: int = 1024) -> Iterator[list[Task]]:
         """Every task, in contiguous batches (for streaming a whole split)."""
-        n = len(self.table)
+        n = len(self.index)
         for lo in range(0, n, batch):
             yield self.task_range(lo, min(n, lo + batch))

@@ -108,16 +108,21 @@ async def list_tasks(env_name: str, body: SplitRequest, request: Request) -> Res
     split = _split(env, body.split)
     tail = b'],"env_name":' + orjson.dumps(env_name) + b"}"
 
+    batches = split.iter_batches()
+
+    def next_chunk() -> bytes | None:
+        # Reading and encoding a batch runs in a worker thread so the event loop stays free.
+        for batch in batches:
+            if batch:
+                return orjson.dumps(batch)[1:-1]
+        return None
+
     async def stream() -> AsyncIterator[bytes]:
         yield b'{"tasks":['
         first = True
-        for batch in split.iter_batches():
-            if not batch:
-                continue
-            chunk = orjson.dumps(batch)[1:-1]
+        while (chunk := await asyncio.to_thread(next_chunk)) is not None:
             yield chunk if first else b"," + chunk
             first = False
-            await asyncio.sleep(0)
         yield tail
 
     return StreamingResponse(stream(), media_type="application/json")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from envbuilder.data import SourceConfig, sources
+from envbuilder.data import SourceConfig, parse_slice, sources
 from envbuilder.graders import GraderConfig, graders
 from envbuilder.plugins import ConfigModel, PluginField
 
@@ -23,13 +23,57 @@ class SplitSpec(ConfigModel):
     """What the split is for: `train`, `validation` or `test`."""
     source: str | None = None
     """The dataset split it is read from; defaults to the split's own name."""
+    files: str | list[str] | None = None
+    """Instead of a dataset split: a file, glob, directory or list of them, in the dataset's
+    format (relative to the spec file)."""
+    filter: str | None = None
+    """Keep only the rows for which this expression is true, e.g. `level >= 3`. A sandboxed
+    Jinja expression over the row's columns (before `task.rename`); computed once and cached."""
+    slice: str | None = None
+    """Keep rows `[start:stop]` (after the filter), in rows or percent: `[:1000]`, `[10%:20%]`."""
+    shuffle: bool = False
+    """Serve the rows in a pseudo-random order fixed by `seed`."""
+    seed: int = 0
+    """The seed of `shuffle` and of `carve_from`."""
+    limit: int | None = Field(default=None, ge=0)
+    """Serve at most this many rows (after shuffling)."""
+    carve_from: str | None = None
+    """Carve this split out of another split of this spec: it takes a seeded random `fraction`
+    of that split's rows, and that split keeps only the rest (the two are disjoint)."""
+    fraction: float | None = Field(default=None, gt=0, lt=1)
+    """With `carve_from`: the fraction of the other split's rows this split takes."""
+
+    @field_validator("slice")
+    @classmethod
+    def _slice_syntax(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                parse_slice(value)
+            except ValueError as exc:
+                raise ValueError(f"{exc} (got {value!r})") from None
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SplitSpec:
+        if self.source is not None and self.files is not None:
+            raise ValueError("give at most one of `source` or `files`")
+        if (self.carve_from is None) != (self.fraction is None):
+            raise ValueError("`carve_from` and `fraction` go together")
+        if self.carve_from is not None:
+            taken = [k for k in ("source", "files", "filter", "slice") if getattr(self, k) is not None]
+            if taken:
+                raise ValueError(
+                    f"a carved split takes its rows from `carve_from`; `{taken[0]}` belongs on that split"
+                )
+        return self
 
 
 class TaskShape(ConfigModel):
     """Which columns of a row make up the task JSON that clients see and templates use."""
 
     id: str | None = None
-    """Column holding a stable task id; without it the id is `<split>-<index>`."""
+    """Column holding a stable task id. Without it the id is `<split>-<row>`: the dataset split's
+    name and the row's number in it, so ids survive changes to slices, filters and shuffles."""
     include: list[str] | None = None
     """Keep only these columns (default: all)."""
     exclude: list[str] = Field(default_factory=list)

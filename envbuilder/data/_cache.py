@@ -1,0 +1,62 @@
+"""The on-disk cache of derived data (row indexes, filter results), keyed by the data's identity.
+
+Entries live under ``$ENVBUILDER_CACHE_DIR`` (default ``~/.cache/envbuilder``). Each key is a hash
+of the identity of every data file it derives from (absolute path, size and mtime in ns), a
+format version, and whatever else decides the content (a filter's expression, …).
+
+Invalidation: changing a data file changes its size or mtime, editing a filter changes the
+expression, and a new envbuilder format changes the version; each gives a new key, so a stale
+entry is never read. Stale entries are left behind and may be deleted at any time
+(``rm -rf ~/.cache/envbuilder``). Entries are written under a temporary name and renamed into
+place, so no reader, in this or another process, ever sees half an entry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+FORMAT_VERSION = 1
+
+
+def cache_dir() -> Path:
+    """The cache root (created on first use)."""
+    root = os.environ.get("ENVBUILDER_CACHE_DIR") or "~/.cache/envbuilder"
+    return Path(root).expanduser()
+
+
+def file_identity(paths: Iterable[Path]) -> list[tuple[str, int, int]]:
+    """(absolute path, size, mtime in ns) of each file: what a cache key derives from."""
+    out = []
+    for path in paths:
+        st = os.stat(path)
+        out.append((str(Path(path).resolve()), st.st_size, st.st_mtime_ns))
+    return out
+
+
+def cache_key(*parts: object) -> str:
+    """A short stable hash of JSON-serialisable ``parts`` (plus the format version)."""
+    text = json.dumps([FORMAT_VERSION, *parts], sort_keys=True, default=str)
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+def cache_path(kind: str, key: str, suffix: str) -> Path:
+    """Where the entry ``key`` of ``kind`` (``rows``, ``filters``) lives."""
+    return cache_dir() / kind / f"{key}{suffix}"
+
+
+@contextmanager
+def atomic_write(path: Path) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; rename it into place when the block succeeds."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()

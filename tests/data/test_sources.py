@@ -1,0 +1,88 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from envbuilder.errors import SpecError
+from tests.data.helpers import SHARED, make_env
+
+GSM8K = SHARED / "gsm8k"
+HF_GSM8K = SHARED / "hf" / "openai__gsm8k"
+
+ROWS = [{"question": f"q{i}", "answer": str(i), "tags": ["a", "b"][: i % 3]} for i in range(5)]
+
+
+def test_parquet_shared_gsm8k() -> None:
+    env = make_env({"type": "parquet", "files": {"train": "gsm8k/train-*.parquet"}},
+                   {"train": {"type": "train"}}, SHARED)
+    train = env.split("train")
+    assert len(train) == 7473
+    first = train.task(0)
+    assert first["id"] == "train-0" and first["question"].startswith("Natalia sold clips")
+
+
+def test_huggingface_local_hub_folder() -> None:
+    env = make_env({"type": "huggingface", "path": str(HF_GSM8K), "config": "main"},
+                   {"train": {"type": "train"}, "test": {}}, SHARED)
+    assert {n: len(v) for n, v in env.splits.items()} == {"train": 7473, "test": 1319}
+    assert [p.name for p in env.source.files()] == [
+        "test-00000-of-00001.parquet", "train-00000-of-00001.parquet"]
+    assert env.split("test").task(-1)["id"] == "test-1318"
+
+
+def test_huggingface_relative_path_and_data_files() -> None:
+    env = make_env({"type": "huggingface", "path": "hf/openai__gsm8k",
+                    "data_files": {"eval": "main/test-*.parquet"}},
+                   {"test": {"source": "eval"}}, SHARED)
+    assert len(env.split("test")) == 1319
+
+
+def test_huggingface_unknown_config_names_the_key() -> None:
+    with pytest.raises(SpecError) as exc:
+        make_env({"type": "huggingface", "path": str(HF_GSM8K), "config": "mian"},
+                 {"train": {}}, SHARED)
+    assert "spec.yaml:" in str(exc.value) and " dataset: cannot load dataset" in str(exc.value)
+    assert "'main'" in str(exc.value)
+
+
+def test_huggingface_not_cached_offline_says_what_to_do() -> None:
+    with pytest.raises(SpecError) as exc:
+        make_env({"type": "huggingface", "path": "nobody/no-such-dataset-xyz"}, {"train": {}}, SHARED)
+    text = str(exc.value)
+    assert " dataset: " in text and "HF_HUB_OFFLINE=0" in text and "local folder" in text
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "json", "csv"])
+def test_text_formats(kind: str, tmp_path: Path) -> None:
+    path = tmp_path / f"rows.{kind}"
+    if kind == "jsonl":
+        path.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
+    elif kind == "json":
+        path.write_text(json.dumps(ROWS))
+    else:
+        path.write_text("question,answer\n" + "".join(f"{r['question']},{r['answer']}\n" for r in ROWS))
+    env = make_env({"type": kind, "files": {"test": f"rows.{kind}"}}, {"test": {}}, tmp_path)
+    split = env.split("test")
+    assert len(split) == 5 and env.source.files() == [path]
+    task = split.task(4)
+    assert task["question"] == "q4" and str(task["answer"]) == "4"
+    if kind != "csv":
+        assert task["tags"] == ["a"]
+    # a second open reads the cached Arrow rows
+    again = make_env({"type": kind, "files": {"test": f"rows.{kind}"}}, {"test": {}}, tmp_path)
+    assert again.split("test").task_range(0, 5) == split.task_range(0, 5)
+
+
+def test_bad_json_is_a_located_error(tmp_path: Path) -> None:
+    (tmp_path / "bad.jsonl").write_text("{not json\n")
+    with pytest.raises(SpecError) as exc:
+        make_env({"type": "jsonl", "files": {"test": "bad.jsonl"}}, {"test": {}}, tmp_path)
+    assert "dataset.files.test: cannot read jsonl data" in str(exc.value)
+
+
+def test_bad_path_names_the_key(tmp_path: Path) -> None:
+    with pytest.raises(SpecError) as exc:
+        make_env({"type": "parquet", "files": {"train": "nope/*.parquet"}}, {"train": {}}, tmp_path)
+    assert str(exc.value).startswith("spec.yaml:5:12 dataset.files.train: no Parquet file")
