@@ -37,7 +37,7 @@ def _state(request: Request) -> State:
     return request.app.state.ors
 
 
-def require_sid(x_session_id: Annotated[str | None, Header()] = None) -> str:
+async def require_sid(x_session_id: Annotated[str | None, Header()] = None) -> str:
     """The ``X-Session-ID`` header, stripped; 400 when absent (checked before the body)."""
     sid = (x_session_id or "").strip()
     if not sid:
