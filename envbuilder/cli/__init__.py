@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from envbuilder import __version__
-from envbuilder.cli import _serve
+from envbuilder.cli import _catalog, _check, _eval, _init, _pack, _preview, _schema, _serve, _validate
 
 app = typer.Typer(
     name="envbuilder",
@@ -17,6 +17,14 @@ app = typer.Typer(
     add_completion=False,
 )
 app.command("serve")(_serve.serve)
+app.command("catalog")(_catalog.catalog)
+app.command("pack")(_pack.pack)
+app.command("validate")(_validate.validate)
+app.command("preview")(_preview.preview)
+app.command("check")(_check.check)
+app.command("schema")(_schema.schema)
+app.command("init")(_init.init)
+app.command("eval")(_eval.eval_command)
 
 
 def _version(value: bool) -> None:

@@ -1,4 +1,4 @@
-"""``envbuilder serve SPEC``: compile a spec and serve it over ORS with uvicorn."""
+"""``envbuilder serve SPEC…``: compile specs (files, folders of specs, packs) and serve them over ORS."""
 
 from __future__ import annotations
 
@@ -11,7 +11,12 @@ from envbuilder.cli._output import fail_on_errors
 
 
 def serve(
-    spec: Annotated[Path, typer.Argument(help="The spec file (YAML) to serve.")],
+    specs: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Spec files (YAML), folders of specs, or packs (.zip); the first is the default."
+        ),
+    ],
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "0.0.0.0",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8080,
     session_timeout: Annotated[
@@ -22,19 +27,29 @@ def serve(
         typer.Option("--access-log", help="Log every request (off by default: it costs CPU per request)."),
     ] = False,
     log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "warning",
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Exit 1 if any spec fails to load (default: serve the others).")
+    ] = False,
+    cache_dir: Annotated[
+        Path | None,
+        typer.Option(
+            help="Where packs are extracted (default: $ENVBUILDER_CACHE_DIR or ~/.cache/envbuilder)."
+        ),
+    ] = None,
 ) -> None:
-    """Serve the environment of SPEC over the ORS HTTP protocol."""
+    """Serve the environments of SPECS over the ORS HTTP protocol."""
     import uvicorn
 
-    from envbuilder.environment import load_environment
+    from envbuilder.cli._catalog import load_or_exit
     from envbuilder.server import ServerSettings, create_app
 
+    envs = load_or_exit(specs, strict=strict, cache_dir=cache_dir)
     with fail_on_errors():
-        env = load_environment(spec)
-    app = create_app([env], ServerSettings(session_timeout=session_timeout))
+        app = create_app(envs, ServerSettings(session_timeout=session_timeout))
     shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
-    typer.echo(f"envbuilder: serving {env.name} ({env.summary()} tasks)")
+    for env in envs:
+        typer.echo(f"envbuilder: serving {env.name} ({env.summary()} tasks)")
     typer.echo(
-        f"envbuilder: listening on http://{host}:{port}  (try: curl http://{shown}:{port}/{env.name}/splits)"
+        f"envbuilder: listening on http://{host}:{port}  (try: curl http://{shown}:{port}/{envs[0].name}/splits)"
     )
     uvicorn.run(app, host=host, port=port, access_log=access_log, log_level=log_level)

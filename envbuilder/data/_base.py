@@ -58,5 +58,9 @@ class Source(Plugin, abc.ABC):
         """Where the data comes from, for catalogs and messages."""
         return {"type": self.type_name}
 
+    def files(self) -> list[Path]:
+        """The local files the source reads (hashed by catalogs, bundled by packs); none by default."""
+        return []
+
 
 sources: Registry[Source] = Registry("source", "envbuilder.sources")

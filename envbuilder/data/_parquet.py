@@ -42,6 +42,10 @@ class ParquetSource(Source):
     def describe(self) -> dict[str, object]:
         return {"type": "parquet", "files": dict(self.config.files)}
 
+    def files(self) -> list[Path]:
+        found = (resolve_paths(p, self.base_dir, f"dataset.files.{s}") for s, p in self.config.files.items())
+        return sorted({path for paths in found for path in paths})
+
 
 def resolve_paths(patterns: PathOrPaths, base_dir: Path, key: str) -> list[Path]:
     """Expand files, globs and directories (relative to ``base_dir``) into sorted file paths."""

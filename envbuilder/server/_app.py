@@ -47,6 +47,7 @@ def _may_hold_secrets(error: dict[str, Any]) -> bool:
 
 def create_app(envs: list[Environment], settings: ServerSettings | None = None) -> FastAPI:
     """The ORS application for ``envs`` (the first is the default environment)."""
+    from envbuilder.server._catalog import router as catalog
     from envbuilder.server._discovery import router as discovery
     from envbuilder.server._episodes import router as episodes
 
@@ -101,5 +102,12 @@ def create_app(envs: list[Environment], settings: ServerSettings | None = None) 
 
     app.include_router(discovery)
     app.include_router(episodes)
-    app.front = FastFront(state, app.fastapi_call)
+    app.include_router(catalog)
+    # Like the reference servers: the first segments of all non-parameterised routes.
+    paths = [getattr(r, "path", "") for router in (discovery, episodes, catalog) for r in router.routes]
+    paths += [app.docs_url or "", app.redoc_url or "", app.openapi_url or ""]
+    roots = frozenset(
+        p.strip("/").split("/")[0] for p in paths if p.strip("/") and not p.strip("/").startswith("{")
+    )
+    app.front = FastFront(state, app.fastapi_call, roots)
     return app

@@ -23,22 +23,6 @@ from envbuilder.server._state import log as _log
 
 ASGIApp = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
 
-#: First path segments that are never redirected to the default environment.
-ROOT_PATHS = frozenset(
-    {
-        "health",
-        "ping",
-        "list_environments",
-        "create",
-        "delete",
-        "create_session",
-        "delete_session",
-        "version",
-        "docs",
-        "redoc",
-        "openapi.json",
-    }
-)
 
 _SSE_HEADERS = [(k.encode(), v.encode()) for k, v in _sse.HEADERS.items()]
 
@@ -50,9 +34,11 @@ class _Fallback(Exception):
 class FastFront:
     """ASGI callable placed in front of the FastAPI app (see :func:`create_app`)."""
 
-    def __init__(self, state: State, app: ASGIApp):
+    def __init__(self, state: State, app: ASGIApp, roots: frozenset[str]):
         self.state = state
         self.app = app
+        self.roots = roots
+        """First path segments of the fixed routes: never redirected to the default environment."""
         self.served = 0
         """Requests answered here (the rest went to FastAPI): a cheap health signal."""
         self.root: dict[tuple[str, str], Callable[..., Awaitable[_ops.Reply]]] = {
@@ -81,7 +67,7 @@ class FastFront:
         path: str = scope["path"]
         parts = path.split("/")
         first = parts[1].lower() if len(parts) > 1 else ""
-        if first not in ROOT_PATHS and first not in self.state.envs:
+        if first not in self.roots and first not in self.state.envs:
             return await _redirect(self.state.default, path, scope, send)
         method: str = scope["method"]
         handler = None

@@ -1,10 +1,12 @@
 """Spec files: YAML with positions, the pydantic models, loading with located errors, JSON Schema."""
 
-from envbuilder.spec._load import LoadedSpec, load_spec, parse_spec
-from envbuilder.spec._models import PromptSpec, Spec, SplitSpec, SubmitSpec, TaskShape
+from envbuilder.spec._load import LoadedSpec, load_spec, parse_spec, read_spec_data
+from envbuilder.spec._models import GraderTest, PromptSpec, Spec, SplitSpec, SubmitSpec, TaskShape
+from envbuilder.spec._partial import load_spec_partially
 from envbuilder.spec._schema import json_schema
 
 __all__ = [
+    "GraderTest",
     "LoadedSpec",
     "PromptSpec",
     "Spec",
@@ -13,5 +15,7 @@ __all__ = [
     "TaskShape",
     "json_schema",
     "load_spec",
+    "load_spec_partially",
     "parse_spec",
+    "read_spec_data",
 ]

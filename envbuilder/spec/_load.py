@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from envbuilder.errors import Problem, SpecError, did_you_mean
+from envbuilder.errors import Problem, SpecError
+from envbuilder.spec._extends import resolve_extends
+from envbuilder.spec._messages import spec_problems
 from envbuilder.spec._models import Spec
 from envbuilder.spec._yaml import Positions, load_yaml
 
-__all__ = ["LoadedSpec", "load_spec", "parse_spec"]
+__all__ = ["LoadedSpec", "load_spec", "parse_spec", "read_spec_data"]
 
 
 @dataclass(frozen=True)
@@ -37,12 +38,12 @@ class LoadedSpec:
         hint: str | None = None,
     ) -> Problem:
         """A :class:`Problem` at ``loc`` in this spec's file."""
-        line, col = self.positions.lookup(loc)
+        file, line, col = self.positions.where(loc)
         return Problem(
             code=code,
             message=message,
             loc=loc,
-            file=self.positions.file,
+            file=file,
             line=line,
             col=col,
             value=value,
@@ -54,20 +55,24 @@ class LoadedSpec:
 def load_spec(path: str | os.PathLike[str]) -> LoadedSpec:
     """Load and validate the spec at ``path``; raises :class:`SpecError` listing every problem."""
     p = Path(path)
+    return parse_spec(read_spec_text(p), file=str(p), base_dir=p.resolve().parent, path=p)
+
+
+def read_spec_text(path: Path) -> str:
+    """The text of the spec file at ``path``; raises a located :class:`SpecError` when unreadable."""
     try:
-        text = p.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except OSError as exc:
         raise SpecError(
             [
                 Problem(
                     code="spec_unreadable",
                     message=f"cannot read spec: {exc.strerror}",
-                    file=str(p),
+                    file=str(path),
                     hint="Check the path",
                 )
             ]
         ) from None
-    return parse_spec(text, file=str(p), base_dir=p.resolve().parent, path=p)
 
 
 def parse_spec(
@@ -77,7 +82,26 @@ def parse_spec(
     base_dir: str | os.PathLike[str] | None = None,
     path: Path | None = None,
 ) -> LoadedSpec:
-    """Validate spec ``text``; ``file`` is only used in error messages."""
+    """Validate spec ``text``; ``file`` is only used in error messages.
+
+    An ``extends:`` path is resolved against ``base_dir`` (the current directory by default).
+    """
+    data, positions = read_spec_data(text, file=file, base_dir=base_dir, path=path)
+    try:
+        spec = Spec.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(spec_problems(exc, positions, data)) from None
+    return LoadedSpec(spec=spec, path=path, base_dir=Path(base_dir or Path.cwd()), positions=positions)
+
+
+def read_spec_data(
+    text: str,
+    *,
+    file: str = "<spec>",
+    base_dir: str | os.PathLike[str] | None = None,
+    path: Path | None = None,
+) -> tuple[dict[str, Any], Positions]:
+    """The spec's data (``extends:`` merged in) and its positions, before validation."""
     data, positions = load_yaml(text, file)
     if not isinstance(data, dict):
         raise SpecError(
@@ -94,77 +118,5 @@ def parse_spec(
                 )
             ]
         )
-    try:
-        spec = Spec.model_validate(data)
-    except ValidationError as exc:
-        raise SpecError([_problem(err, positions, data) for err in exc.errors()]) from None
-    return LoadedSpec(spec=spec, path=path, base_dir=Path(base_dir or Path.cwd()), positions=positions)
-
-
-_TAGS = re.compile(r"'([^']*)'")
-
-
-def _problem(err: Any, positions: Positions, data: Any) -> Problem:
-    loc = _strip_tags(tuple(err["loc"]), data)
-    kind = err["type"]
-    hint = None
-    message = err["msg"]
-    value = err.get("input")
-    has_value = kind not in ("missing",)
-    ctx = err.get("ctx") or {}
-    if kind == "union_tag_invalid":
-        expected = _TAGS.findall(str(ctx.get("expected_tags", "")))
-        tag = str(ctx.get("tag"))
-        message = f"unknown type {tag!r}"
-        hint = did_you_mean(tag, expected) or f"Known types: {', '.join(expected)}"
-        loc = (*loc, "type")
-        value, has_value = None, False
-    elif kind == "union_tag_not_found":
-        message = "a `type:` key is required here"
-        has_value = False
-    elif kind == "extra_forbidden":
-        parent_loc = loc[:-1]
-        message = f"unknown key {loc[-1]!r}"
-        known = _known_keys(parent_loc, data)
-        hint = did_you_mean(str(loc[-1]), known) if known else None
-        has_value = False
-    elif kind == "missing":
-        message = f"missing required key {loc[-1]!r}" if loc else "missing required key"
-    elif message.startswith("Value error, "):
-        message = message[len("Value error, ") :]
-        has_value = False
-    line, col = positions.lookup(loc, key=kind in ("extra_forbidden", "union_tag_invalid"))
-    return Problem(
-        code=kind,
-        message=message,
-        loc=loc,
-        file=positions.file,
-        line=line,
-        col=col,
-        value=value,
-        has_value=has_value,
-        hint=hint,
-    )
-
-
-def _strip_tags(loc: tuple[Any, ...], data: Any) -> tuple[Any, ...]:
-    """Drop the union tags pydantic puts in locations (`dataset.parquet.files` → `dataset.files`)."""
-    out: list[Any] = []
-    node = data
-    for part in loc:
-        if isinstance(node, dict) and part not in node and node.get("type") == part:
-            continue
-        out.append(part)
-        if isinstance(node, dict):
-            node = node.get(part)
-        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
-            node = node[part]
-        else:
-            node = None
-    return tuple(out)
-
-
-def _known_keys(loc: tuple[Any, ...], data: Any) -> list[str]:
-    from envbuilder.spec._schema import keys_at
-
-    return keys_at(loc, data)
+    chain = (path.resolve(),) if path is not None else ()
+    return resolve_extends(data, positions, Path(base_dir or Path.cwd()), chain)

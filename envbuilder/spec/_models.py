@@ -77,6 +77,19 @@ class SubmitSpec(ConfigModel):
     """Whether the feedback after the last attempt tells the agent the correct answer."""
 
 
+class GraderTest(ConfigModel):
+    """A response and the reward the grader must give it (run by `envbuilder check`)."""
+
+    response: str
+    """What the agent submits, e.g. `The answer is 72.`"""
+    reward: float | None
+    """The reward it must get; `null` when it must be ungradeable (no reward at all)."""
+    split: str | None = None
+    """The split of the task it answers (default: the first split)."""
+    index: int = 0
+    """The index of the task in that split."""
+
+
 class Spec(ConfigModel):
     """An envbuilder environment: a dataset, its splits, a prompt, a submit tool and a grader."""
 
@@ -110,3 +123,9 @@ class Spec(ConfigModel):
     """The answer tool."""
     grader: GraderField
     """How a submitted answer is graded; `type:` names the grader (e.g. `exact_match`)."""
+    extends: str | None = None
+    """A spec this one extends, relative to this file: its keys are the defaults, mappings merge
+    key by key, and any other value set here replaces the base's. Relative paths inherited from
+    the base (data files, templates) resolve against this file's folder."""
+    tests: list[GraderTest] = Field(default_factory=list)
+    """Responses with the reward each must get, checked by `envbuilder check`."""

@@ -16,11 +16,41 @@ def json_schema() -> dict[str, Any]:
     schema = Spec.model_json_schema(mode="validation")
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["$id"] = SCHEMA_ID
+    for model in schema.get("$defs", {}).values():
+        _describe_tag(model)
     return schema
+
+
+def _describe_tag(model: dict[str, Any]) -> None:
+    """Describe the `type:` key of a plugin block (its Config's `type` is a bare Literal)."""
+    tag = model.get("properties", {}).get("type")
+    if not isinstance(tag, dict) or "description" in tag or "const" not in tag:
+        return
+    summary = str(model.get("description", "")).strip().split("\n")[0]
+    tag["description"] = f"`{tag['const']}`: {summary}" if summary else f"Always `{tag['const']}`."
 
 
 def keys_at(loc: tuple[Any, ...], data: Any) -> list[str]:
     """The keys the schema allows in the mapping at ``loc`` of ``data``."""
+    node = _node_at(loc, data)
+    return sorted(node.get("properties", {})) if node else []
+
+
+def description_at(loc: tuple[Any, ...], data: Any) -> str | None:
+    """The schema's description of the key at ``loc`` of ``data`` (None when unknown)."""
+    if not loc:
+        return None
+    parent = _node_at(loc[:-1], data)
+    if parent is None:
+        return None
+    prop = parent.get("properties", {}).get(loc[-1])
+    if not isinstance(prop, dict):
+        return None
+    return prop.get("description")
+
+
+def _node_at(loc: tuple[Any, ...], data: Any) -> dict[str, Any] | None:
+    """The schema of the value at ``loc`` (resolved to one object schema when it is a union)."""
     schema = json_schema()
     defs = schema.get("$defs", {})
     node: dict[str, Any] | None = schema
@@ -28,7 +58,7 @@ def keys_at(loc: tuple[Any, ...], data: Any) -> list[str]:
     for part in loc:
         node = _resolve(node, defs, value)
         if node is None:
-            return []
+            return None
         if isinstance(part, int):
             node = node.get("items")
         elif part in node.get("properties", {}):
@@ -36,7 +66,7 @@ def keys_at(loc: tuple[Any, ...], data: Any) -> list[str]:
         else:
             node = node.get("additionalProperties")
             if not isinstance(node, dict):
-                return []
+                return None
         value = (
             value.get(part)
             if isinstance(value, dict)
@@ -46,8 +76,7 @@ def keys_at(loc: tuple[Any, ...], data: Any) -> list[str]:
                 else None
             )
         )
-    node = _resolve(node, defs, value)
-    return sorted(node.get("properties", {})) if node else []
+    return _resolve(node, defs, value)
 
 
 def _resolve(node: dict[str, Any] | None, defs: dict[str, Any], value: Any) -> dict[str, Any] | None:

@@ -30,18 +30,25 @@ class Positions:
     marks: dict[Loc, tuple[int, int]] = field(default_factory=dict)
     key_marks: dict[Loc, tuple[int, int]] = field(default_factory=dict)
     """Where the key of a mapping entry starts (for unknown or duplicate keys)."""
+    files: dict[Loc, str] = field(default_factory=dict)
+    """The file holding a key when it is not ``file`` (a key inherited through ``extends:``)."""
 
     def lookup(self, loc: Loc, *, key: bool = False) -> tuple[int | None, int | None]:
         """The position of ``loc``'s value (of its key with ``key=True``), else of its
         nearest located ancestor."""
+        _, line, col = self.where(loc, key=key)
+        return line, col
+
+    def where(self, loc: Loc, *, key: bool = False) -> tuple[str, int | None, int | None]:
+        """Like :meth:`lookup`, with the file that holds the position."""
         loc = tuple(loc)
         if key and loc in self.key_marks:
-            return self.key_marks[loc]
+            return (self.files.get(loc, self.file), *self.key_marks[loc])
         while True:
             if loc in self.marks:
-                return self.marks[loc]
+                return (self.files.get(loc, self.file), *self.marks[loc])
             if not loc:
-                return None, None
+                return self.file, None, None
             loc = loc[:-1]
 
 

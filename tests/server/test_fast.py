@@ -74,8 +74,14 @@ async def _run(app: Any, gsm8k: Environment) -> list[tuple[int, bytes, str | Non
     async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
         for method, path, headers, body in SCRIPT:
             r = await client.request(method, path, headers=headers, content=body)
-            out.append((r.status_code, _IDS.sub(b"<id>", r.content),
-                        r.headers.get("content-type"), r.headers.get("location")))
+            out.append(
+                (
+                    r.status_code,
+                    _IDS.sub(b"<id>", r.content),
+                    r.headers.get("content-type"),
+                    r.headers.get("location"),
+                )
+            )
     return out
 
 
@@ -101,12 +107,23 @@ class _FastAPIOnly:
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         front = self.app.front
         first = scope["path"].split("/")[1].lower() if scope["type"] == "http" else ""
-        if scope["type"] == "http" and first not in front.state.envs and first not in _roots():
+        if scope["type"] == "http" and first not in front.state.envs and first not in front.roots:
             return await front(scope, receive, send)
         await self.app.fastapi_call(scope, receive, send)
 
 
-def _roots() -> frozenset[str]:
-    from envbuilder.server._fast import ROOT_PATHS
-
-    return ROOT_PATHS
+def test_root_paths_are_the_fixed_routes(gsm8k: Environment) -> None:
+    assert create_app([gsm8k]).front.roots == {
+        "health",
+        "ping",
+        "list_environments",
+        "create",
+        "delete",
+        "create_session",
+        "delete_session",
+        "version",
+        "docs",
+        "redoc",
+        "openapi.json",
+        "catalog",
+    }

@@ -43,16 +43,19 @@ def test_unknown_key_and_bad_value_reported_together() -> None:
     text = GOOD.replace("splits:\n  train: {type: train}", "splits:\n  train: {type: trian}")
     text = text.replace("prompt:\n", "prompt:\n  templat: x\n")
     assert _errors(text) == [
-        "x.yaml:6:17 splits.train.type: Input should be 'train', 'validation' or 'test' (got 'trian')",
+        "x.yaml:6:17 splits.train.type: expected one of 'train', 'validation', 'test' (got 'trian')"
+        " Did you mean 'train'?",
         "x.yaml:8:3 prompt.templat: unknown key 'templat' Did you mean 'template'?",
     ]
 
 
 def test_unknown_key_inside_plugin_block() -> None:
     text = GOOD.replace("  files: {train: data.parquet}", "  file: {train: data.parquet}")
-    errors = _errors(text)
-    assert "x.yaml:4:3 dataset.file: unknown key 'file' Did you mean 'files'?" in errors
-    assert "x.yaml:3:3 dataset.files: missing required key 'files'" in errors
+    assert _errors(text) == [
+        "x.yaml:3:3 dataset.files: missing required key 'files'. Source split name → a file, a glob,"
+        " a directory of `.parquet` files, or a list of these; relative to the spec file.",
+        "x.yaml:4:3 dataset.file: unknown key 'file' Did you mean 'files'?",
+    ]
 
 
 def test_yaml_syntax_error_and_duplicates() -> None:

@@ -1,0 +1,17 @@
+"""Authoring tools behind the CLI: full validation, self-checks, and spec scaffolding."""
+
+from envbuilder.authoring._scaffold import Scaffold, scaffold_spec
+from envbuilder.authoring._selfcheck import Case, CheckResult, gold_cases, run_cases, spec_cases
+from envbuilder.authoring._validate import Validation, validate_spec
+
+__all__ = [
+    "Case",
+    "CheckResult",
+    "Scaffold",
+    "Validation",
+    "gold_cases",
+    "run_cases",
+    "scaffold_spec",
+    "spec_cases",
+    "validate_spec",
+]

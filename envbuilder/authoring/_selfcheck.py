@@ -1,0 +1,105 @@
+"""A spec's self-check: gold answers earn full reward, and its ``tests:`` get their rewards.
+
+Both go through the real answer path (``Environment.call_tool`` on a fresh :class:`Episode`),
+so extraction, normalisation, grading and the reward scale are all exercised.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from envbuilder.environment import Environment, Episode
+from envbuilder.protocol import RunToolSuccess
+
+__all__ = ["Case", "CheckResult", "gold_cases", "run_cases", "spec_cases"]
+
+
+@dataclass
+class Case:
+    """One response to one task, and the reward it must get."""
+
+    kind: str
+    """``gold`` (the grader's own target) or ``test`` (an entry of the spec's ``tests:``)."""
+    label: str
+    """``test[3]`` or ``tests[0]``: how the case is named in reports."""
+    split: str
+    index: int
+    response: str | None
+    """None when the grader states no target for the task (the case is skipped)."""
+    expected: float | None
+    """The reward it must get; None when it must be ungradeable."""
+
+
+@dataclass
+class CheckResult:
+    case: Case
+    reward: float | None = None
+    reason: str = ""
+    passed: bool = False
+    skipped: bool = False
+
+
+def gold_cases(env: Environment, sample: int, seed: int = 0) -> list[Case]:
+    """Up to ``sample`` random tasks of each split, each answered with its grading target."""
+    assert env.submit is not None
+    rng = random.Random(seed)
+    full = env.submit.spec.reward_correct
+    cases = []
+    for name, view in env.splits.items():
+        n = len(view)
+        for index in sorted(rng.sample(range(n), min(sample, n))):
+            task = view.task(index)
+            target = env.submit.grader.target(task)
+            if isinstance(target, list | tuple):
+                target = target[0] if target else None
+            response = None if target is None else str(target)
+            cases.append(Case("gold", f"{name}[{index}]", name, index, response, full))
+    return cases
+
+
+def spec_cases(env: Environment) -> list[Case]:
+    """The spec's ``tests:`` (the first split by default)."""
+    first = next(iter(env.splits))
+    return [
+        Case("test", f"tests[{i}]", t.split or first, t.index, t.response, t.reward)
+        for i, t in enumerate(env.spec.tests)
+    ]
+
+
+def run_cases(
+    env: Environment, cases: list[Case], progress: Callable[[], None] | None = None
+) -> list[CheckResult]:
+    """Submit each case's response on a fresh episode; ``progress`` is called after each."""
+
+    async def run() -> list[CheckResult]:
+        out = []
+        for case in cases:
+            out.append(await _run(env, case))
+            if progress is not None:
+                progress()
+        return out
+
+    return asyncio.run(run())
+
+
+async def _run(env: Environment, case: Case) -> CheckResult:
+    assert env.submit is not None
+    if case.response is None:
+        return CheckResult(case, reason="the grader states no target for this task", skipped=True)
+    spec = env.submit.spec
+    episode = Episode(task=env.split(case.split).task(case.index))
+    result = await env.call_tool(episode, spec.name, {spec.answer_field: case.response})
+    if not isinstance(result, RunToolSuccess):
+        return CheckResult(case, reason=f"the tool call failed: {result.error}")
+    output = result.output
+    reason = str((output.metadata or {}).get("reason") or "")
+    passed = (
+        output.reward is None
+        if case.expected is None
+        else output.reward is not None and math.isclose(output.reward, case.expected, abs_tol=1e-9)
+    )
+    return CheckResult(case, reward=output.reward, reason=reason, passed=passed)

@@ -1,0 +1,224 @@
+"""Packs: a spec, its data and a lock of sha256 hashes in one zip, served elsewhere exactly as published.
+
+A pack holds the files of :func:`environment_files` under their paths relative to the
+common folder of them all, plus ``envbuilder.lock.json``::
+
+    {"format": 1, "name": ..., "version": ..., "spec": "gsm8k.yaml",
+     "content_hash": "sha256:...", "files": {"gsm8k.yaml": "<sha256>", ...}}
+
+Serving a pack extracts it once into a cache folder named after the pack's own hash and checks
+every file against the lock, every time: a changed byte in the pack or in the cache is refused.
+Packs are reproducible: the same files give the same zip bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from envbuilder import __version__
+from envbuilder.catalog._files import content_hash, environment_files, file_sha256
+from envbuilder.environment import Environment, load_environment
+from envbuilder.errors import DataError
+
+__all__ = ["LOCK_NAME", "PackInfo", "default_cache_dir", "is_pack", "load_pack", "open_pack", "pack"]
+
+LOCK_NAME = "envbuilder.lock.json"
+_FORMAT = 1
+_EPOCH = (1980, 1, 1, 0, 0, 0)  # fixed timestamps keep packs reproducible
+
+
+@dataclass(frozen=True)
+class PackInfo:
+    """What :func:`pack` wrote."""
+
+    path: Path
+    name: str
+    content_hash: str
+    files: int
+    bytes: int
+
+
+def is_pack(path: Path) -> bool:
+    """Whether ``path`` names a pack (``.zip``) rather than a spec or a folder."""
+    return path.suffix.lower() == ".zip"
+
+
+def default_cache_dir() -> Path:
+    """``$ENVBUILDER_CACHE_DIR``, else ``$XDG_CACHE_HOME/envbuilder``, else ``~/.cache/envbuilder``."""
+    if os.environ.get("ENVBUILDER_CACHE_DIR"):
+        return Path(os.environ["ENVBUILDER_CACHE_DIR"])
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "envbuilder"
+
+
+def pack(spec: Path, out: Path) -> PackInfo:
+    """Bundle the environment of ``spec`` into the zip ``out``; checks the pack serves before returning.
+
+    Raises:
+        SpecError: the spec does not load.
+        DataError: the spec reads a file the pack cannot carry (``code="pack_unportable"``).
+    """
+    if not is_pack(out):
+        raise DataError(
+            f"a pack is a .zip file, not {str(out)!r}", hint="Use --out NAME.zip", code="pack_name"
+        )
+    env = load_environment(spec)
+    files = environment_files(env)
+    spec_file = env.loaded.path.resolve() if env.loaded.path is not None else None
+    assert spec_file is not None  # load_environment reads a file
+    # Lay files out as the spec sees them (a shipped template goes beside the spec, where it is
+    # found first), under the deepest folder that holds them all (data may sit in `../data`).
+    at = {name: Path(os.path.normpath(spec_file.parent / name)) for name in files}
+    root = Path(os.path.commonpath([spec_file.parent, *(p.parent for p in at.values())]))
+    members = {at[name].relative_to(root).as_posix(): files[name] for name in files}
+    digests = {name: file_sha256(path) for name, path in files.items()}
+    lock = {
+        "format": _FORMAT,
+        "envbuilder": __version__,
+        "name": env.name,
+        "version": env.spec.version,
+        "spec": spec_file.relative_to(root).as_posix(),
+        "content_hash": content_hash(digests),
+        "files": {name: file_sha256(path) for name, path in sorted(members.items())},
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".partial")
+    with zipfile.ZipFile(tmp, "w") as zf:
+        with zf.open(_info(LOCK_NAME), "w") as dst:
+            dst.write(json.dumps(lock, indent=2).encode() + b"\n")
+        for name, path in sorted(members.items()):
+            big = path.stat().st_size > (1 << 31)
+            with path.open("rb") as src, zf.open(_info(name), "w", force_zip64=big) as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+    try:
+        with tempfile.TemporaryDirectory() as scratch:
+            load_pack(tmp, cache_dir=Path(scratch))  # what the receiving side will do
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    tmp.replace(out)
+    size = sum(p.stat().st_size for p in members.values())
+    return PackInfo(out, env.name, str(lock["content_hash"]), len(members), size)
+
+
+def _info(name: str) -> zipfile.ZipInfo:
+    info = zipfile.ZipInfo(name, date_time=_EPOCH)
+    info.compress_type = zipfile.ZIP_DEFLATED
+    info.external_attr = 0o644 << 16
+    return info
+
+
+def load_pack(path: Path, *, cache_dir: Path | None = None) -> Environment:
+    """The environment of the pack at ``path``, checked to read only the pack's files.
+
+    Raises:
+        DataError: see :func:`open_pack`; also ``pack_unportable`` when the spec reads a file
+            outside the pack (an absolute path) so it would not serve what was published.
+        SpecError: the packed spec does not load here (e.g. a grader plugin is missing).
+    """
+    folder, lock = _open(path, cache_dir)
+    env = load_environment(folder / lock["spec"])
+    files = environment_files(env)
+    for file in files.values():
+        if not file.is_relative_to(folder.resolve()):
+            raise DataError(
+                f"the packed spec reads {str(file)!r}, outside the pack",
+                hint="Write data paths relative to the spec file, then pack again",
+                code="pack_unportable",
+            )
+    got = content_hash({name: file_sha256(file) for name, file in files.items()})
+    if got != lock["content_hash"]:
+        raise DataError(
+            f"pack {str(path)!r}: the environment hashes to {got}, its lock says {lock['content_hash']}",
+            hint="The pack was changed after it was made; get it again",
+            code="pack_mismatch",
+        )
+    return env
+
+
+def open_pack(path: Path, *, cache_dir: Path | None = None) -> Path:
+    """Extract the pack at ``path`` into the cache (once), verify every file, return the spec's path.
+
+    Raises:
+        DataError: the pack is unreadable or malformed (``pack_invalid``), or a file differs
+            from its lock entry (``pack_mismatch``).
+    """
+    folder, lock = _open(path, cache_dir)
+    return folder / lock["spec"]
+
+
+def _open(path: Path, cache_dir: Path | None) -> tuple[Path, dict[str, str]]:
+    try:
+        key = file_sha256(path)
+    except OSError as exc:
+        raise DataError(f"cannot read pack {str(path)!r}: {exc.strerror}", code="pack_invalid") from None
+    packs = (cache_dir or default_cache_dir()) / "packs"
+    target = packs / key[:32]
+    if not target.is_dir():
+        packs.mkdir(parents=True, exist_ok=True)
+        scratch = Path(tempfile.mkdtemp(prefix=".extract-", dir=packs))
+        try:
+            _extract(path, scratch)
+            _verify(path, scratch)
+            scratch.rename(target)
+        except OSError:
+            if not target.is_dir():  # another process won the race: use its copy
+                raise
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+    return target, _verify(path, target)
+
+
+def _extract(path: Path, dest: Path) -> None:
+    try:
+        with zipfile.ZipFile(path) as zf:
+            for info in zf.infolist():
+                name = PurePosixPath(info.filename)
+                if info.is_dir():
+                    continue
+                if name.is_absolute() or ".." in name.parts or "\\" in info.filename:
+                    raise DataError(
+                        f"pack {str(path)!r} holds an unsafe path {info.filename!r}", code="pack_invalid"
+                    )
+                out = dest.joinpath(*name.parts)
+                out.parent.mkdir(parents=True, exist_ok=True)
+                with zf.open(info) as src, out.open("wb") as dst:
+                    shutil.copyfileobj(src, dst, 1 << 20)
+    except (zipfile.BadZipFile, zipfile.LargeZipFile) as exc:
+        raise DataError(f"{str(path)!r} is not a readable pack: {exc}", code="pack_invalid") from None
+
+
+def _verify(path: Path, folder: Path) -> dict[str, str]:
+    """Check the extracted ``folder`` against its lock: same files, same hashes."""
+    try:
+        lock = json.loads((folder / LOCK_NAME).read_text(encoding="utf-8"))
+        files: dict[str, str] = lock["files"]
+        spec: str = lock["spec"]
+        if lock.get("format") != _FORMAT or not isinstance(files, dict) or spec not in files:
+            raise ValueError("unexpected format")
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise DataError(
+            f"pack {str(path)!r} has no valid {LOCK_NAME}: {exc}",
+            hint="Make packs with `envbuilder pack SPEC --out FILE.zip`",
+            code="pack_invalid",
+        ) from None
+    present = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()} - {LOCK_NAME}
+    problems = [f"{name}: not in the lock" for name in sorted(present - set(files))]
+    problems += [f"{name}: missing" for name in sorted(set(files) - present)]
+    for name in sorted(set(files) & present):
+        got = file_sha256(folder / name)
+        if got != files[name]:
+            problems.append(f"{name}: sha256 {got[:16]}…, the lock says {files[name][:16]}…")
+    if problems:
+        raise DataError(
+            f"pack {str(path)!r} does not match its lock, refusing to serve it:\n  " + "\n  ".join(problems),
+            hint="The pack or its extracted copy in the cache was changed; get the pack again",
+            code="pack_mismatch",
+        )
+    return {"spec": spec, "content_hash": str(lock.get("content_hash"))}

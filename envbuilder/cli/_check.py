@@ -1,0 +1,73 @@
+"""``envbuilder check SPEC``: gold answers must earn full reward, and the spec's tests pass."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from envbuilder.cli import _console
+from envbuilder.cli._output import fail_on_errors
+
+
+def check(
+    spec: Annotated[Path, typer.Argument(help="The spec file (YAML).", exists=True, dir_okay=False)],
+    sample: Annotated[int, typer.Option(help="Tasks per split whose gold answer is submitted.", min=0)] = 50,
+    seed: Annotated[int, typer.Option(help="Seed of the random sample of tasks.")] = 0,
+) -> None:
+    """Self-check SPEC before any model sees it: its grader must give full reward to the gold
+    answer (the grading target) of a sample of tasks, and each entry of its `tests:` block the
+    reward it lists. Exit 1 on any failure."""
+    from envbuilder.authoring import gold_cases, run_cases, spec_cases, validate_spec
+
+    with fail_on_errors():
+        validation = validate_spec(spec)
+        if not validation.ok:
+            _console.problems(validation.problems)
+            _console.line(f"{spec}: invalid, nothing checked (see `envbuilder validate`)", "bold red")
+            raise typer.Exit(1)
+        env = validation.env
+        assert env is not None
+        cases = gold_cases(env, sample, seed) + spec_cases(env)
+        with _console.progress(len(cases), f"checking {env.name}") as advance:
+            results = run_cases(env, cases, progress=advance)
+
+    gold = [r for r in results if r.case.kind == "gold"]
+    graded = [r for r in gold if not r.skipped]
+    if gold:
+        passed = sum(r.passed for r in graded)
+        line = f"{spec}: gold answers: {passed}/{len(graded)} get full reward"
+        if len(graded) < len(gold):
+            line += f" ({len(gold) - len(graded)} skipped: the grader states no target)"
+        _console.line(line, "green" if passed == len(graded) else "red")
+    tests = [r for r in results if r.case.kind == "test"]
+    if tests:
+        passed = sum(r.passed for r in tests)
+        _console.line(
+            f"{spec}: tests: {passed}/{len(tests)} pass", "green" if passed == len(tests) else "red"
+        )
+    failed = [r for r in results if not r.passed and not r.skipped]
+    if not failed:
+        return
+    _console.line()
+    _console.table(
+        ["case", "task", "response", "expected", "got", "reason"],
+        [
+            [
+                r.case.label if r.case.kind == "test" else "gold",
+                f"{r.case.split}[{r.case.index}]",
+                _console.shorten(repr(r.case.response), 40),
+                _reward(r.case.expected),
+                _reward(r.reward),
+                _console.shorten(r.reason, 60),
+            ]
+            for r in failed
+        ],
+        title=f"{len(failed)} failure{'s' if len(failed) != 1 else ''}",
+    )
+    raise typer.Exit(1)
+
+
+def _reward(value: float | None) -> str:
+    return "none (ungradeable)" if value is None else f"{value:g}"

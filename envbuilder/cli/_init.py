@@ -1,0 +1,54 @@
+"""``envbuilder init DATASET``: scaffold a commented spec from a dataset, guessing its columns."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from envbuilder.cli import _console
+from envbuilder.cli._output import fail_on_errors
+
+
+def init(
+    dataset: Annotated[str, typer.Argument(help="A Parquet file or a folder of Parquet files.")],
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", "-o", help="Write the spec here (default: print it).", dir_okay=False),
+    ] = None,
+    prompt_column: Annotated[
+        str | None, typer.Option(help="The column holding the question (default: guessed).")
+    ] = None,
+    answer_column: Annotated[
+        str | None, typer.Option(help="The column holding the answer (default: guessed).")
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite --out if it exists.")] = False,
+) -> None:
+    """Scaffold a commented spec for DATASET: its splits, prompt and answer columns, a grader.
+
+    With --out, the spec is written and validated.
+    """
+    from envbuilder.authoring import scaffold_spec, validate_spec
+
+    if out is not None and out.exists() and not force:
+        raise typer.BadParameter(f"{out} exists (pass --force to overwrite it)", param_hint="--out")
+    with fail_on_errors():
+        scaffold = scaffold_spec(dataset, out=out, prompt_column=prompt_column, answer_column=answer_column)
+    if out is None:
+        typer.echo(scaffold.text, nl=False)
+        return
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(scaffold.text, encoding="utf-8")
+    grader = "exact_match, extract: number" if scaffold.numeric else "exact_match"
+    _console.line(
+        f"{out}: prompt column {scaffold.prompt_column!r}, answer column {scaffold.answer_column!r}, "
+        f"grader {grader}, splits {', '.join(scaffold.files)}"
+    )
+    with fail_on_errors():
+        result = validate_spec(out)
+    if not result.ok:
+        _console.problems(result.problems)
+        raise typer.Exit(1)
+    assert result.env is not None
+    _console.line(f"{out}: valid ({result.env.summary()} tasks); next: envbuilder preview {out}", "green")

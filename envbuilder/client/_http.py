@@ -1,0 +1,216 @@
+"""HTTP with a bounded retry policy, JSON requests and ORS result streams (SSE).
+
+Retry policy (the reference clients' mistakes avoided):
+* only transport failures and 408/429/502/503/504 are retried; every other 4xx and a 500 fail
+  at once with a typed error;
+* the attempt counter never resets: a server that keeps answering 200 with a stream that
+  lacks ``end`` gets ``max_retries`` more tries, then a TransportError;
+* waits grow exponentially (``backoff`` · 2ⁿ, at most ``max_backoff``) unless the server says
+  ``Retry-After``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import time
+from typing import Any
+
+import httpx
+import orjson
+
+from envbuilder import __version__
+from envbuilder.client._errors import ClientError, ResponseError, ToolFailed, TransportError, response_error
+from envbuilder.client._sse import EventParser, LineSplitter, ResultReader
+
+__all__ = ["Http", "RetryPolicy"]
+
+RETRY_STATUSES = frozenset({408, 429, 502, 503, 504})
+
+
+class RetryPolicy:
+    def __init__(self, max_retries: int = 3, backoff: float = 0.5, max_backoff: float = 10.0):
+        self.max_retries = max_retries
+        self.backoff = backoff
+        self.max_backoff = max_backoff
+
+    def delay(self, attempt: int, retry_after: str | None = None) -> float:
+        """Seconds to wait before retry number ``attempt`` (1-based)."""
+        hinted = parse_retry_after(retry_after)
+        if hinted is not None:
+            return min(hinted, 60.0)
+        return min(self.max_backoff, self.backoff * 2 ** (attempt - 1))
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """``Retry-After`` as seconds: a number of seconds or an HTTP date; None if absent or bad."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _detail(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text[:500] or response.reason_phrase
+    if isinstance(body, dict) and "detail" in body:
+        detail = body["detail"]
+        return detail if isinstance(detail, str) else orjson.dumps(detail).decode()
+    return response.text[:500]
+
+
+class _Dropped(Exception):
+    """The stream ended before its ``end`` event."""
+
+
+class Http:
+    """One connection pool to one ORS server."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        timeout: float = 60.0,
+        sse_read_timeout: float = 45.0,
+        retry: RetryPolicy | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ):
+        headers = {"user-agent": f"envbuilder/{__version__}"}
+        if api_key:
+            headers["x-api-key"] = api_key
+        self.retry = retry or RetryPolicy()
+        # Servers ping every 10 s during a long tool call: a silent stream is a dead one.
+        self._sse_timeout = httpx.Timeout(timeout, read=sse_read_timeout)
+        self._client = httpx.AsyncClient(
+            base_url=base_url.rstrip("/"),
+            headers=headers,
+            timeout=timeout,
+            follow_redirects=True,  # 308 to the default environment keeps method and body
+            transport=transport,
+        )
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    def _error(self, response: httpx.Response, path: str, session_route: bool) -> ResponseError:
+        return response_error(
+            response.status_code, _detail(response), path=path, session_route=session_route
+        )
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        sid: str | None = None,
+        session_route: bool = False,
+        headers: dict[str, str] | None = None,
+    ) -> Any:
+        """A JSON request; the decoded JSON answer. Retries within the policy."""
+        headers = {**(headers or {}), **({"x-session-id": sid} if sid else {})}
+        attempt = 0
+        while True:
+            retry_after = None
+            try:
+                response = await self._client.request(method, path, json=json, headers=headers)
+            except httpx.TransportError as exc:
+                failure: ClientError = TransportError(f"{method} {path} failed: {exc!r}")
+            else:
+                if response.is_success:
+                    try:
+                        return response.json()
+                    except ValueError:
+                        raise ResponseError(
+                            response.status_code, "the answer is not JSON", path=path
+                        ) from None
+                failure = self._error(response, path, session_route)
+                if response.status_code not in RETRY_STATUSES:
+                    raise failure
+                retry_after = response.headers.get("retry-after")
+            attempt += 1
+            if attempt > self.retry.max_retries:
+                raise failure
+            await asyncio.sleep(self.retry.delay(attempt, retry_after))
+
+    async def stream(
+        self, path: str, body: dict[str, Any], *, sid: str | None = None, resumable: bool = True
+    ) -> ResultReader:
+        """POST ``body`` and read the SSE result. When the connection drops after the server
+        named the call's ``task_id``, re-POST with that ``task_id`` to re-attach (the tool is
+        not run twice)."""
+        headers = {"accept": "text/event-stream"}
+        if sid:
+            headers["x-session-id"] = sid
+        task_id: str | None = None
+        attempt = 0
+        while True:
+            retry_after = None
+            reader = ResultReader(task_id=task_id)
+            send = body if task_id is None else {**body, "task_id": task_id}
+            try:
+                await self._read_stream(path, send, headers, reader)
+                return reader
+            except ToolFailed as exc:
+                if task_id is not None and str(exc) == "unknown task_id":
+                    raise ToolFailed(
+                        f"the connection dropped during the call and the server no longer holds "
+                        f"its result (task_id {task_id} is unknown)"
+                    ) from None
+                raise
+            except ResponseError as exc:
+                if exc.status not in RETRY_STATUSES:
+                    raise
+                failure: ClientError = exc
+                retry_after = getattr(exc, "retry_after", None)
+            except (httpx.TransportError, _Dropped) as exc:
+                failure = TransportError(f"POST {path}: the stream broke off ({exc!r})")
+                if resumable and reader.task_id:
+                    task_id = reader.task_id
+            attempt += 1
+            if attempt > self.retry.max_retries:
+                raise failure
+            await asyncio.sleep(self.retry.delay(attempt, retry_after))
+
+    async def _read_stream(
+        self, path: str, body: dict[str, Any], headers: dict[str, str], reader: ResultReader
+    ) -> None:
+        async with self._client.stream(
+            "POST", path, json=body, headers=headers, timeout=self._sse_timeout
+        ) as response:
+            if not response.is_success:
+                await response.aread()
+                error = self._error(response, path, session_route=True)
+                error.retry_after = response.headers.get("retry-after")  # type: ignore[attr-defined]
+                raise error
+            if response.headers.get("content-type", "").startswith("application/json"):
+                # The public spec text shows /create_session answering JSON {"sid": ...}.
+                await response.aread()
+                reader.result, reader.done = response.json(), True
+                return
+            lines, events = LineSplitter(), EventParser()
+            async for data in response.aiter_bytes():
+                for line in lines.feed(data):
+                    event = events.feed(line)
+                    if event is not None:
+                        reader.on_event(event)
+                        if reader.done:
+                            return
+            for line in lines.close():  # a final lone CR still ends its line
+                event = events.feed(line)
+                if event is not None:
+                    reader.on_event(event)
+                    if reader.done:
+                        return
+            # An event not closed by a blank line before the stream ends is discarded (SSE spec).
+            raise _Dropped("the stream ended without an 'end' event")

@@ -1,0 +1,128 @@
+"""Where episodes run: in-process on a compiled spec, or on a remote ORS server via the client."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any, Protocol
+
+from envbuilder.client import AsyncClient, ClientError, ToolCallError, ToolFailed
+from envbuilder.environment import Environment, Episode
+from envbuilder.protocol import Message, ToolSpec
+
+__all__ = ["Backend", "EpisodeHandle", "LocalBackend", "RemoteBackend"]
+
+
+class EpisodeHandle(Protocol):
+    task_id: str | None
+
+    async def messages(self) -> list[Message]: ...
+    async def tools(self) -> list[ToolSpec]: ...
+    async def call(self, name: str, tool_input: dict[str, Any]) -> dict[str, Any]:
+        """The wire ``RunToolOutput`` JSON: ``{"ok": true, "output": ...}`` or ``{"ok": false, ...}``."""
+        ...
+
+
+class Backend(Protocol):
+    env_name: str
+
+    async def splits(self) -> list[str]: ...
+    async def num_tasks(self, split: str) -> int: ...
+    def episode(self, split: str, index: int) -> contextlib.AbstractAsyncContextManager[EpisodeHandle]: ...
+    async def aclose(self) -> None: ...
+
+
+class _LocalEpisode:
+    def __init__(self, env: Environment, episode: Episode):
+        self.env = env
+        self.episode = episode
+        self.task_id = str(episode.task.get("id")) if episode.task.get("id") is not None else None
+
+    async def messages(self) -> list[Message]:
+        return self.env.messages(self.episode.task)
+
+    async def tools(self) -> list[ToolSpec]:
+        return list(self.env.tools_listing.tools)
+
+    async def call(self, name: str, tool_input: dict[str, Any]) -> dict[str, Any]:
+        try:
+            result = await self.env.call_tool(self.episode, name, tool_input)
+        except Exception as exc:  # a tool bug is the episode's record, not the run's crash
+            return {"ok": False, "error": f"the tool failed: {type(exc).__name__}: {exc}", "reason": None}
+        return result.model_dump(mode="json")
+
+
+class LocalBackend:
+    """A compiled spec, run in this process without HTTP."""
+
+    def __init__(self, env: Environment):
+        self.env = env
+        self.env_name = env.name
+
+    async def splits(self) -> list[str]:
+        return list(self.env.splits)
+
+    async def num_tasks(self, split: str) -> int:
+        return len(self.env.split(split))
+
+    @contextlib.asynccontextmanager
+    async def episode(self, split: str, index: int) -> AsyncIterator[EpisodeHandle]:
+        yield _LocalEpisode(self.env, Episode(task=self.env.split(split).task(index)))
+
+    async def aclose(self) -> None:
+        return None
+
+
+class _RemoteEpisode:
+    def __init__(self, session: Any, task_id: str | None):
+        self.session = session
+        self.task_id = task_id
+
+    async def messages(self) -> list[Message]:
+        return list(await self.session.get_messages())
+
+    async def tools(self) -> list[ToolSpec]:
+        return list(await self.session.list_tools())
+
+    async def call(self, name: str, tool_input: dict[str, Any]) -> dict[str, Any]:
+        try:
+            output = await self.session.call_tool(name, tool_input)
+        except ToolCallError as exc:
+            return {"ok": False, "error": exc.error, "reason": exc.reason}
+        except ToolFailed as exc:
+            return {"ok": False, "error": f"the tool failed: {exc}", "reason": None}
+        return {"ok": True, "output": output.model_dump(mode="json")}
+
+
+class RemoteBackend:
+    """An environment on an ORS server (envbuilder's or any other)."""
+
+    def __init__(self, client: AsyncClient, env_name: str):
+        self.client = client
+        self.env = client.environment(env_name)
+        self.env_name = env_name
+
+    @classmethod
+    async def connect(cls, url: str, env_name: str | None = None, **client_args: Any) -> RemoteBackend:
+        client = AsyncClient(url, **client_args)
+        try:
+            name = env_name or await client.environment().name()
+        except ClientError:
+            await client.aclose()
+            raise
+        return cls(client, name)
+
+    async def splits(self) -> list[str]:
+        return [s.name for s in await self.env.list_splits()]
+
+    async def num_tasks(self, split: str) -> int:
+        return await self.env.num_tasks(split)
+
+    @contextlib.asynccontextmanager
+    async def episode(self, split: str, index: int) -> AsyncIterator[EpisodeHandle]:
+        task = await self.env.task(split, index)
+        async with self.env.session(split=split, index=index) as session:
+            yield _RemoteEpisode(session, str(task["id"]) if task.get("id") is not None else None)
+
+    async def aclose(self) -> None:
+        await self.client.aclose()

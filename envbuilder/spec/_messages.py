@@ -1,0 +1,212 @@
+"""Pydantic's validation errors rewritten for spec authors: located, saying what was expected.
+
+Pydantic words errors for Python programmers ("Input should be a valid dictionary or instance
+of ExtractSpec") and reports one error per member of a union. Here each error is located in
+the YAML, the union members' errors at one key merge into one "expected A, B or C", and a hint
+is added: the closest allowed value ("Did you mean 'train'?") or the key's own description.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import ValidationError
+
+from envbuilder.errors import Problem, did_you_mean
+from envbuilder.spec._yaml import Loc, Positions
+
+__all__ = ["spec_problems"]
+
+_QUOTED = re.compile(r"'([^']*)'")
+
+_EXPECTED = {
+    "string_type": "a string",
+    "str_type": "a string",
+    "list_type": "a list",
+    "tuple_type": "a list",
+    "set_type": "a list",
+    "int_type": "an integer",
+    "int_parsing": "an integer",
+    "int_from_float": "an integer",
+    "float_type": "a number",
+    "float_parsing": "a number",
+    "bool_type": "true or false",
+    "bool_parsing": "true or false",
+    "dict_type": "a mapping of keys to values",
+    "model_type": "a mapping of keys to values",
+    "model_attributes_type": "a mapping of keys to values",
+    "none_required": "null",
+}
+
+
+def spec_problems(exc: ValidationError, positions: Positions, data: Any) -> list[Problem]:
+    """One located :class:`Problem` per error (errors of one union at one key merged)."""
+    groups: dict[Loc, list[Any]] = {}
+    members: dict[Loc, bool] = {}
+    for err in exc.errors():
+        loc, in_union = _strip_tags(tuple(err["loc"]), data, missing=err["type"] == "missing")
+        groups.setdefault(loc, []).append(err)
+        members[loc] = members.get(loc, False) or in_union
+    # A mapping given to a union of scalar-or-mapping: errors inside the mapping are the ones
+    # that matter, not "expected a string" from the scalar members.
+    nested = {loc[:n] for loc in groups for n in range(len(loc))}
+    problems: list[Problem] = []
+    for loc, errs in groups.items():
+        if members[loc] and loc in nested:
+            continue
+        if members[loc] and len(errs) > 1:
+            problems.append(_union_problem(loc, errs, positions))
+        else:
+            problems.extend(_problem(loc, err, positions, data) for err in errs)
+    return problems
+
+
+def _union_problem(loc: Loc, errs: Sequence[dict[str, Any]], positions: Positions) -> Problem:
+    phrases: list[str] = []
+    choices: list[str] = []
+    for err in errs:
+        if err["type"] == "literal_error":
+            options = _QUOTED.findall(str((err.get("ctx") or {}).get("expected", "")))
+            choices += options
+            new = [repr(o) for o in options]
+        else:
+            phrase = _expected(err)
+            new = [phrase] if phrase else []
+        phrases += [p for p in new if p not in phrases]
+    value = errs[0].get("input")
+    hint = did_you_mean(value, choices) if isinstance(value, str) and choices else None
+    file, line, col = positions.where(loc)
+    return Problem(
+        code="union_mismatch",
+        message=f"expected {_either(phrases)}",
+        loc=loc,
+        file=file,
+        line=line,
+        col=col,
+        value=value,
+        has_value=True,
+        hint=hint,
+    )
+
+
+def _either(phrases: Sequence[str]) -> str:
+    return phrases[0] if len(phrases) == 1 else f"{', '.join(phrases[:-1])} or {phrases[-1]}"
+
+
+def _expected(err: dict[str, Any]) -> str | None:
+    """What the value should have been, in a spec author's words."""
+    kind = err["type"]
+    ctx = err.get("ctx") or {}
+    if kind in _EXPECTED:
+        return _EXPECTED[kind]
+    if kind == "literal_error":
+        options = _QUOTED.findall(str(ctx.get("expected", "")))
+        return f"one of {', '.join(repr(o) for o in options)}" if len(options) > 1 else ctx.get("expected")
+    if kind == "string_pattern_mismatch":
+        return f"text matching the pattern {ctx.get('pattern')}"
+    if kind == "too_short":
+        n = ctx.get("min_length")
+        return f"at least {n} {'entry' if n == 1 else 'entries'}"
+    if kind == "too_long":
+        n = ctx.get("max_length")
+        return f"at most {n} {'entry' if n == 1 else 'entries'}"
+    if kind == "string_too_short":
+        return f"at least {ctx.get('min_length')} characters"
+    for op, words in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
+        if op in ctx:
+            return f"a number {words} {ctx[op]}"
+    return None
+
+
+def _problem(loc: Loc, err: dict[str, Any], positions: Positions, data: Any) -> Problem:
+    kind = err["type"]
+    ctx = err.get("ctx") or {}
+    message = err["msg"]
+    value = err.get("input")
+    has_value = kind != "missing"
+    hint = None
+    expected = _expected(err)
+    if kind == "union_tag_invalid":
+        choices = _QUOTED.findall(str(ctx.get("expected_tags", "")))
+        tag = str(ctx.get("tag"))
+        message = f"unknown type {tag!r}"
+        hint = did_you_mean(tag, choices) or f"Known types: {', '.join(choices)}"
+        loc = (*loc, "type")
+        value, has_value = None, False
+    elif kind == "union_tag_not_found":
+        message = "a `type:` key is required here"
+        has_value = False
+    elif kind == "extra_forbidden":
+        message = f"unknown key {loc[-1]!r}"
+        known = _known_keys(loc[:-1], data)
+        hint = did_you_mean(str(loc[-1]), known) if known else None
+        has_value = False
+    elif kind == "missing":
+        message = f"missing required key {loc[-1]!r}" if loc else "missing required key"
+        hint = _description(loc, data)
+    elif message.startswith("Value error, "):
+        message = message[len("Value error, ") :]
+        has_value = False
+    elif expected is not None:
+        message = f"expected {expected}"
+        if kind == "literal_error" and isinstance(value, str):
+            hint = did_you_mean(value, _QUOTED.findall(str(ctx.get("expected", ""))))
+        elif kind == "string_pattern_mismatch":
+            hint = _description(loc, data)
+    file, line, col = positions.where(loc, key=kind in ("extra_forbidden", "union_tag_invalid"))
+    return Problem(
+        code=kind,
+        message=message,
+        loc=loc,
+        file=file,
+        line=line,
+        col=col,
+        value=value,
+        has_value=has_value,
+        hint=hint,
+    )
+
+
+def _strip_tags(loc: tuple[Any, ...], data: Any, *, missing: bool = False) -> tuple[Loc, bool]:
+    """Drop the tags pydantic puts in locations, and say whether one was a union member's.
+
+    ``dataset.parquet.files`` → ``dataset.files`` (the tag of a plugin block), and
+    ``grader.extract.literal['number','none']`` → ``grader.extract`` (a union member).
+    """
+    out: list[Any] = []
+    node = data
+    in_union = False
+    for i, part in enumerate(loc):
+        last = i == len(loc) - 1
+        if isinstance(node, dict) and part not in node and node.get("type") == part:
+            continue
+        if isinstance(part, str) and (
+            (out and not isinstance(node, dict | list))  # a scalar has no keys: a member tag
+            or (isinstance(node, list))
+            or (isinstance(node, dict) and part not in node and not (last and missing))
+        ):
+            in_union = True
+            continue
+        out.append(part)
+        if isinstance(node, dict):
+            node = node.get(part)
+        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            node = node[part]
+        else:
+            node = None
+    return tuple(out), in_union
+
+
+def _known_keys(loc: Loc, data: Any) -> list[str]:
+    from envbuilder.spec._schema import keys_at
+
+    return keys_at(loc, data)
+
+
+def _description(loc: Loc, data: Any) -> str | None:
+    from envbuilder.spec._schema import description_at
+
+    text = description_at(loc, data)
+    return " ".join(text.split()) if text else None

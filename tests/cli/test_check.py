@@ -1,0 +1,93 @@
+"""`envbuilder check`: gold answers earn full reward; a spec's `tests:` get their rewards."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from envbuilder.cli import app
+
+runner = CliRunner()
+DATA = Path(__file__).parent / "invalid" / "data" / "tiny.parquet"
+
+SPEC = """\
+name: tiny
+dataset:
+  type: parquet
+  files: {test: tiny.parquet}
+splits:
+  test: {type: test}
+prompt:
+  template: "{{ question }}"
+grader:
+  type: exact_match
+  target: "{{ answer.split('####')[-1] }}"
+"""
+
+
+def _spec(tmp_path: Path, text: str) -> str:
+    shutil.copy(DATA, tmp_path / "tiny.parquet")
+    (tmp_path / "tiny.yaml").write_text(text, encoding="utf-8")
+    return str(tmp_path / "tiny.yaml")
+
+
+def test_clean_spec_passes(tmp_path: Path) -> None:
+    text = SPEC + "  extract: number\ntests:\n  - {response: 'It is 5.', reward: 1}\n"
+    text += "  - {response: '?', reward: null}\n"
+    spec = _spec(tmp_path, text)
+    result = runner.invoke(app, ["check", spec])
+    assert (result.exit_code, result.output) == (
+        0,
+        f"{spec}: gold answers: 2/2 get full reward\n{spec}: tests: 2/2 pass\n",
+    )
+
+
+def test_gold_answers_the_extractor_cannot_read_fail_with_a_table(tmp_path: Path) -> None:
+    # The target is a bare number, but the extractor wants "ANSWER: <n>": a real authoring bug.
+    text = SPEC + "  extract: {pattern: 'ANSWER: (\\d+)', group: 1}\n"
+    text += "tests:\n  - {response: 'ANSWER: 6', reward: 1, index: 1}\n"
+    spec = _spec(tmp_path, text)
+    result = runner.invoke(app, ["check", spec, "--sample", "5"])
+    assert result.exit_code == 1
+    assert result.output == (
+        f"{spec}: gold answers: 0/2 get full reward\n"
+        f"{spec}: tests: 1/1 pass\n"
+        "\n"
+        "2 failures\n"
+        "case  task     response  expected  got                 reason\n"
+        "gold  test[0]  '5'       1         none (ungradeable)  "
+        "no answer could be extracted from the response\n"
+        "gold  test[1]  '6'       1         none (ungradeable)  "
+        "no answer could be extracted from the response\n"
+    )
+
+
+def test_failing_spec_test(tmp_path: Path) -> None:
+    text = SPEC + "  extract: number\ntests:\n  - {response: 'I think 4', reward: 1}\n"
+    spec = _spec(tmp_path, text)
+    result = runner.invoke(app, ["check", spec, "--sample", "0"])
+    assert result.exit_code == 1
+    assert result.output == (
+        f"{spec}: tests: 0/1 pass\n"
+        "\n"
+        "1 failure\n"
+        "case      task     response     expected  got  reason\n"
+        "tests[0]  test[0]  'I think 4'  1         0    the answer does not match\n"
+    )
+
+
+def test_invalid_spec_is_not_checked(tmp_path: Path) -> None:
+    spec = _spec(tmp_path, SPEC.replace("exact_match", "exact_mach"))
+    result = runner.invoke(app, ["check", spec])
+    assert result.exit_code == 1
+    assert result.output.endswith(f"{spec}: invalid, nothing checked (see `envbuilder validate`)\n")
+
+
+def test_readme_check_output_is_the_cli_output(monkeypatch) -> None:
+    root = Path(__file__).parent.parent.parent
+    monkeypatch.chdir(root)
+    result = runner.invoke(app, ["check", "envs/gsm8k.yaml", "--sample", "50"])
+    assert result.exit_code == 0
+    assert result.output in (root / "README.md").read_text(encoding="utf-8")

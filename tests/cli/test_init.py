@@ -1,0 +1,85 @@
+"""`envbuilder init`: a scaffolded spec validates and checks clean, with good column guesses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from envbuilder.authoring import scaffold_spec
+from envbuilder.cli import app
+from tests.conftest import ENVS, SHARED_DATA
+
+runner = CliRunner()
+
+
+def test_init_gsm8k_validates_and_checks_clean(tmp_path: Path) -> None:
+    out = tmp_path / "specs" / "gsm8k.yaml"
+    result = runner.invoke(app, ["init", str(ENVS / "data" / "gsm8k"), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert result.output == (
+        f"{out}: prompt column 'question', answer column 'answer', grader exact_match, extract: number,"
+        " splits train, test\n"
+        f"{out}: valid (train 7,473 / test 1,319 tasks); next: envbuilder preview {out}\n"
+    )
+    text = out.read_text(encoding="utf-8")
+    assert "  target: \"{{ answer.split('####')[-1] }}\"\n  # Compare" in text
+    assert "  extract: number\n" in text
+    check = runner.invoke(app, ["check", str(out), "--sample", "20"])
+    assert check.exit_code == 0, check.output
+    assert check.output == f"{out}: gold answers: 40/40 get full reward\n"
+
+
+def test_init_prints_the_spec_without_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ENVS)
+    result = runner.invoke(app, ["init", "data/gsm8k/test-00000-of-00001.parquet"])
+    assert result.exit_code == 0
+    assert "name: gsm8k\n" in result.output
+    assert "  files:\n    test: data/gsm8k/test-00000-of-00001.parquet\n" in result.output
+    (tmp_path / "x.yaml").write_text("")
+    again = runner.invoke(app, ["init", "data/gsm8k", "--out", str(tmp_path / "x.yaml")])
+    assert again.exit_code == 2  # exists, no --force
+
+
+def test_init_missing_dataset_and_unguessable_answer(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["init", str(tmp_path / "nope")])
+    assert result.exit_code == 1
+    assert result.output.startswith("error: no file or folder at ")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"question": ["a?"], "foo": ["b"]}), tmp_path / "t.parquet")
+    result = runner.invoke(app, ["init", str(tmp_path / "t.parquet")])
+    assert (result.exit_code, result.output) == (
+        1,
+        "error: cannot tell which column holds the answer. Its columns are: question, foo;"
+        " pass --answer-column\n",
+    )
+    result = runner.invoke(app, ["init", str(tmp_path / "t.parquet"), "--answer-column", "foo"])
+    assert result.exit_code == 0 and 'target: "{{ foo }}"' in result.output
+
+
+@pytest.mark.skipif(not (SHARED_DATA / "math500").is_dir(), reason="needs shared/data")
+def test_guesses_on_other_datasets() -> None:
+    math = scaffold_spec(str(SHARED_DATA / "math500"))
+    assert (math.prompt_column, math.answer_column, math.numeric) == ("problem", "answer", False)
+    aime = scaffold_spec(str(SHARED_DATA / "aime24"))
+    assert (aime.answer_column, aime.numeric, list(aime.files)) == ("answer", True, ["test"])
+
+
+def test_columns_that_are_not_names_are_renamed(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(
+        pa.table({"Long Text": ["What is 1+1?"], "Gold Answer": ["2"]}), tmp_path / "train.parquet"
+    )
+    out = tmp_path / "s.yaml"
+    result = runner.invoke(
+        app, ["init", str(tmp_path / "train.parquet"), "-o", str(out), "--answer-column", "Gold Answer"]
+    )
+    assert result.exit_code == 0, result.output
+    text = out.read_text(encoding="utf-8")
+    assert '  rename:\n    "Long Text": long_text\n    "Gold Answer": gold_answer\n' in text
+    assert "    {{ long_text }}\n" in text

@@ -1,0 +1,51 @@
+"""`envbuilder validate`: every invalid spec under invalid/ prints exactly its .expected file."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from envbuilder.cli import app
+
+INVALID = Path(__file__).parent / "invalid"
+CASES = sorted(INVALID.glob("*.yaml"))
+runner = CliRunner()
+
+
+def _validate(*args: str) -> tuple[int, str]:
+    result = runner.invoke(app, ["validate", *args])
+    return result.exit_code, result.output.replace(str(INVALID), "<here>")
+
+
+@pytest.mark.parametrize("spec", CASES, ids=lambda p: p.stem)
+def test_invalid_spec_output_is_exactly_as_expected(spec: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(INVALID)
+    code, output = _validate(spec.name)
+    expected_file = spec.with_suffix(".expected")
+    if os.environ.get("UPDATE_EXPECTED"):  # regenerate: UPDATE_EXPECTED=1 pytest tests/cli
+        expected_file.write_text(output, encoding="utf-8")
+    assert code == 1
+    assert output == expected_file.read_text(encoding="utf-8")
+
+
+def test_every_expected_file_has_its_spec() -> None:
+    assert sorted(p.with_suffix(".yaml") for p in INVALID.glob("*.expected")) == CASES
+
+
+def test_valid_specs_exit_0_and_all_specs_are_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    root = Path(__file__).parent.parent.parent
+    monkeypatch.chdir(root)
+    code, output = _validate("envs/gsm8k.yaml")
+    assert (code, output) == (0, "envs/gsm8k.yaml: valid (train 7,473 / test 1,319 tasks)\n")
+    code, output = _validate("envs/gsm8k.yaml", "tests/cli/invalid/yaml_syntax.yaml")
+    assert code == 1
+    assert output.startswith("envs/gsm8k.yaml: valid")
+    assert output.endswith("tests/cli/invalid/yaml_syntax.yaml: 1 problem\n")
+
+
+def test_bad_usage_exits_2(tmp_path: Path) -> None:
+    assert runner.invoke(app, ["validate"]).exit_code == 2
+    assert runner.invoke(app, ["validate", str(tmp_path / "nope.yaml")]).exit_code == 2

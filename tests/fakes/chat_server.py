@@ -1,0 +1,109 @@
+"""A scripted OpenAI chat-completions endpoint on a real loopback socket, for tests.
+
+``ChatServer(handler)`` calls ``handler(request_json, call_index)`` for every
+``POST .../chat/completions`` and answers its ``(status, json body, headers)``::
+
+    with ChatServer(lambda req, i: (200, reply("hi"), {})) as server:
+        httpx.post(server.base_url + "/chat/completions", json={...})
+        server.requests      # the JSON bodies received, in order
+        server.headers_seen  # their headers (lower-case names)
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+Handler = Callable[[dict[str, Any], int], tuple[int, dict[str, Any], dict[str, str]]]
+
+__all__ = ["ChatServer", "Handler", "reply", "tool_call_reply"]
+
+
+class ChatServer:
+    def __init__(self, handler: Handler):
+        self.handler = handler
+        self.requests: list[dict[str, Any]] = []
+        self.headers_seen: list[dict[str, str]] = []
+        self._lock = threading.Lock()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self.base_url = ""
+
+    def __enter__(self) -> ChatServer:
+        outer = self
+
+        class _Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:  # quiet
+                return None
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                if not self.path.rstrip("/").endswith("/chat/completions"):
+                    self._send(404, {"error": {"message": f"no route {self.path}"}}, {})
+                    return
+                try:
+                    body = json.loads(raw or b"{}")
+                except ValueError:
+                    self._send(400, {"error": {"message": "body is not JSON"}}, {})
+                    return
+                with outer._lock:
+                    index = len(outer.requests)
+                    outer.requests.append(body)
+                    outer.headers_seen.append({k.lower(): v for k, v in self.headers.items()})
+                try:
+                    status, payload, headers = outer.handler(body, index)
+                except Exception as exc:  # a bug in a test's handler shows up as a 500
+                    status, payload, headers = 500, {"error": {"message": repr(exc)}}, {}
+                self._send(status, payload, headers)
+
+            def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str]) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(data)
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self._server.daemon_threads = True
+        port = self._server.server_address[1]
+        self.base_url = f"http://127.0.0.1:{port}/v1"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._server is not None and self._thread is not None
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=10)
+
+
+def reply(content: str | None, tool_calls: list[dict[str, Any]] | None = None,
+          usage: tuple[int, int] = (10, 5)) -> dict[str, Any]:
+    """A chat-completions answer with one choice."""
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if tool_calls:
+        message["tool_calls"] = tool_calls
+    return {
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "choices": [{"index": 0, "message": message,
+                     "finish_reason": "tool_calls" if tool_calls else "stop"}],
+        "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1],
+                  "total_tokens": usage[0] + usage[1]},
+    }
+
+
+def tool_call_reply(name: str, arguments: str, call_id: str = "call_1") -> dict[str, Any]:
+    """An answer that calls tool ``name`` with the raw JSON string ``arguments``."""
+    return reply(None, [{"id": call_id, "type": "function",
+                         "function": {"name": name, "arguments": arguments}}])
