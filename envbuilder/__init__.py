@@ -1,10 +1,10 @@
 """envbuilder: declare an LLM-agent environment in YAML and serve it over ORS."""
 
-__version__ = "0.1.0"
+from __future__ import annotations
 
-from envbuilder.environment import Environment, Episode, load_environment
-from envbuilder.errors import EnvbuilderError, SpecError
-from envbuilder.spec import load_spec
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
 
 __all__ = [
     "EnvbuilderError",
@@ -15,3 +15,30 @@ __all__ = [
     "load_environment",
     "load_spec",
 ]
+
+# Imported on first use (PEP 562) so that `envbuilder --version` and light commands start fast.
+_LAZY = {
+    "Environment": "envbuilder.environment",
+    "load_environment": "envbuilder.environment",
+    "Episode": "envbuilder.episode",
+    "EnvbuilderError": "envbuilder.errors",
+    "SpecError": "envbuilder.errors",
+    "load_spec": "envbuilder.spec",
+}
+
+if TYPE_CHECKING:
+    from envbuilder.environment import Environment, load_environment
+    from envbuilder.episode import Episode
+    from envbuilder.errors import EnvbuilderError, SpecError
+    from envbuilder.spec import load_spec
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'envbuilder' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

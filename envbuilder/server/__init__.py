@@ -1,5 +1,6 @@
 """The ORS HTTP server: ``create_app(environments, settings)``."""
 
-from envbuilder.server._app import ServerSettings, create_app
+from envbuilder.server._app import create_app
+from envbuilder.server._state import ServerSettings
 
 __all__ = ["ServerSettings", "create_app"]
