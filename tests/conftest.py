@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
+import tempfile
 
 # Tests never reach a hub.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("OPENREWARD_DISABLE_UPDATE_CHECK", "1")
 os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")
+# Tests never read or write the user's cache (filters, row indexes, judge replies, packs).
+os.environ["ENVBUILDER_CACHE_DIR"] = tempfile.mkdtemp(prefix="envbuilder-tests-")
 
 from collections.abc import Iterator
 from pathlib import Path

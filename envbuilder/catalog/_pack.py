@@ -21,12 +21,12 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from envbuilder import __version__
+from envbuilder import __version__, paths
 from envbuilder.catalog._files import content_hash, environment_files, file_sha256
 from envbuilder.environment import Environment, load_environment
 from envbuilder.errors import DataError
 
-__all__ = ["LOCK_NAME", "PackInfo", "default_cache_dir", "is_pack", "load_pack", "open_pack", "pack"]
+__all__ = ["LOCK_NAME", "PackInfo", "is_pack", "load_pack", "open_pack", "pack"]
 
 LOCK_NAME = "envbuilder.lock.json"
 _FORMAT = 1
@@ -49,12 +49,6 @@ def is_pack(path: Path) -> bool:
     return path.suffix.lower() == ".zip"
 
 
-def default_cache_dir() -> Path:
-    """``$ENVBUILDER_CACHE_DIR``, else ``$XDG_CACHE_HOME/envbuilder``, else ``~/.cache/envbuilder``."""
-    if os.environ.get("ENVBUILDER_CACHE_DIR"):
-        return Path(os.environ["ENVBUILDER_CACHE_DIR"])
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "envbuilder"
 
 
 def pack(spec: Path, out: Path) -> PackInfo:
@@ -158,7 +152,7 @@ def _open(path: Path, cache_dir: Path | None) -> tuple[Path, dict[str, str]]:
         key = file_sha256(path)
     except OSError as exc:
         raise DataError(f"cannot read pack {str(path)!r}: {exc.strerror}", code="pack_invalid") from None
-    packs = (cache_dir or default_cache_dir()) / "packs"
+    packs = (cache_dir or paths.cache_dir()) / "packs"
     target = packs / key[:32]
     if not target.is_dir():
         packs.mkdir(parents=True, exist_ok=True)

@@ -12,8 +12,6 @@ Retry policy (the reference clients' mistakes avoided):
 from __future__ import annotations
 
 import asyncio
-import email.utils
-import time
 from typing import Any
 
 import httpx
@@ -22,6 +20,7 @@ import orjson
 from envbuilder import __version__
 from envbuilder.client._errors import ClientError, ResponseError, ToolFailed, TransportError, response_error
 from envbuilder.client._sse import EventParser, LineSplitter, ResultReader
+from envbuilder.retry_after import parse_retry_after
 
 __all__ = ["Http", "RetryPolicy"]
 
@@ -42,19 +41,6 @@ class RetryPolicy:
         return min(self.max_backoff, self.backoff * 2 ** (attempt - 1))
 
 
-def parse_retry_after(value: str | None) -> float | None:
-    """``Retry-After`` as seconds: a number of seconds or an HTTP date; None if absent or bad."""
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
 
 
 def _detail(response: httpx.Response) -> str:

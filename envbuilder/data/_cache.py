@@ -20,13 +20,11 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from envbuilder.paths import cache_dir
+
 FORMAT_VERSION = 1
 
 
-def cache_dir() -> Path:
-    """The cache root (created on first use)."""
-    root = os.environ.get("ENVBUILDER_CACHE_DIR") or "~/.cache/envbuilder"
-    return Path(root).expanduser()
 
 
 def file_identity(paths: Iterable[Path]) -> list[tuple[str, int, int]]:

@@ -7,8 +7,8 @@ from typing import Any
 
 import httpx
 
-from envbuilder.client._http import parse_retry_after
 from envbuilder.errors import EnvbuilderError
+from envbuilder.retry_after import parse_retry_after
 
 __all__ = ["ChatModel", "ModelError"]
 

@@ -8,7 +8,6 @@ error or a grade. Failures (unreachable, refused, unparseable) are ungradeable, 
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import logging
 import os
 import random
@@ -24,6 +23,7 @@ from envbuilder.graders import _safe_regex
 from envbuilder.graders._base import Grade, Grader, GraderConfig, GraderContext, Outcome, Task
 from envbuilder.graders._judge_cache import JudgeCache, cache_key, open_cache
 from envbuilder.plugins import ConfigModel
+from envbuilder.retry_after import parse_retry_after
 from envbuilder.templating import Template
 
 log = logging.getLogger("envbuilder.graders.judge")
@@ -306,7 +306,7 @@ class LLMJudgeGrader(Grader):
                 if status != 429 and status < 500:
                     hint = " (check the API key)" if status in (401, 403) else ""
                     raise JudgeUnavailable(f"the judge refused the request: {problem}{hint}")
-                wait = _retry_after(resp.headers.get("retry-after"))
+                wait = parse_retry_after(resp.headers.get("retry-after"))
             if attempt == cfg.max_retries:
                 break
             delay = cfg.backoff * 2**attempt * (0.5 + random.random() / 2) if wait is None else wait
@@ -389,17 +389,3 @@ def _content(resp: httpx.Response) -> str:
         raise JudgeUnavailable("the judge's reply is empty")
     return content
 
-
-def _retry_after(value: str | None) -> float | None:
-    """Seconds from a ``Retry-After`` header (a number or an HTTP date)."""
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())

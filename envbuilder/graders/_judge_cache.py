@@ -12,22 +12,19 @@ import asyncio
 import hashlib
 import json
 import logging
-import os
 import sqlite3
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from envbuilder.paths import cache_dir
+
 log = logging.getLogger("envbuilder.graders.judge")
 
 FILE_NAME = "judge-cache.sqlite3"
 
 
-def cache_dir() -> Path:
-    """``$ENVBUILDER_CACHE_DIR`` or ``~/.cache/envbuilder``."""
-    configured = os.environ.get("ENVBUILDER_CACHE_DIR")
-    return Path(configured).expanduser() if configured else Path.home() / ".cache" / "envbuilder"
 
 
 def cache_key(request: dict[str, Any]) -> str:
