@@ -38,18 +38,8 @@ class LoadedSpec:
         hint: str | None = None,
     ) -> Problem:
         """A :class:`Problem` at ``loc`` in this spec's file."""
-        file, line, col = self.positions.where(loc)
-        return Problem(
-            code=code,
-            message=message,
-            loc=loc,
-            file=file,
-            line=line,
-            col=col,
-            value=value,
-            has_value=has_value,
-            hint=hint,
-        )
+        return self.positions.problem(loc, message, code=code, value=value, has_value=has_value,
+                                      hint=hint)
 
 
 def load_spec(path: str | os.PathLike[str]) -> LoadedSpec:
