@@ -1,10 +1,20 @@
-"""envbuilder vs. the reference ors-sdk server, interleaved, with ../shared/bench/orsbench.py.
+#!/usr/bin/env python3
+"""envbuilder vs the reference ors-sdk server vs the bare ASGI floor, interleaved, with orsbench.
 
-Runs orsbench on GSM8K train (7,473 rows) and on 10M GSM8K-shaped rows, alternating the two
-servers within each round, and writes the medians and ratios into bench/README.md (between
-the RESULTS markers). Needs pandas in the venv (the reference server loads Parquet with it).
+Each round starts every server afresh, in turn, and runs ``shared/bench/orsbench.py`` against it
+(server pinned to CPU 0, harness to CPU 1): `/task` at concurrency 1 and 16, full episodes
+(create_session → create → prompt → call submit → delete) at concurrency 1, 8 and 64. With
+``--big`` it adds envbuilder on a 10M-row GSM8K-shaped Parquet file (and, unless
+``--skip-reference-big``, the reference on it: ~100 s to start and ~7-9 GB of memory).
+Writes medians and ratios into bench/README.md between the RESULTS markers.
 
-    python bench/compare.py --big /tmp/big/gsm8k_10m.parquet [--rounds 1] [--skip-reference-10m]
+    python bench/compare.py --ref-python /path/to/ref-venv/bin/python --rounds 3 \\
+        --big /tmp/big/gsm8k_10m.parquet
+
+``--ref-python``: the interpreter of a virtualenv made as shared/bench/README.md says
+(`pip install ors-sdk pandas pyarrow psutil`); it runs the reference and the bare floor.
+envbuilder runs under this interpreter. Make the big file once with
+``python ../shared/tools/make_big_parquet.py -o /tmp/big/gsm8k_10m.parquet``.
 """
 
 from __future__ import annotations
@@ -14,107 +24,125 @@ import datetime as dt
 import json
 import os
 import platform
-import shlex
 import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED = next(p for p in (ROOT.parent / "shared", ROOT.parent.parent / "shared") if p.is_dir())
-ORSBENCH = SHARED / "bench" / "orsbench.py"
-REFERENCE = SHARED / "bench" / "servers" / "gsm8k_ors.py"
 GSM8K = ROOT / "envs" / "data" / "gsm8k"
-
-SPEC = """name: big
-dataset: {{type: parquet, files: {{train: {train}, test: {test}}}}}
-splits: {{train: {{type: train}}, test: {{type: test}}}}
-prompt: {{template_file: prompts/math_final_answer.jinja}}
-grader: {{type: exact_match, target: "{{{{ answer.split('####')[-1] }}}}", extract: number}}
-"""
+TRAIN, TEST = GSM8K / "train-00000-of-00001.parquet", GSM8K / "test-00000-of-00001.parquet"
+SUBMIT = ["--tool", "submit", "--tool-input", '{"answer": "0"}']
 
 
-def orsbench(label: str, cmd: str, port: int, env: str, extra: list[str]) -> dict:
-    argv = [sys.executable, str(ORSBENCH), "--server-cmd", cmd, "--url", f"http://127.0.0.1:{port}",
-            "--env", env, "--split", "train", "--repeat", "1", "--label", label,
-            "--server-cpus", "0", "--client-cpus", "1", "--startup-timeout", "300",
-            "--micro-concurrency", "1,16", "--episode-concurrency", "8", *extra]
-    print(f"== {label}", file=sys.stderr, flush=True)
+def orsbench(shared: Path, label: str, cmd: str, port: int, env: str, extra: list[str],
+             args: argparse.Namespace) -> dict[str, Any]:
+    print(f"[compare] {label}", file=sys.stderr, flush=True)
+    argv = [sys.executable, str(shared / "bench" / "orsbench.py"), "--server-cmd", cmd,
+            "--url", f"http://127.0.0.1:{port}", "--env", env, "--split", "train", "--repeat", "1",
+            "--label", label, "--server-cpus", "0", "--client-cpus", "1", "--startup-timeout", "600",
+            "--micro-kinds", "task", "--micro-concurrency", "1,16",
+            "--micro-requests", str(args.requests), "--episodes", str(args.episodes),
+            "--episode-concurrency", "1,8,64", *extra]
     out = subprocess.run(argv, check=True, capture_output=True, text=True).stdout
-    return json.loads(out)["median"]
+    return json.loads(out)["median"]  # type: ignore[no-any-return]
 
 
-def figures(m: dict) -> dict:
-    micro = {(r["kind"], r["concurrency"]): r for r in m.get("micro", [])}
-    eps = (m.get("episodes") or [{}])[0]
-    task1, task16 = micro.get(("task", 1), {}), micro.get(("task", 16), {})
-    return {"cold start s": m.get("cold_start_s"), "RSS MB": m.get("rss_mb_after_episodes"),
-            "/task p50 ms": task1.get("p50_ms"), "/task p99 ms": task1.get("p99_ms"),
-            "/task req/s c=16": task16.get("rps"), "episodes/s c=8": eps.get("episodes_per_s")}
+def figures(m: dict[str, Any]) -> dict[str, float]:
+    micro = {(r["kind"], r["concurrency"]): r for r in m["micro"]}
+    eps = {e["concurrency"]: e for e in m["episodes"]}
+    return {
+        "cold start s": m["cold_start_s"],
+        "RSS MB": m.get("rss_mb_after_episodes") or m["rss_mb_after_startup"],
+        "/task p50 ms": micro[("task", 1)]["p50_ms"],
+        "/task p99 ms": micro[("task", 1)]["p99_ms"],
+        "/task req/s c=16": micro[("task", 16)]["rps"],
+        "episodes/s c=8": eps[8]["episodes_per_s"],
+        "episodes/s c=64": eps[64]["episodes_per_s"],
+        "server CPU ms/episode": eps[8]["server_cpu_ms_per_episode"],
+        "episode p50 ms c=8": eps[8]["p50_ms"],
+        "episode p99 ms c=8": eps[8]["p99_ms"],
+    }
+
+
+def fmt(v: float) -> str:
+    return f"{v:,.3g}" if abs(v) < 100 else f"{v:,.0f}"
+
+
+def report(results: dict[str, list[dict[str, float]]], rounds: int) -> str:
+    med = {name: {k: statistics.median(r[k] for r in rows) for k in rows[0]}
+           for name, rows in results.items()}
+    cols = list(next(iter(med.values())))
+    when = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    lines = [f"Run {when} on {platform.machine()}, {os.cpu_count()} cores, Python "
+             f"{platform.python_version()}; server pinned to CPU 0, orsbench to CPU 1; medians of "
+             f"{rounds} interleaved round(s).", "",
+             "| server | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
+    lines += [f"| {name} | " + " | ".join(fmt(row[c]) for c in cols) + " |" for name, row in med.items()]
+    ref, ours = med.get("ors-sdk reference, GSM8K"), med.get("envbuilder, GSM8K")
+    if ref and ours:
+        lines += ["", "Ratios, envbuilder / reference on GSM8K: " + ", ".join(
+            f"{c} {ours[c] / ref[c]:.2f}×" for c in ("episodes/s c=8", "episodes/s c=64",
+                                                      "server CPU ms/episode", "episode p99 ms c=8",
+                                                      "/task req/s c=16", "RSS MB"))]
+        lines.append(f"Tails: envbuilder episode p99/p50 at c=8 = "
+                     f"{ours['episode p99 ms c=8'] / ours['episode p50 ms c=8']:.2f}; throughput at "
+                     f"c=64 / c=8 = {ours['episodes/s c=64'] / ours['episodes/s c=8']:.2f}.")
+    big = med.get("envbuilder, 10M rows")
+    if big and ours:
+        lines.append("envbuilder on 10M rows / on GSM8K: " + ", ".join(
+            f"{c} {big[c] / ours[c]:.2f}×" for c in ("episodes/s c=8", "server CPU ms/episode",
+                                                     "episode p99 ms c=8", "/task req/s c=16")))
+    return "\n".join(lines)
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--big", type=Path, required=True)
-    ap.add_argument("--rounds", type=int, default=1)
-    ap.add_argument("--skip-reference-10m", action="store_true")
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--shared", type=Path, default=ROOT.parent / "shared")
+    ap.add_argument("--ref-python", default=sys.executable)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--episodes", type=int, default=3000, help="episodes per concurrency level")
+    ap.add_argument("--requests", type=int, default=3000, help="/task requests per concurrency level")
+    ap.add_argument("--big", type=Path, default=None)
+    ap.add_argument("--skip-reference-big", action="store_true")
+    ap.add_argument("--no-readme", action="store_true", help="print only; leave bench/README.md")
     args = ap.parse_args()
-    py = sys.executable
-    bin_dir = Path(py).parent
-    work = Path(tempfile.mkdtemp())
-    big_spec = work / "big.yaml"
-    big_spec.write_text(SPEC.format(train=args.big, test=GSM8K / "test-00000-of-00001.parquet"))
-    test = GSM8K / "test-00000-of-00001.parquet"
-    cases = {
-        "gsm8k 7,473": (GSM8K / "train-00000-of-00001.parquet", ROOT / "envs" / "gsm8k.yaml", "gsm8k"),
-        "10M rows": (args.big, big_spec, "big"),
-    }
-    results: dict[tuple[str, str], list[dict]] = {}
-    for _ in range(args.rounds):
-        for case, (train, spec, env) in cases.items():
-            if not (case == "10M rows" and args.skip_reference_10m):
-                ref = f"{py} {REFERENCE} --data {train} --test-data {test} --port 8101"
-                results.setdefault((case, "reference"), []).append(
-                    figures(orsbench(f"ref {case}", ref, 8101, "gsm8kenvironment", [])))
-            ours = f"{bin_dir / 'envbuilder'} serve {shlex.quote(str(spec))} --port 8102 --host 127.0.0.1"
-            results.setdefault((case, "envbuilder"), []).append(figures(orsbench(
-                f"envbuilder {case}", ours, 8102, env,
-                ["--tool", "submit", "--tool-input", '{"answer":"0"}'])))
-    write_readme(results)
 
-
-def write_readme(results: dict[tuple[str, str], list[dict]]) -> None:
-    cols = list(next(iter(results.values()))[0])
-    med = {k: {c: _median([r[c] for r in v]) for c in cols} for k, v in results.items()}
-    lines = [f"Run {dt.datetime.now():%Y-%m-%d %H:%M}, {platform.node()} ({os.cpu_count()} cores, "
-             f"Python {platform.python_version()}); server pinned to CPU 0, client to CPU 1; medians of "
-             f"{len(next(iter(results.values())))} round(s).", "",
-             "| data | server | " + " | ".join(cols) + " |", "|---|---|" + "---|" * len(cols)]
-    for (case, server), row in med.items():
-        lines.append(f"| {case} | {server} | " + " | ".join(_fmt(row[c]) for c in cols) + " |")
-    lines += ["", "| data | envbuilder / reference | " + " | ".join(cols) + " |",
-              "|---|---|" + "---|" * len(cols)]
-    for case in dict.fromkeys(c for c, _ in med):
-        ref, ours = med.get((case, "reference")), med.get((case, "envbuilder"))
-        if ref and ours:
-            ratios = [_fmt(ours[c] / ref[c]) if ours[c] and ref[c] else "–" for c in cols]
-            lines.append(f"| {case} | ratio | " + " | ".join(ratios) + " |")
-    readme = Path(__file__).with_name("README.md")
-    text = readme.read_text()
-    start, end = "<!-- RESULTS -->", "<!-- /RESULTS -->"
-    head, rest = text.split(start, 1)
-    readme.write_text(head + start + "\n" + "\n".join(lines) + "\n" + end + rest.split(end, 1)[1])
-    print("\n".join(lines))
-
-
-def _median(values: list) -> float | None:
-    values = [v for v in values if v is not None]
-    return statistics.median(values) if values else None
-
-
-def _fmt(v: float | None) -> str:
-    return "–" if v is None else f"{v:,.3g}" if v < 100 else f"{v:,.0f}"
+    shared, ref_py, py = args.shared, args.ref_python, sys.executable
+    ref_server = f"{ref_py} {shared}/bench/servers/gsm8k_ors.py --port 8202 --test-data {TEST}"
+    ours = f"{py} -m envbuilder serve --host 127.0.0.1 --port 8203"
+    servers: list[tuple[str, str, int, str, list[str]]] = [
+        ("bare ASGI floor", f"{ref_py} {shared}/bench/servers/bare_asgi.py --port 8201 --env gsm8k",
+         8201, "gsm8k", []),
+        ("ors-sdk reference, GSM8K", f"{ref_server} --data {TRAIN}", 8202, "gsm8kenvironment", []),
+        ("envbuilder, GSM8K", f"{ours} {ROOT}/envs/gsm8k.yaml", 8203, "gsm8k", SUBMIT),
+    ]
+    if args.big is not None:
+        spec = Path(tempfile.mkdtemp()) / "big.yaml"
+        spec.write_text((ROOT / "envs" / "gsm8k.yaml").read_text()
+                        .replace("data/gsm8k/train-00000-of-00001.parquet", str(args.big.resolve()))
+                        .replace("data/gsm8k/test-00000-of-00001.parquet", str(TEST))
+                        .replace("template_file: prompts/", f"template_file: {ROOT}/templates/prompts/"))
+        servers.append(("envbuilder, 10M rows", f"{ours} {spec}", 8203, "gsm8k", SUBMIT))
+        if not args.skip_reference_big:
+            servers.append(("ors-sdk reference, 10M rows", f"{ref_server} --data {args.big}", 8202,
+                            "gsm8kenvironment", []))
+    results: dict[str, list[dict[str, float]]] = {name: [] for name, *_ in servers}
+    for round_ in range(args.rounds):
+        for name, cmd, port, env, extra in servers:
+            if name == "ors-sdk reference, 10M rows" and round_ > 0:
+                continue  # minutes to start and most of the machine's memory: once is enough
+            results[name].append(figures(orsbench(shared, f"{name} (round {round_ + 1})", cmd, port,
+                                                   env, extra, args)))
+    text = report(results, args.rounds)
+    print(text)
+    if not args.no_readme:
+        readme = Path(__file__).with_name("README.md")
+        start, end = "<!-- RESULTS -->", "<!-- /RESULTS -->"
+        head, rest = readme.read_text().split(start, 1)
+        readme.write_text(head + start + "\n" + text + "\n" + end + rest.split(end, 1)[1])
 
 
 if __name__ == "__main__":

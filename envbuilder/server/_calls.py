@@ -20,6 +20,7 @@ class CallRegistry:
     def finished(self, task_id: str, frames: bytes) -> None:
         """Record the SSE frames (after the ``task_id`` event) of a finished call."""
         self._running.pop(task_id, None)
+        self._done.pop(task_id, None)  # keep completion order: a replaced entry moves to the end
         self._done[task_id] = (frames, time.monotonic())
 
     def start(self, task_id: str, work: Awaitable[bytes]) -> asyncio.Future[bytes]:
@@ -43,6 +44,13 @@ class CallRegistry:
         return self._running.get(task_id)
 
     def evict(self) -> None:
+        """Forget results older than the linger. ``_done`` is in completion order (insertion
+        order of a dict), so this stops at the first result still young enough."""
         cutoff = time.monotonic() - self.linger
-        for task_id in [t for t, (_, at) in self._done.items() if at < cutoff]:
+        expired = []
+        for task_id, (_, at) in self._done.items():
+            if at >= cutoff:
+                break
+            expired.append(task_id)
+        for task_id in expired:
             del self._done[task_id]
