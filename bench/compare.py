@@ -123,8 +123,7 @@ def main() -> None:
         spec = Path(tempfile.mkdtemp()) / "big.yaml"
         spec.write_text((ROOT / "envs" / "gsm8k.yaml").read_text()
                         .replace("data/gsm8k/train-00000-of-00001.parquet", str(args.big.resolve()))
-                        .replace("data/gsm8k/test-00000-of-00001.parquet", str(TEST))
-                        .replace("template_file: prompts/", f"template_file: {ROOT}/templates/prompts/"))
+                        .replace("data/gsm8k/test-00000-of-00001.parquet", str(TEST)))
         servers.append(("envbuilder, 10M rows", f"{ours} {spec}", 8203, "gsm8k", SUBMIT))
         if not args.skip_reference_big:
             servers.append(("ors-sdk reference, 10M rows", f"{ref_server} --data {args.big}", 8202,

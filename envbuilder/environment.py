@@ -9,7 +9,7 @@ from typing import Any
 from envbuilder.data import SplitView, Task
 from envbuilder.data._build import open_splits
 from envbuilder.episode import Episode, SubmitTool
-from envbuilder.errors import EnvbuilderError, Problem, SpecError, TaskNotFound, TemplateError
+from envbuilder.errors import DataError, EnvbuilderError, Problem, SpecError, TaskNotFound, TemplateError
 from envbuilder.graders import GraderContext, graders
 from envbuilder.prompting import Prompter
 from envbuilder.protocol import (
@@ -62,11 +62,16 @@ class Environment:
             # A nested grader's error says where inside the block it is (`graders[1].type`).
             fail(("grader", *getattr(exc, "loc", ())), exc)
 
+        used = dict(self.prompter.variables()) if self.prompter else {}
+        if self.submit is not None:
+            used[("grader",)] = self.submit.grader.fields
+        self.task_fields: frozenset[str] = (
+            (self.prompter.task_fields() if self.prompter else frozenset())
+            | (self.submit.grader.fields if self.submit else frozenset())
+        ) - _JINJA_GLOBALS
+        """The task fields the prompt and the grader read: a client's `task_spec` must have them."""
         if self.splits:
             fields = {f for view in self.splits.values() for f in view.shaper.fields}
-            used = dict(self.prompter.variables()) if self.prompter else {}
-            if self.submit is not None:
-                used[("grader",)] = self.submit.grader.fields
             for loc, names in used.items():
                 for var in sorted(set(names) - fields - _JINJA_GLOBALS):
                     fail(
@@ -96,6 +101,18 @@ class Environment:
             return self.splits[name]
         except KeyError:
             raise TaskNotFound(f"unknown split {name!r}", code="invalid_split") from None
+
+    def check_task(self, task: Task) -> None:
+        """Raise DataError when ``task`` (a client's ``task_spec``) lacks a field the prompt or
+        the grader reads, so that it is refused at ``/create`` rather than failing later."""
+        missing = sorted(self.task_fields.difference(task))
+        if missing:
+            raise DataError(
+                f"task_spec lacks the field{'s' if len(missing) > 1 else ''} "
+                + ", ".join(repr(m) for m in missing),
+                hint="Send a task as /task or /tasks return it",
+                code="task_incomplete",
+            )
 
     def summary(self) -> str:
         """``train 7,473 / test 1,319``."""

@@ -46,3 +46,49 @@ def test_readme_prompt_examples_are_valid_specs() -> None:
     assert len(blocks) == 3
     for block in blocks:
         PromptSpec.model_validate(yaml.safe_load(block)["prompt"])
+
+
+_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|[0-9a-f]{32}")
+
+
+def _curl_steps(section: str) -> list[tuple[str, str]]:
+    """(command, expected output) pairs of the first ``` block of a README section."""
+    block = re.search(r"```\n(.*?)```", section, re.S)
+    assert block is not None
+    steps: list[tuple[str, str]] = []
+    for chunk in re.split(r"^\$ ", block.group(1), flags=re.M)[1:]:
+        lines = chunk.split("\n")
+        command = lines.pop(0)
+        while command.endswith("\\"):
+            command = command[:-1] + " " + lines.pop(0).strip()
+        steps.append((command, "\n".join(lines).strip()))
+    return steps
+
+
+def test_readme_curl_walkthrough_is_what_the_server_answers(gsm8k_url: str) -> None:
+    import shlex
+
+    import httpx
+
+    section = README.split("## One episode with curl", 1)[1].split("\n## ", 1)[0]
+    sid = ""
+    steps = _curl_steps(section)
+    assert steps[0][0].startswith("curl") and len(steps) == 6
+    for command, expected in steps:
+        if command.startswith("SID="):
+            continue
+        words = shlex.split(command.replace("$SID", sid))
+        method = words[words.index("-X") + 1] if "-X" in words else "GET"
+        url = next(w for w in words if w.startswith("localhost:8080"))
+        headers = dict(words[i + 1].split(": ", 1) for i, w in enumerate(words) if w == "-H")
+        data = words[words.index("-d") + 1] if "-d" in words else None
+        r = httpx.request(method, gsm8k_url + url[len("localhost:8080"):], headers=headers,
+                          content=data)
+        got = r.text.replace("\r\n", "\n").strip()
+        if "create_session" in url:
+            sid = _ID.findall(got)[0]
+        assert _normal(got) == _normal(expected), command
+
+
+def _normal(text: str) -> str:
+    return "\n".join(line.rstrip() for line in _ID.sub("<id>", text).splitlines())

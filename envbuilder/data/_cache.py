@@ -13,6 +13,7 @@ place, so no reader, in this or another process, ever sees half an entry.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -51,6 +52,7 @@ def cache_path(kind: str, key: str, suffix: str) -> Path:
 def atomic_write(path: Path) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it into place when the block succeeds."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    _remove_abandoned(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         yield tmp
@@ -58,3 +60,16 @@ def atomic_write(path: Path) -> Iterator[Path]:
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+def _remove_abandoned(path: Path) -> None:
+    """Delete temporary files of ``path`` left by processes that died while writing them."""
+    for tmp in path.parent.glob(f".{path.name}.*.tmp"):
+        try:
+            pid = int(tmp.name.rsplit(".", 2)[-2])
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+        except (ValueError, PermissionError, OSError):
+            continue  # not ours to judge: another user's process, or an unexpected name

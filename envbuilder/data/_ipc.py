@@ -2,8 +2,8 @@
 
 An IPC file written by :func:`write_ipc` holds record batches of exactly ``batch_rows`` rows (the
 last may be shorter), so the batch holding row ``i`` is ``i // batch_rows`` and reading one row
-reads one small batch with a positioned read: no memory map, so serving random rows does not
-grow the process's resident memory.
+reads one small batch (see ``BATCH_ROWS``) with a positioned read: no memory map, so serving
+random rows does not grow the process's resident memory.
 """
 
 from __future__ import annotations
@@ -18,7 +18,9 @@ from envbuilder.data._base import Row, Table
 from envbuilder.data._cache import atomic_write
 from envbuilder.errors import DataError
 
-BATCH_ROWS = 256
+# Small batches: a random read decompresses one batch (64 rows: ~18 µs; 256 rows: ~42 µs),
+# for ~15 % more disk than 256-row batches.
+BATCH_ROWS = 64
 _META_BATCH = b"envbuilder.batch_rows"
 
 
@@ -63,7 +65,9 @@ class IpcTable(Table):
         self.path = path
         try:
             self._file = pa.OSFile(str(path), "rb")
-            self._reader = pa.ipc.open_file(self._file)
+            # One small batch per read: decompressing it on Arrow's thread pool costs a thread
+            # hand-off that is 3x the work itself.
+            self._reader = pa.ipc.open_file(self._file, options=pa.ipc.IpcReadOptions(use_threads=False))
         except (OSError, pa.ArrowInvalid) as exc:
             raise DataError(f"cannot open cached rows {str(path)!r}: {exc}", code="data_unreadable") from None
         meta = self._reader.schema.metadata or {}

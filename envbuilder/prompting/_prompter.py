@@ -130,6 +130,14 @@ class Prompter:
                 out[("prompt", "few_shot", "template")] = self.few_shot.question.variables
         return out
 
+    def task_fields(self) -> frozenset[str]:
+        """The fields of the asked task that rendering it reads (few-shot examples aside)."""
+        names: set[str] = {field for _, field in self._fields_used()}
+        for loc, variables in self.variables().items():
+            if loc[:2] != ("prompt", "few_shot"):
+                names |= variables
+        return frozenset(names)
+
     def _fields_used(self) -> list[tuple[Loc, str]]:
         used: list[tuple[Loc, str]] = []
         for turn in self.turns:

@@ -20,7 +20,7 @@ import orjson
 from envbuilder.data import SplitView
 from envbuilder.environment import Environment
 from envbuilder.episode import Episode
-from envbuilder.errors import EnvbuilderError, RequestError, TaskNotFound
+from envbuilder.errors import DataError, EnvbuilderError, RequestError, TaskNotFound
 from envbuilder.protocol import CreateRequest
 from envbuilder.server import _sse
 from envbuilder.server._sessions import Session
@@ -129,6 +129,10 @@ def create(state: State, sid: str, body: CreateRequest, x_secrets: str | None) -
         raise RequestError(400, f"unknown toolset {body.toolset_name!r}; this environment has no toolsets")
     if body.task_spec is not None:
         task = body.task_spec
+        try:
+            env.check_task(task)
+        except DataError as exc:
+            raise RequestError(400, str(exc)) from None
     else:
         assert body.split is not None and body.index is not None
         try:

@@ -239,6 +239,7 @@ def test_bad_conversation_sent_by_a_client_is_a_json_error(url: str) -> None:
         h = {"X-Session-ID": uuid.uuid4().hex}
         bad = {
             "id": "x",
+            "answer": "x",
             "conversation": [
                 {"role": "assistant", "blocks": [{"type": "tool_result", "tool_call_id": "1", "blocks": []}]}
             ],
