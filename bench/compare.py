@@ -116,6 +116,9 @@ def main() -> None:
     servers: list[tuple[str, str, int, str, list[str]]] = [
         ("bare ASGI floor", f"{ref_py} {shared}/bench/servers/bare_asgi.py --port 8201 --env gsm8k",
          8201, "gsm8k", []),
+        # The same floor on the event loop and HTTP parser envbuilder installs (uvloop, httptools).
+        ("bare ASGI floor, uvloop + httptools",
+         f"{py} {shared}/bench/servers/bare_asgi.py --port 8201 --env gsm8k", 8201, "gsm8k", []),
         ("ors-sdk reference, GSM8K", f"{ref_server} --data {TRAIN}", 8202, "gsm8kenvironment", []),
         ("envbuilder, GSM8K", f"{ours} {ROOT}/envs/gsm8k.yaml", 8203, "gsm8k", SUBMIT),
     ]

@@ -35,10 +35,13 @@ class Scaffold:
 
     text: str
     name: str
-    files: dict[str, list[str]]
+    splits: list[str]
     prompt_column: str
     answer_column: str
     numeric: bool
+
+
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
 def scaffold_spec(
@@ -47,27 +50,67 @@ def scaffold_spec(
     out: Path | None = None,
     prompt_column: str | None = None,
     answer_column: str | None = None,
+    huggingface: bool = False,
+    config: str | None = None,
 ) -> Scaffold:
-    """A commented spec for the Parquet file or folder ``dataset``.
+    """A commented spec for ``dataset``: a Parquet file or folder, or (``huggingface=True``, or
+    an ``owner/name`` that is no local path) a HuggingFace hub id or hub-shaped local folder.
 
     Paths in the spec are relative to ``out`` (the file the spec will be written to; the
     current directory when None). Raises DataError when the data cannot be read or a column
     cannot be guessed.
     """
     root = Path(dataset).expanduser()
+    spec_dir = (out.parent if out is not None else Path.cwd()).resolve()
+    if huggingface or config is not None or (not root.exists() and _HUB_ID.match(dataset)):
+        hub_path = _relpath(root, spec_dir) if root.exists() else dataset
+        rows, columns, splits = _sample_hub(dataset if not root.exists() else str(root.resolve()), config)
+        block = [
+            "  type: huggingface",
+            "  # A hub repo id, or a local folder laid out like one.",
+            f"  path: {_q(hub_path)}",
+        ]
+        if config is not None:
+            block.append(f"  config: {_q(config)}")
+        name = _name(Path(dataset.rsplit("/", 1)[-1]) if not root.exists() else root)
+        return _finish(name, block, splits, rows, columns, prompt_column, answer_column)
     if not root.exists():
         raise DataError(
             f"no file or folder at {dataset!r}",
-            hint="Give a Parquet file or a folder of Parquet files",
+            hint="Give a Parquet file or a folder of Parquet files, or a HuggingFace id (owner/name)",
             code="data_not_found",
         )
     paths = [root] if root.is_file() else sorted(root.rglob("*.parquet"))
     if not paths:
         raise DataError(f"no Parquet files in {dataset!r}", hint="Give a Parquet file or a folder of them")
     files = _group_splits(paths, root)
-    spec_dir = (out.parent if out is not None else Path.cwd()).resolve()
     first = next(iter(files))
     rows, columns = _sample(files[first])
+    rel = {split: [_relpath(p, spec_dir) for p in split_paths] for split, split_paths in files.items()}
+    block = [
+        "  type: parquet",
+        "  # Source split name -> Parquet file(s), relative to this spec.",
+        "  files:",
+    ]
+    for split, split_paths in rel.items():
+        if len(split_paths) == 1:
+            block.append(f"    {split}: {_q(split_paths[0])}")
+        else:
+            block.append(f"    {split}:")
+            block += [f"      - {_q(path)}" for path in split_paths]
+    splits = {split: split for split in rel}
+    return _finish(_name(root), block, splits, rows, columns, prompt_column, answer_column)
+
+
+def _finish(
+    name: str,
+    dataset_block: list[str],
+    splits: dict[str, str],
+    rows: list[Row],
+    columns: list[str],
+    prompt_column: str | None,
+    answer_column: str | None,
+) -> Scaffold:
     prompt = prompt_column or _guess_prompt(rows, columns)
     answer = answer_column or _guess_answer(rows, columns, prompt)
     for given in (prompt, answer):
@@ -78,10 +121,21 @@ def scaffold_spec(
     answers = [row.get(answer) for row in rows]
     gsm8k_style = bool(answers) and all(isinstance(a, str) and "####" in a for a in answers)
     numeric = gsm8k_style or (bool(answers) and all(_is_number(a) for a in answers))
-    name = _name(root)
-    rel = {split: [_relpath(p, spec_dir) for p in split_paths] for split, split_paths in files.items()}
-    text = _render(name, rel, columns, prompt, answer, numeric, gsm8k_style)
-    return Scaffold(text, name, rel, prompt, answer, numeric)
+    text = _render(name, dataset_block, splits, columns, prompt, answer, numeric, gsm8k_style)
+    return Scaffold(text, name, list(splits), prompt, answer, numeric)
+
+
+def _sample_hub(path: str, config: str | None) -> tuple[list[Row], list[str], dict[str, str]]:
+    """Rows and columns of the first split of a hub dataset, and ``{split: its type}``."""
+    source_cls = sources.get("huggingface")
+    cfg = source_cls.Config.model_validate({"type": "huggingface", "path": path, "config": config})
+    source = source_cls(cfg, Path.cwd())
+    names = source.split_names()
+    if not names:
+        raise DataError(f"the dataset {path!r} has no splits", code="data_empty")
+    table = source.open(names[0])
+    splits = {n: _SPLIT_WORDS.get(n.lower(), "test") for n in names}
+    return table.rows(0, min(SAMPLE_ROWS, len(table))), list(table.columns), splits
 
 
 def _group_splits(paths: list[Path], root: Path) -> dict[str, list[Path]]:
@@ -170,7 +224,8 @@ def _var(column: str) -> str:
 
 def _render(
     name: str,
-    files: dict[str, list[str]],
+    dataset_block: list[str],
+    splits: dict[str, str],
     columns: list[str],
     prompt: str,
     answer: str,
@@ -193,18 +248,10 @@ def _render(
         "",
         f"# Where the rows come from. Columns: {', '.join(columns)}.",
         "dataset:",
-        "  type: parquet",
-        "  # Source split name -> Parquet file(s), relative to this spec.",
-        "  files:",
+        *dataset_block,
     ]
-    for split, paths in files.items():
-        if len(paths) == 1:
-            lines.append(f"    {split}: {_q(paths[0])}")
-        else:
-            lines.append(f"    {split}:")
-            lines += [f"      - {_q(path)}" for path in paths]
     lines += ["", "# The splits served, and what each is for (train, validation or test).", "splits:"]
-    lines += [f"  {split}: {{type: {split}}}" for split in files]
+    lines += [f"  {_q(split)}: {{type: {kind}}}" for split, kind in splits.items()]
     if rename:
         lines += [
             "",

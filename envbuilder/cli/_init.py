@@ -12,7 +12,10 @@ from envbuilder.cli._output import fail_on_errors
 
 
 def init(
-    dataset: Annotated[str, typer.Argument(help="A Parquet file or a folder of Parquet files.")],
+    dataset: Annotated[
+        str,
+        typer.Argument(help="A Parquet file or folder, or a HuggingFace dataset (hub id or local folder)."),
+    ],
     out: Annotated[
         Path | None,
         typer.Option("--out", "-o", help="Write the spec here (default: print it).", dir_okay=False),
@@ -22,6 +25,12 @@ def init(
     ] = None,
     answer_column: Annotated[
         str | None, typer.Option(help="The column holding the answer (default: guessed).")
+    ] = None,
+    huggingface: Annotated[
+        bool, typer.Option("--hf", help="Read DATASET through `datasets` (implied by an owner/name id).")
+    ] = False,
+    config: Annotated[
+        str | None, typer.Option(help="The HuggingFace config (subset) name, e.g. main.")
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite --out if it exists.")] = False,
 ) -> None:
@@ -34,7 +43,14 @@ def init(
     if out is not None and out.exists() and not force:
         raise typer.BadParameter(f"{out} exists (pass --force to overwrite it)", param_hint="--out")
     with fail_on_errors():
-        scaffold = scaffold_spec(dataset, out=out, prompt_column=prompt_column, answer_column=answer_column)
+        scaffold = scaffold_spec(
+            dataset,
+            out=out,
+            prompt_column=prompt_column,
+            answer_column=answer_column,
+            huggingface=huggingface,
+            config=config,
+        )
     if out is None:
         typer.echo(scaffold.text, nl=False)
         return
@@ -43,7 +59,7 @@ def init(
     grader = "exact_match, extract: number" if scaffold.numeric else "exact_match"
     _console.line(
         f"{out}: prompt column {scaffold.prompt_column!r}, answer column {scaffold.answer_column!r}, "
-        f"grader {grader}, splits {', '.join(scaffold.files)}"
+        f"grader {grader}, splits {', '.join(scaffold.splits)}"
     )
     with fail_on_errors():
         result = validate_spec(out)

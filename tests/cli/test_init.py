@@ -65,7 +65,7 @@ def test_guesses_on_other_datasets() -> None:
     math = scaffold_spec(str(SHARED_DATA / "math500"))
     assert (math.prompt_column, math.answer_column, math.numeric) == ("problem", "answer", False)
     aime = scaffold_spec(str(SHARED_DATA / "aime24"))
-    assert (aime.answer_column, aime.numeric, list(aime.files)) == ("answer", True, ["test"])
+    assert (aime.answer_column, aime.numeric, aime.splits) == ("answer", True, ["test"])
 
 
 def test_columns_that_are_not_names_are_renamed(tmp_path: Path) -> None:
@@ -83,3 +83,23 @@ def test_columns_that_are_not_names_are_renamed(tmp_path: Path) -> None:
     text = out.read_text(encoding="utf-8")
     assert '  rename:\n    "Long Text": long_text\n    "Gold Answer": gold_answer\n' in text
     assert "    {{ long_text }}\n" in text
+
+
+@pytest.mark.skipif(not (SHARED_DATA / "hf" / "openai__gsm8k").is_dir(), reason="needs shared/data")
+def test_init_huggingface_dataset_validates_and_checks_clean(tmp_path: Path) -> None:
+    out = tmp_path / "hf_gsm8k.yaml"
+    folder = SHARED_DATA / "hf" / "openai__gsm8k"
+    result = runner.invoke(app, ["init", str(folder), "--hf", "--config", "main", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    text = out.read_text()
+    assert "type: huggingface" in text and "config: main" in text
+    assert "train: {type: train}" in text and "test: {type: test}" in text
+    assert "extract: number" in text
+    check = runner.invoke(app, ["check", str(out), "--sample", "20"])
+    assert check.exit_code == 0, check.output
+
+
+def test_init_hub_id_offline_says_what_to_do(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["init", "no-such-owner/no-such-dataset"])
+    assert result.exit_code == 1
+    assert "HF_HUB_OFFLINE=0" in result.output and "Traceback" not in result.output
