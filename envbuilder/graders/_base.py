@@ -46,6 +46,16 @@ class Grade:
     def ungradeable(cls, reason: str, **details: Any) -> Grade:
         return cls(Outcome.UNGRADEABLE, None, reason, details)
 
+    @classmethod
+    def too_long(cls, answer: str, limit: int, action: str, **details: Any) -> Grade | None:
+        """Ungradeable when ``answer`` exceeds ``limit`` characters (else None): graders bound
+        the work an agent's answer can cost them."""
+        if len(answer) <= limit:
+            return None
+        return cls.ungradeable(
+            f"the answer is too long to {action} ({len(answer):,} characters; at most {limit:,})", **details
+        )
+
 
 class GraderConfig(ConfigModel):
     """Base of a `grader:` block; `type:` picks the grader."""

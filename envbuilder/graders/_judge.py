@@ -345,12 +345,9 @@ class LLMJudgeGrader(Grader):
     async def grade(self, answer: str, task: Task, secrets: dict[str, str]) -> Grade:
         cfg = self.config
         reference = self.target(task)
-        if len(answer) > cfg.max_answer_chars:
-            return Grade.ungradeable(
-                f"the answer is too long to judge ({len(answer):,} characters; at most "
-                f"{cfg.max_answer_chars:,})",
-                target=reference,
-            )
+        too_long = Grade.too_long(answer, cfg.max_answer_chars, "judge", target=reference)
+        if too_long is not None:
+            return too_long
         started = time.monotonic()
         try:
             text, cached = await self.reply(answer, task, secrets)

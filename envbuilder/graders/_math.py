@@ -96,12 +96,9 @@ class MathGrader(Grader):
     async def grade(self, answer: str, task: Task, secrets: dict[str, str]) -> Grade:
         cfg = self.config
         target = self.target(task)
-        if len(answer) > cfg.max_answer_chars:
-            return Grade.ungradeable(
-                f"the answer is too long to parse ({len(answer):,} characters; at most "
-                f"{cfg.max_answer_chars:,})",
-                target=target,
-            )
+        too_long = Grade.too_long(answer, cfg.max_answer_chars, "parse", target=target)
+        if too_long is not None:
+            return too_long
         try:
             equal, extracted = await asyncio.wait_for(
                 asyncio.to_thread(self._check, answer, target), timeout=cfg.timeout

@@ -72,11 +72,9 @@ class RegexGrader(Grader):
 
     async def grade(self, answer: str, task: Task, secrets: dict[str, str]) -> Grade:
         cfg = self.config
-        if len(answer) > cfg.max_answer_chars:
-            return Grade.ungradeable(
-                f"the answer is too long to match ({len(answer):,} characters; at most "
-                f"{cfg.max_answer_chars:,})"
-            )
+        too_long = Grade.too_long(answer, cfg.max_answer_chars, "match")
+        if too_long is not None:
+            return too_long
         source = self.pattern(task)
         try:
             compiled = self._static or _safe_regex.compile_pattern(source, cfg.flags)
