@@ -16,17 +16,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import multiprocessing
 import os
 import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 import uvicorn
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,6 +54,11 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def serve_judge(latency: float, port: int) -> None:
+    os.sched_setaffinity(0, {1})
+    uvicorn.run(judge_app(latency), host="127.0.0.1", port=port, log_level="warning", backlog=2048)
 
 
 def judge_app(latency: float) -> Any:
@@ -103,13 +109,16 @@ def main() -> None:
     args = ap.parse_args()
 
     judge_port, port = free_port(), free_port()
-    judge = uvicorn.Server(uvicorn.Config(judge_app(args.latency), host="127.0.0.1", port=judge_port,
-                                          log_level="warning", backlog=1024))
-    threading.Thread(target=judge.run, daemon=True).start()
+    # The fake judge runs in a process of its own (on the harness's core), so that neither it
+    # nor the harness shares the server's core or the harness's interpreter.
+    judge = multiprocessing.get_context("spawn").Process(
+        target=serve_judge, args=(args.latency, judge_port), daemon=True)
+    judge.start()
     spec = Path(tempfile.mkdtemp()) / "judged.yaml"
     spec.write_text(SPEC.format(data=ROOT / "envs/data/gsm8k/test-00000-of-00001.parquet",
                                 base_url=f"http://127.0.0.1:{judge_port}/v1"))
     env = {**os.environ, "BENCH_JUDGE_KEY": "sk-bench"}
+    os.sched_setaffinity(0, {1})  # the harness
     server = subprocess.Popen(["taskset", "-c", "0", sys.executable, "-m", "envbuilder", "serve", str(spec),
                                "--host", "127.0.0.1", "--port", str(port)],
                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -124,16 +133,19 @@ def main() -> None:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.05)
+        proc = psutil.Process(server.pid)
+        before = sum(proc.cpu_times()[:2])
         wall, times = asyncio.run(run(url, args.episodes))
+        cpu = sum(proc.cpu_times()[:2]) - before
     finally:
         server.terminate()
         server.wait(timeout=10)
-        judge.should_exit = True
+        judge.terminate()
     serial = args.episodes * args.latency
     print(f"{args.episodes} concurrent judged episodes, judge latency {args.latency * 1e3:.0f} ms: "
           f"wall {wall * 1e3:.0f} ms (one judge call: {args.latency * 1e3:.0f} ms; judge calls "
           f"serialised: {serial * 1e3:.0f} ms); episode p50 {times[len(times) // 2] * 1e3:.0f} ms, "
-          f"max {times[-1] * 1e3:.0f} ms")
+          f"max {times[-1] * 1e3:.0f} ms; server CPU {cpu / args.episodes * 1e3:.2f} ms per episode")
 
 
 if __name__ == "__main__":
