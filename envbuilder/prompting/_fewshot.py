@@ -21,10 +21,9 @@ class FewShot:
     is the asked task when its ``id`` equals the task's, or when the two are equal as JSON.
     """
 
-    def __init__(self, spec: FewShotSpec, view: SplitView, question: Template, answer: Template):
+    def __init__(self, spec: FewShotSpec, view: SplitView, answer: Template):
         self.spec = spec
         self.view = view
-        self.question = question
         self.answer = answer
 
     @functools.cached_property

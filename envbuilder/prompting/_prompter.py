@@ -3,9 +3,12 @@
 A spec's ``prompt:`` is one of three kinds, all served as a conversation by ``/messages``:
 
 * ``template`` / ``template_file``: one user message (images first, then the text), optionally
-  after a system message and few-shot turns;
+  after a system message;
 * ``turns``: a list of role-tagged turns, each a template;
 * ``conversation``: a task field that already holds the turns.
+
+Any of them may show few-shot examples: prior user/assistant turns after the leading system
+messages, or text written into the first user message (``inline``).
 
 ``/prompt`` is always the §7.2 flattening of that conversation, so a plain prompt is served
 verbatim and a system prompt shows up as ``[system]`` / ``[user]`` headers, exactly as the
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from envbuilder.data import SplitView, Task
 from envbuilder.errors import DataError, EnvbuilderError, did_you_mean
@@ -104,15 +108,32 @@ class Prompter:
             self.template = _template(spec.template, spec.template_file, "prompt.template", base_dir)
             self.turns.append(_Turn("user", self.template, spec.images, ("prompt",)))
         self.few_shot: FewShot | None = None
+        self.shot_question: _Turn | None = None
+        """How an example's question is rendered: a user turn over the example."""
+        self._few_shot_problem: str | None = None
         fs = spec.few_shot
-        if fs is not None and fs.split in self.splits and self.template is not None:
-            question = (
-                Template(fs.template, name="prompt.few_shot.template", base_dir=base_dir)
-                if fs.template is not None
-                else self.template
+        if fs is not None:
+            self.shot_question, self._few_shot_problem = self._question_turn(fs.template)
+            if fs.split in self.splits and self.shot_question is not None:
+                answer = Template(fs.answer, name="prompt.few_shot.answer", base_dir=base_dir)
+                self.few_shot = FewShot(fs, self.splits[fs.split], answer)
+
+    def _question_turn(self, template: str | None) -> tuple[_Turn | None, str | None]:
+        """The turn an example's question renders as (else why there is none): ``template``,
+        or the prompt's single user turn, with that turn's images."""
+        users = [t for t in self.turns if t.role == "user"]
+        loc = ("prompt", "few_shot", "template")
+        if template is not None:
+            text = Template(template, name="prompt.few_shot.template", base_dir=self.base_dir)
+            return _Turn("user", text, users[0].images if len(users) == 1 else [], loc), None
+        if self.conversation is not None:
+            return None, "with a `conversation` prompt, few_shot needs `template` (an example's question)"
+        if len(users) != 1:
+            return None, (
+                f"the turns hold {len(users)} user turns: few_shot needs `template` "
+                "(an example's question)"
             )
-            answer = Template(fs.answer, name="prompt.few_shot.answer", base_dir=base_dir)
-            self.few_shot = FewShot(fs, self.splits[fs.split], question, answer)
+        return _Turn("user", users[0].text, users[0].images, users[0].loc), None
 
     # -- load-time checks ------------------------------------------------------------------------
 
@@ -126,8 +147,9 @@ class Prompter:
                 out[turn.loc] = turn.text.variables
         if self.few_shot is not None:
             out[("prompt", "few_shot", "answer")] = self.few_shot.answer.variables
-            if self.spec.few_shot is not None and self.spec.few_shot.template is not None:
-                out[("prompt", "few_shot", "template")] = self.few_shot.question.variables
+        question = self.shot_question
+        if question is not None and question.text is not None and question.loc[:2] == ("prompt", "few_shot"):
+            out[question.loc] = question.text.variables
         return out
 
     def task_fields(self) -> frozenset[str]:
@@ -153,6 +175,17 @@ class Prompter:
         takes images or a conversation from the data)."""
         problems: list[tuple[Loc, EnvbuilderError]] = []
         fs = self.spec.few_shot
+        if fs is not None and self._few_shot_problem is not None:
+            problems.append(
+                (
+                    ("prompt", "few_shot"),
+                    DataError(
+                        self._few_shot_problem,
+                        hint="e.g. `template: \"{{ question }}\"`: the examples' user turns",
+                        code="few_shot_question",
+                    ),
+                )
+            )
         if fs is not None and fs.split not in self.splits:
             problems.append(
                 (
@@ -208,34 +241,55 @@ class Prompter:
             return []
         return [Message(role="system", blocks=[TextBlock(text=self.system.render(task))])]
 
-    def _few_shot(self, task: Task, user: list[ContentBlock]) -> list[Message]:
-        fs = self.few_shot
-        assert fs is not None
-        examples = fs.examples(task)
-        shots = [
-            (_Turn("user", fs.question, self.spec.images, ("prompt",)).blocks(ex, self.base_dir), ex)
-            for ex in examples
-        ]
+    def _with_few_shot(self, task: Task, messages: list[Message]) -> list[Message]:
+        """``messages`` with the examples for ``task`` after the leading system messages, as
+        prior turns, or written into the first user message (``inline``)."""
+        fs, question = self.few_shot, self.shot_question
+        assert fs is not None and question is not None
+        shots = [(question.blocks(ex, self.base_dir), fs.render_answer(ex)) for ex in fs.examples(task)]
+        if not shots:  # a split holding only the task asked
+            return messages
+        lead = next((i for i, m in enumerate(messages) if m.role != "system"), len(messages))
         if fs.spec.style == "turns":
-            out: list[Message] = []
-            for blocks, ex in shots:
-                out.append(_message("user", blocks))
-                out.append(_message("assistant", [TextBlock(text=fs.render_answer(ex))]))
-            return [*out, _message("user", user)]
+            pairs: list[Message] = []
+            for question_blocks, answer in shots:
+                pairs.append(_message("user", question_blocks))
+                pairs.append(_message("assistant", [TextBlock(text=answer)]))
+            return [*messages[:lead], *pairs, *messages[lead:]]
+        sep = fs.spec.separator
         inline: list[ContentBlock] = []
-        for blocks, ex in shots:
-            inline.extend(_merge_text([*blocks, TextBlock(text=fs.render_answer(ex))], "\n"))
-        return [_message("user", _merge_text([*inline, *user], fs.spec.separator))]
+        for question_blocks, answer in shots:
+            inline.extend(_merge_text([*question_blocks, TextBlock(text=answer)], "\n"))
+        first = next((i for i, m in enumerate(messages) if m.role == "user"), None)
+        if first is None:  # no user message to write into: the examples become one
+            return [*messages[:lead], _message("user", _merge_text(inline, sep)), *messages[lead:]]
+        blocks: list[Any] = list(messages[first].blocks)
+        if self.conversation is None:  # a templated turn: before its images and text
+            blocks = _merge_text([*inline, *blocks], sep)
+        else:  # a row's message: before its first text, which keeps its `detail`
+            at = next((j for j, b in enumerate(blocks) if isinstance(b, TextBlock)), None)
+            if at is None:
+                blocks = [*_merge_text(inline, sep), *blocks]
+            else:
+                text = blocks[at]
+                assert isinstance(text, TextBlock)
+                head = _merge_text([*inline, TextBlock(text="")], sep)
+                last = head[-1]
+                assert isinstance(last, TextBlock)
+                merged = text.model_copy(update={"text": last.text + text.text})
+                blocks[at : at + 1] = [*head[:-1], merged]
+        return [*messages[:first], _message(messages[first].role, blocks), *messages[first + 1 :]]
 
     def messages(self, task: Task) -> list[Message]:
         """The task as a role-tagged conversation (``GET /{env}/messages``)."""
         out = self._system(task)
         if self.conversation is not None:
-            return out + self.conversation.messages(task)
+            out.extend(self.conversation.messages(task))
+        else:
+            for turn in self.turns:
+                out.append(_message(turn.role, turn.blocks(task, self.base_dir)))
         if self.few_shot is not None:
-            return out + self._few_shot(task, self.turns[0].blocks(task, self.base_dir))
-        for turn in self.turns:
-            out.append(_message(turn.role, turn.blocks(task, self.base_dir)))
+            out = self._with_few_shot(task, out)
         return out
 
     def prompt(self, task: Task) -> list[ContentBlock]:

@@ -135,13 +135,18 @@ class FewShotSpec(ConfigModel):
     seed: int = 0
     """The seed of `random` selection."""
     style: Literal["turns", "inline"] = "turns"
-    """`turns`: each example is a prior user turn and an assistant turn; `inline`: examples
-    are written into the user prompt before the task, each as its question, a newline and
-    its answer."""
+    """`turns`: each example is a prior user turn (its question) and an assistant turn (its
+    answer), placed after the leading system messages and before the task's own turns (with
+    `turns` or `conversation` too); `inline`: examples are written into the user prompt before
+    the task, each as its question, a newline and its answer (with `turns`: before the first
+    user turn's text; with `conversation`: before the first text of the first user message)."""
     answer: str
     """Jinja template over an example giving its answer, e.g. `Answer: {{ answer | letter }}`."""
     template: str | None = None
-    """Jinja template for an example's question (default: the prompt's own template)."""
+    """Jinja template for an example's question. Default: the prompt's own `template` or
+    `template_file` (with its `images`); with `turns`, the template and images of the single
+    `user` turn. Required with `conversation`, and with `turns` holding several user turns
+    (examples then show only this text)."""
     separator: str = "\n\n"
     """With `inline`: the text between examples (and between the last example and the task)."""
 
@@ -167,7 +172,9 @@ class PromptSpec(ConfigModel):
     conversation: ConversationSpec | None = None
     """A conversation read from a task field holding the turns."""
     few_shot: FewShotSpec | None = None
-    """Worked examples before the task (with `template` or `template_file`)."""
+    """Worked examples before the task, drawn from a split: prior user/assistant turns or
+    inline text; with `turns` and `conversation` prompts they follow the leading system
+    messages."""
 
     @model_validator(mode="after")
     def _one_template(self) -> PromptSpec:
@@ -181,8 +188,6 @@ class PromptSpec(ConfigModel):
                 "give exactly one of `template`, `template_file`, `turns` or `conversation`"
                 + (f" (got {', '.join(given)})" if given else "")
             )
-        if self.few_shot is not None and given[0] in ("turns", "conversation"):
-            raise ValueError("`few_shot` works with `template` or `template_file`, not `" + given[0] + "`")
         if self.images and given[0] in ("turns", "conversation"):
             raise ValueError("with `turns`, give `images` on a turn; a conversation carries its own images")
         return self

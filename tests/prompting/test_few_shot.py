@@ -111,14 +111,3 @@ def test_unknown_split_and_fields_are_reported_at_load(make_env: MakeEnv) -> Non
         "prompt.few_shot.answer: the template uses 'answr', which the tasks lack. "
         "Task fields: answer, choices, id, question, subject"
     ]
-
-
-def test_few_shot_needs_a_single_template(make_env: MakeEnv) -> None:
-    spec = _spec("{split: dev, n: 2, answer: x}").replace(
-        'template: "Q: {{ question }}"', "turns: [{role: user, template: hi}]"
-    )
-    with pytest.raises(SpecError) as info:
-        make_env(spec)
-    assert str(info.value.problems[0]).split(" ", 1)[1] == (
-        "prompt: `few_shot` works with `template` or `template_file`, not `turns`"
-    )
