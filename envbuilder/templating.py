@@ -177,11 +177,12 @@ def _private_access(ast: jinja2.nodes.Template) -> list[str]:
     at render time are still refused by the sandbox then."""
     found: list[str] = []
     for node in ast.find_all((jinja2.nodes.Getattr, jinja2.nodes.Getitem, jinja2.nodes.Filter)):
+        name: object = None
         if isinstance(node, jinja2.nodes.Getattr):
-            name: object = node.attr
+            name = node.attr
         elif isinstance(node, jinja2.nodes.Getitem):
             name = node.arg.value if isinstance(node.arg, jinja2.nodes.Const) else None
-        else:
+        elif isinstance(node, jinja2.nodes.Filter):
             first = node.args[0] if node.name == "attr" and node.args else None
             name = first.value if isinstance(first, jinja2.nodes.Const) else None
         if isinstance(name, str) and name.startswith("_") and name not in found:
