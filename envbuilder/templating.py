@@ -136,6 +136,15 @@ class Template:
                 + (f" in `{near}`" if near else ""),
                 code="template_syntax",
             ) from None
+        private = _private_access(ast)
+        if private:
+            private.sort(key=self.source.find)
+            raise TemplateError(
+                f"{name}: reads the private attribute{'s' if len(private) > 1 else ''} "
+                f"{', '.join(map(repr, private))}, which the template sandbox refuses",
+                hint="Templates may only read the task's fields",
+                code="template_unsafe",
+            )
         self.variables: frozenset[str] = frozenset(jinja2.meta.find_undeclared_variables(ast)) - set(
             env.globals
         )
@@ -160,3 +169,22 @@ class Template:
             raise TemplateError(f"{self.name}: {exc}", code="template_error") from None
         except Exception as exc:
             raise TemplateError(f"{self.name}: {type(exc).__name__}: {exc}", code="template_error") from None
+
+
+def _private_access(ast: jinja2.nodes.Template) -> list[str]:
+    """The ``_private`` attributes the template names literally (``x.__class__``,
+    ``x['__class__']``, ``x|attr('__class__')``), found before anything renders. Names built
+    at render time are still refused by the sandbox then."""
+    found: list[str] = []
+    for node in ast.find_all((jinja2.nodes.Getattr, jinja2.nodes.Getitem, jinja2.nodes.Filter)):
+        name: object = None
+        if isinstance(node, jinja2.nodes.Getattr):
+            name = node.attr
+        elif isinstance(node, jinja2.nodes.Getitem):
+            name = node.arg.value if isinstance(node.arg, jinja2.nodes.Const) else None
+        elif isinstance(node, jinja2.nodes.Filter):
+            first = node.args[0] if node.name == "attr" and node.args else None
+            name = first.value if isinstance(first, jinja2.nodes.Const) else None
+        if isinstance(name, str) and name.startswith("_") and name not in found:
+            found.append(name)
+    return found

@@ -32,11 +32,32 @@ def test_letter_out_of_range_is_a_template_error() -> None:
 
 
 @pytest.mark.parametrize(
+    ("source", "names"),
+    [
+        ("{{ ''.__class__.__mro__ }}", "attributes '__class__', '__mro__'"),
+        ("{{ cycler.__init__.__globals__ }}", "attributes '__init__', '__globals__'"),
+        ("{{ ''|attr('__class__') }}", "attribute '__class__'"),
+        ("{{ x['_private'] }}", "attribute '_private'"),
+    ],
+)
+def test_private_attributes_are_refused_when_the_template_is_compiled(source: str, names: str) -> None:
+    with pytest.raises(TemplateError) as info:
+        Template(source, name="t")
+    assert info.value.code == "template_unsafe"
+    assert str(info.value) == (
+        f"t: reads the private {names}, which the template sandbox refuses. "
+        "Templates may only read the task's fields"
+    )
+
+
+@pytest.mark.parametrize(
     ("source", "message"),
     [
-        ("{{ ''.__class__.__mro__ }}", "access to attribute '__class__' of 'str' object is unsafe"),
-        ("{{ cycler.__init__.__globals__ }}", "access to attribute '__init__' of 'type' object is unsafe"),
-        ("{{ ''|attr('__class__') }}", "access to attribute '__class__' of 'str' object is unsafe"),
+        ("{{ ''|attr('__cl' ~ 'ass__') }}", "access to attribute '__class__' of 'str' object is unsafe"),
+        (
+            "{{ cycler['__in' ~ 'it__']['__glo' ~ 'bals__'] }}",
+            "access to attribute '__init__' of 'type' object is unsafe",
+        ),
         ("{{ 'x' * 10**9 }}", "repetition would build more than 1,000,000 items"),
         ("{{ ((10**64)**64)**64 }}", "a power that large is not allowed"),
         ("{% set x = [] %}{{ x.append(1) }}", "access to attribute 'append' of 'list' object is unsafe"),

@@ -18,7 +18,7 @@ def serve(
         ),
     ],
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "0.0.0.0",
-    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8080,
+    port: Annotated[int, typer.Option(help="Port to listen on.", min=0, max=65535)] = 8080,
     session_timeout: Annotated[
         float, typer.Option(help="Seconds of inactivity after which a session is deleted.")
     ] = 900.0,

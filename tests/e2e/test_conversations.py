@@ -27,12 +27,13 @@ grader: {type: exact_match, target: "{{ answer }}"}
 GSM8K_TEST = ENVS / "data/gsm8k/test-00000-of-00001.parquet"
 ESCAPES = {
     "escape_mro": ESCAPE
-    % ("escape_mro", GSM8K_TEST, "template: \"{{ ''.__class__.__mro__ }} {{ question }}\""),
+    % ("escape_mro", GSM8K_TEST, "template: \"{{ ''|attr('__cl' ~ 'ass__') }} {{ question }}\""),
     "escape_globals": ESCAPE
     % (
         "escape_globals",
         GSM8K_TEST,
-        'system: "{{ cycler.__init__.__globals__ }}"\n  template: "{{ question }}"',
+        "system: \"{{ cycler['__in' ~ 'it__']['__glo' ~ 'bals__'] }}\"\n"
+        '  template: "{{ question }}"',
     ),
 }
 
