@@ -9,7 +9,6 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Header, Request
 from fastapi.responses import Response, StreamingResponse
 
-from envbuilder.errors import RequestError
 from envbuilder.protocol import (
     CallRequest,
     CreateRequest,
@@ -35,10 +34,7 @@ def _state(request: Request) -> State:
 
 async def require_sid(x_session_id: Annotated[str | None, Header()] = None) -> str:
     """The ``X-Session-ID`` header, stripped; 400 when absent (checked before the body)."""
-    sid = (x_session_id or "").strip()
-    if not sid:
-        raise RequestError(400, "X-Session-ID header is required")
-    return sid
+    return _ops.require_sid(x_session_id)
 
 
 Sid = Annotated[str, Depends(require_sid)]
@@ -111,7 +107,8 @@ async def call(request: Request, sid: Sid, body: CallRequest) -> Response:
     JSON result (or ``error``). Re-POST with ``task_id`` to re-attach after a dropped
     connection; results stay replayable for 60 s."""
     state = _state(request)
-    task_id, result = _ops.start_call(state, sid, body.name, body.input, body.task_id)
+    session = _ops.session_of(state, sid)
+    task_id, result = _ops.start_call(state, session, body.name, body.input, body.task_id)
     if result is None:
         return _sse_response(_ops.UNKNOWN_TASK)
     if isinstance(result, bytes):

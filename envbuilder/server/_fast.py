@@ -9,6 +9,7 @@ request (with its buffered body) to FastAPI.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -163,16 +164,12 @@ class FastFront:
         session = _ops.session_of(self.state, sid)
         if self.state.envs[session.env].blocking:
             raise _Fallback  # waits on I/O: FastAPI streams it with keep-alive pings
-        if request.task_id is not None:
-            found = self.state.calls.lookup(request.task_id)
-            if found is None:
-                return _ops.Reply(_ops.UNKNOWN_TASK, _ops.SSE)
-            if not isinstance(found, bytes):
-                raise _Fallback
-            return _ops.Reply(_sse.event("task_id", request.task_id) + found, _ops.SSE)
-        task_id, result = _ops.start_call(self.state, sid, request.name, request.input, None)
-        assert result is not None and not isinstance(result, bytes)
-        frames = await result
+        task_id, result = _ops.start_call(self.state, session, request.name, request.input, request.task_id)
+        if result is None:
+            return _ops.Reply(_ops.UNKNOWN_TASK, _ops.SSE)
+        if isinstance(result, asyncio.Future):
+            raise _Fallback  # re-attached to a call still running: FastAPI streams it
+        frames = result if isinstance(result, bytes) else await result
         return _ops.Reply(_sse.event("task_id", task_id) + frames, _ops.SSE)
 
 
@@ -181,10 +178,7 @@ def _headers(scope: dict[str, Any]) -> dict[bytes, bytes]:
 
 
 def _sid(headers: dict[bytes, bytes]) -> str:
-    sid = headers.get(b"x-session-id", b"").decode("latin-1").strip()
-    if not sid:
-        raise RequestError(400, "X-Session-ID header is required")
-    return sid
+    return _ops.require_sid(headers.get(b"x-session-id", b"").decode("latin-1"))
 
 
 def _parse(model: Any, headers: dict[bytes, bytes], body: bytes) -> Any:

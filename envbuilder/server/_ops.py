@@ -89,6 +89,14 @@ def create_session() -> Reply:
     return Reply(_sse.event("task_id", str(uuid.uuid4())) + _sse.event("end", ""), SSE)
 
 
+def require_sid(header: str | None) -> str:
+    """The ``X-Session-ID`` header, stripped; 400 when absent."""
+    sid = (header or "").strip()
+    if not sid:
+        raise RequestError(400, "X-Session-ID header is required")
+    return sid
+
+
 def session_of(state: State, sid: str) -> Session:
     session = state.sessions.get(sid)
     if session is None:
@@ -210,11 +218,11 @@ async def run_call(state: State, session: Session, name: str, tool_input: dict[s
 
 
 def start_call(
-    state: State, sid: str, name: str, tool_input: dict[str, Any], task_id: str | None
+    state: State, session: Session, name: str, tool_input: dict[str, Any], task_id: str | None
 ) -> tuple[str, Awaitable[bytes] | bytes | None]:
-    """Begin a ``/call``: its task id and either the finished frames (bytes), an awaitable of
-    them (a running or blocking call), or None for an unknown ``task_id``."""
-    session = session_of(state, sid)
+    """Begin a ``/call``: its task id and either the finished frames (bytes), a future of them
+    (a running call re-attached to, or a blocking one), a coroutine of them (an ordinary call),
+    or None for an unknown ``task_id``."""
     if task_id is not None:
         found = state.calls.lookup(task_id)
         return task_id, found
