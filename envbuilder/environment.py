@@ -126,6 +126,12 @@ class Environment:
         assert self.submit is not None
         return self.submit.blocking
 
+    @property
+    def inline_prompt(self) -> bool:
+        """Whether the prompt may render on the event loop (see ``Prompter.inline``)."""
+        assert self.prompter is not None
+        return self.prompter.inline
+
     def prompt(self, task: Task) -> list[ContentBlock]:
         assert self.prompter is not None
         return self.prompter.prompt(task)

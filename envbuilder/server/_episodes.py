@@ -76,13 +76,13 @@ async def delete_session(sid: Sid) -> Response:
 @router.get("/{env_name}/prompt", response_model=list[TextBlock | ImageBlock], tags=["episode"])
 async def prompt(request: Request, sid: Sid) -> Response:
     """The task's prompt as content blocks."""
-    return respond(_ops.prompt(_state(request), sid))
+    return respond(await _ops.prompt(_state(request), sid))
 
 
 @router.get("/{env_name}/messages", response_model=list[Message], tags=["episode"])
 async def messages(request: Request, sid: Sid) -> Response:
     """The task's prompt as a role-tagged conversation."""
-    return respond(_ops.messages(_state(request), sid))
+    return respond(await _ops.messages(_state(request), sid))
 
 
 @router.get("/{env_name}/task_tools", response_model=ListToolsOutput, tags=["episode"])

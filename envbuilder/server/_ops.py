@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from envbuilder import budget
 from envbuilder.data import SplitView
 from envbuilder.environment import Environment
 from envbuilder.episode import Episode
@@ -24,7 +25,7 @@ from envbuilder.errors import DataError, EnvbuilderError, RequestError, TaskNotF
 from envbuilder.protocol import CreateRequest
 from envbuilder.server import _sse
 from envbuilder.server._sessions import Session
-from envbuilder.server._state import State
+from envbuilder.server._state import State, log
 
 JSON = b"application/json"
 SSE = _sse.MEDIA_TYPE.encode()
@@ -79,6 +80,9 @@ def get_task(state: State, env_name: str, split: str, index: int) -> Reply:
 
 def get_task_range(state: State, env_name: str, split: str, start: int | None, stop: int | None) -> Reply:
     view = split_of(state.env(env_name), split)
+    cap = state.settings.max_task_range
+    if len(range(len(view))[start:stop]) > cap:
+        raise RequestError(400, f"task_range returns at most {cap:,} tasks: ask for a smaller range, or stream /tasks")
     return Reply(orjson.dumps({"tasks": view.task_range(start, stop), "env_name": env_name}))
 
 
@@ -89,11 +93,17 @@ def create_session() -> Reply:
     return Reply(_sse.event("task_id", str(uuid.uuid4())) + _sse.event("end", ""), SSE)
 
 
+MAX_SID = 128
+"""Longest ``X-Session-ID`` (a UUID is 36 characters)."""
+
+
 def require_sid(header: str | None) -> str:
-    """The ``X-Session-ID`` header, stripped; 400 when absent."""
+    """The ``X-Session-ID`` header, stripped; 400 when absent, too long or not printable ASCII."""
     sid = (header or "").strip()
     if not sid:
         raise RequestError(400, "X-Session-ID header is required")
+    if len(sid) > MAX_SID or not sid.isascii() or not sid.isprintable():
+        raise RequestError(400, f"X-Session-ID must be at most {MAX_SID} printable ASCII characters")
     return sid
 
 
@@ -132,10 +142,17 @@ def parse_secrets(header: str | None, body: dict[str, str] | None) -> dict[str, 
 def create(state: State, sid: str, body: CreateRequest, x_secrets: str | None) -> Reply:
     if state.sessions.get(sid) is not None:
         raise RequestError(400, "Session already exists")
+    settings = state.settings
+    if len(state.sessions) >= settings.max_sessions:
+        raise RequestError(503, f"the server holds its maximum of {settings.max_sessions:,} sessions; retry later")
     env = state.env(body.env_name) if body.env_name else state.envs[state.default]
     if body.toolset_name is not None:
         raise RequestError(400, f"unknown toolset {body.toolset_name!r}; this environment has no toolsets")
     if body.task_spec is not None:
+        if not settings.accept_task_spec:
+            raise RequestError(403, "this server takes tasks only by split and index, not task_spec")
+        if len(orjson.dumps(body.task_spec)) > settings.max_task_spec_bytes:
+            raise RequestError(413, f"task_spec is larger than {settings.max_task_spec_bytes:,} bytes of JSON")
         task = body.task_spec
         try:
             env.check_task(task)
@@ -169,21 +186,25 @@ def delete_session(sid: str) -> Reply:
 # -- an episode -----------------------------------------------------------------------------------
 
 
-def _render(fn: Any, *args: Any) -> Any:
+async def _render(env: Environment, fn: Any, task: Any) -> Any:
+    """Render on the loop when it takes bounded time, else on a worker thread (under the
+    template's deadline), so a slow template never holds the other requests."""
     try:
-        return fn(*args)
+        return fn(task) if env.inline_prompt else await budget.offload(fn, task)
     except EnvbuilderError as exc:  # a template or the task's data cannot be rendered
         raise RequestError(500, str(exc)) from None
 
 
-def prompt(state: State, sid: str) -> Reply:
+async def prompt(state: State, sid: str) -> Reply:
     session = session_of(state, sid)
-    return models_reply(_render(state.envs[session.env].prompt, session.episode.task))
+    env = state.envs[session.env]
+    return models_reply(await _render(env, env.prompt, session.episode.task))
 
 
-def messages(state: State, sid: str) -> Reply:
+async def messages(state: State, sid: str) -> Reply:
     session = session_of(state, sid)
-    return models_reply(_render(state.envs[session.env].messages, session.episode.task))
+    env = state.envs[session.env]
+    return models_reply(await _render(env, env.messages, session.episode.task))
 
 
 def task_tools(state: State, sid: str) -> Reply:
@@ -243,3 +264,23 @@ async def _recorded(state: State, task_id: str, work: Awaitable[bytes]) -> bytes
 
 
 UNKNOWN_TASK = _sse.event("error", "unknown task_id")
+
+
+# -- errors ---------------------------------------------------------------------------------------
+
+
+def internal_error(exc: BaseException, method: str, path: str) -> Reply:
+    """The one answer to an unexpected error, for both doors. Never the message (it may hold a
+    secret): the log has the type and the route. Sent with ``Connection: close`` (see
+    :data:`CLOSE`) so a client's next request starts on a fresh connection."""
+    log.error("unhandled %s on %s %s", type(exc).__name__, method, path[:200])
+    return Reply(orjson.dumps({"detail": f"Internal Server Error ({type(exc).__name__})"}), JSON, 500)
+
+
+CLOSE = {"connection": "close"}
+"""Headers of an answer after which the connection is closed (500, 413)."""
+
+
+def error_reply(status: int, detail: str) -> Reply:
+    return Reply(orjson.dumps({"detail": detail}), JSON, status)
+

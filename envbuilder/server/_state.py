@@ -27,6 +27,28 @@ class ServerSettings:
     call_linger: float = 60.0
     """How long a finished call's result can be replayed by ``task_id``."""
 
+    # -- limits and access control: every request's size and work is bounded ------------------
+    api_keys: frozenset[str] = frozenset()
+    """Keys accepted on every route but ``/health`` (empty: no key needed)."""
+    accept_task_spec: bool = True
+    """Whether ``/create`` takes a client's ``task_spec`` (else tasks only by split and index)."""
+    max_body_bytes: int = 1 << 20
+    """Largest request body (413 beyond)."""
+    max_header_bytes: int = 16 << 10
+    """Largest request line plus headers (431 beyond)."""
+    max_task_spec_bytes: int = 256 << 10
+    """Largest ``task_spec`` in ``/create``, as JSON (413 beyond)."""
+    max_task_range: int = 1000
+    """Most tasks one ``/task_range`` returns (400 beyond; ``/tasks`` streams a whole split)."""
+    max_sessions: int = 100_000
+    """Sessions held at once (503 beyond)."""
+    max_connections: int = 2048
+    """Open connections plus running requests (503 beyond)."""
+    read_timeout: float = 30.0
+    """Seconds a client has to send a whole request (headers and body); then it is closed."""
+    graceful_timeout: float = 10.0
+    """Seconds SIGTERM waits for running requests before closing them."""
+
 
 class State:
     """The server's state (``app.state.ors``)."""

@@ -1,0 +1,55 @@
+"""API keys: when the server has any, every route but ``/health`` needs one.
+
+A key is accepted from ``X-API-Key`` (both reference clients send it on ordinary requests),
+``Authorization: Bearer`` (generic HTTP clients), or an ``api_key`` / ``OPENREWARD_API_KEY``
+entry of ``X-Secrets``: the openreward client omits ``X-API-Key`` on streaming requests
+(``/create_session``, ``/call``) but always carries its key there (PROTOCOL.md §8.2).
+Keys are compared in constant time and never logged or echoed.
+"""
+
+from __future__ import annotations
+
+import hmac
+
+from envbuilder.errors import RequestError
+from envbuilder.server import _ops
+
+_SECRET_NAMES = frozenset({"api_key", "openreward_api_key"})
+
+UNAUTHORIZED = _ops.error_reply(401, "an API key is required: send it in the X-API-Key header")
+CHALLENGE = {"www-authenticate": 'Bearer realm="envbuilder"'}
+
+
+class Keys:
+    """The keys a server accepts (none: access is open)."""
+
+    def __init__(self, keys: frozenset[str] | set[str] | list[str]):
+        self._keys = [k.encode() for k in keys if k]
+
+    def __bool__(self) -> bool:
+        return bool(self._keys)
+
+    def _known(self, candidate: bytes) -> bool:
+        found = False
+        for key in self._keys:  # no early exit: the time does not say which key was close
+            found |= hmac.compare_digest(candidate, key)
+        return found
+
+    def allowed(self, headers: dict[bytes, bytes]) -> bool:
+        """Whether the request carries one of the keys."""
+        key = headers.get(b"x-api-key")
+        if key and self._known(key):
+            return True
+        auth = headers.get(b"authorization", b"")
+        if auth[:7].lower() == b"bearer " and self._known(auth[7:].strip()):
+            return True
+        secrets = headers.get(b"x-secrets")
+        if secrets:
+            try:
+                parsed = _ops.parse_secrets(secrets.decode("latin-1"), None)
+            except RequestError:
+                return False
+            for name, value in parsed.items():
+                if name.lower() in _SECRET_NAMES and self._known(value.encode()):
+                    return True
+        return False
