@@ -232,7 +232,7 @@ class _Sandbox(ImmutableSandboxedEnvironment):
         _charge(len(result))
         return result
 
-    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805
+    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
         # A string method with a huge width or count (`'x'.ljust(10**8)`, `.expandtabs(10**6)`).
         if isinstance(__obj, types.BuiltinMethodType) and isinstance(__obj.__self__, str):
             for value in (*args, *kwargs.values()):
@@ -390,7 +390,8 @@ class Template:
         except jinja2.TemplateError as exc:
             raise TemplateError(f"{self.name}: {exc}", code="template_error") from None
         except MemoryError:
-            raise TemplateError(f"{self.name}: the render ran out of memory", code="template_budget") from None
+            message = f"{self.name}: the render ran out of memory"
+            raise TemplateError(message, code="template_budget") from None
         except Exception as exc:
             raise TemplateError(f"{self.name}: {type(exc).__name__}: {exc}", code="template_error") from None
         finally:

@@ -141,7 +141,10 @@ class ExactMatchGrader(Grader):
         target_list = [targets] if isinstance(targets, str) else targets
         try:
             # A spec's extraction pattern runs off the event loop (it may backtrack for its timeout).
-            extracted = self.extract(answer) if self._regex is None else await budget.offload(self.extract, answer)
+            if self._regex is None:
+                extracted = self.extract(answer)
+            else:
+                extracted = await budget.offload(self.extract, answer)
         except _safe_regex.PatternTimeout:
             return Grade.ungradeable("the extraction pattern took too long on this answer", target=targets)
         if extracted is None:

@@ -48,7 +48,8 @@ def _located(error: Any) -> dict[str, Any]:
     """A validation error without its input, its context values as text."""
     out = {"type": error["type"], "loc": list(error["loc"]), "msg": error["msg"]}
     if error.get("ctx"):
-        out["ctx"] = {k: v if isinstance(v, str | bool) or _small(v) else str(v) for k, v in error["ctx"].items()}
+        ctx = error["ctx"].items()
+        out["ctx"] = {k: v if isinstance(v, str | bool) or _small(v) else str(v) for k, v in ctx}
     return jsonable_encoder(out)
 
 

@@ -17,7 +17,6 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import orjson
 from pydantic import ValidationError
 
 from envbuilder.errors import RequestError

@@ -82,7 +82,9 @@ def get_task_range(state: State, env_name: str, split: str, start: int | None, s
     view = split_of(state.env(env_name), split)
     cap = state.settings.max_task_range
     if len(range(len(view))[start:stop]) > cap:
-        raise RequestError(400, f"task_range returns at most {cap:,} tasks: ask for a smaller range, or stream /tasks")
+        raise RequestError(
+            400, f"task_range returns at most {cap:,} tasks: ask for a smaller range, or stream /tasks"
+        )
     return Reply(orjson.dumps({"tasks": view.task_range(start, stop), "env_name": env_name}))
 
 
@@ -144,7 +146,9 @@ def create(state: State, sid: str, body: CreateRequest, x_secrets: str | None) -
         raise RequestError(400, "Session already exists")
     settings = state.settings
     if len(state.sessions) >= settings.max_sessions:
-        raise RequestError(503, f"the server holds its maximum of {settings.max_sessions:,} sessions; retry later")
+        raise RequestError(
+            503, f"the server holds its maximum of {settings.max_sessions:,} sessions; retry later"
+        )
     env = state.env(body.env_name) if body.env_name else state.envs[state.default]
     if body.toolset_name is not None:
         raise RequestError(400, f"unknown toolset {body.toolset_name!r}; this environment has no toolsets")
@@ -152,7 +156,8 @@ def create(state: State, sid: str, body: CreateRequest, x_secrets: str | None) -
         if not settings.accept_task_spec:
             raise RequestError(403, "this server takes tasks only by split and index, not task_spec")
         if len(orjson.dumps(body.task_spec)) > settings.max_task_spec_bytes:
-            raise RequestError(413, f"task_spec is larger than {settings.max_task_spec_bytes:,} bytes of JSON")
+            limit = settings.max_task_spec_bytes
+            raise RequestError(413, f"task_spec is larger than {limit:,} bytes of JSON")
         task = body.task_spec
         try:
             env.check_task(task)
@@ -283,4 +288,3 @@ CLOSE = {"connection": "close"}
 
 def error_reply(status: int, detail: str) -> Reply:
     return Reply(orjson.dumps({"detail": detail}), JSON, status)
-
