@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -17,7 +18,9 @@ def serve(
             help="Spec files (YAML), folders of specs, or packs (.zip); the first is the default."
         ),
     ],
-    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "0.0.0.0",
+    host: Annotated[
+        str, typer.Option(help="Interface to listen on (a public one needs --api-key or --public).")
+    ] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.", min=0, max=65535)] = 8080,
     session_timeout: Annotated[
         float, typer.Option(help="Seconds of inactivity after which a session is deleted.")
@@ -36,20 +39,81 @@ def serve(
             help="Where packs are extracted (default: $ENVBUILDER_CACHE_DIR or ~/.cache/envbuilder)."
         ),
     ] = None,
+    # -- access control and limits ----------------------------------------------------------
+    api_key: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="A key clients must send (X-API-Key) on every route but /health; repeatable. "
+            "Also read from $ENVBUILDER_API_KEYS (comma-separated). Prefer --api-key-file: "
+            "command lines are visible to other users."
+        ),
+    ] = None,
+    api_key_file: Annotated[
+        Path | None, typer.Option(help="A file of API keys, one a line (# comments allowed).")
+    ] = None,
+    public: Annotated[
+        bool, typer.Option("--public", help="Allow a non-loopback --host without an API key.")
+    ] = False,
+    no_task_spec: Annotated[
+        bool,
+        typer.Option(
+            "--no-task-spec", help="Refuse client-supplied task_spec: tasks only by split and index."
+        ),
+    ] = False,
+    max_body_bytes: Annotated[int, typer.Option(help="Largest request body (413 beyond).", min=1)] = 1 << 20,
+    max_sessions: Annotated[int, typer.Option(help="Sessions held at once (503 beyond).", min=1)] = 100_000,
+    max_connections: Annotated[
+        int, typer.Option(help="Open connections plus running requests (503 beyond).", min=1)
+    ] = 2048,
+    read_timeout: Annotated[
+        float, typer.Option(help="Seconds a client has to send a whole request.", min=0.1)
+    ] = 30.0,
+    graceful_timeout: Annotated[
+        float, typer.Option(help="Seconds SIGTERM waits for running requests.", min=0)
+    ] = 10.0,
 ) -> None:
     """Serve the environments of SPECS over the ORS HTTP protocol."""
     import uvicorn
 
     from envbuilder.cli._catalog import load_or_exit
-    from envbuilder.server import ServerSettings, create_app
+    from envbuilder.server import ServerSettings, create_app, read_api_keys, uvicorn_options
 
-    envs = load_or_exit(specs, strict=strict, cache_dir=cache_dir)
     with fail_on_errors():
-        app = create_app(envs, ServerSettings(session_timeout=session_timeout))
+        keys = read_api_keys(api_key or [], api_key_file, os.environ.get("ENVBUILDER_API_KEYS"))
+    loopback = host in ("127.0.0.1", "::1", "localhost") or host.startswith("127.")
+    if not loopback and not keys:
+        if not public:
+            typer.echo(
+                f"error: --host {host} exposes the server, and every gold answer, without an API key. "
+                "Pass --api-key-file (or --api-key), or --public to serve it open",
+                err=True,
+            )
+            raise typer.Exit(2)
+        typer.echo(
+            f"envbuilder: warning: serving {host} with no API key: anyone who can reach it can use it",
+            err=True,
+        )
+    envs = load_or_exit(specs, strict=strict, cache_dir=cache_dir)
+    settings = ServerSettings(
+        session_timeout=session_timeout,
+        api_keys=keys,
+        accept_task_spec=not no_task_spec,
+        max_body_bytes=max_body_bytes,
+        max_sessions=max_sessions,
+        max_connections=max_connections,
+        read_timeout=read_timeout,
+        graceful_timeout=graceful_timeout,
+    )
+    with fail_on_errors():
+        app = create_app(envs, settings)
     shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
     for env in envs:
         typer.echo(f"envbuilder: serving {env.name} ({env.summary()} tasks)")
     typer.echo(
         f"envbuilder: listening on http://{host}:{port}  (try: curl http://{shown}:{port}/{envs[0].name}/splits)"
     )
-    uvicorn.run(app, host=host, port=port, access_log=access_log, log_level=log_level)
+    if access_log and log_level == "warning":
+        log_level = "info"  # uvicorn logs each request at info: --access-log alone must show them
+    uvicorn.run(
+        app, host=host, port=port, access_log=access_log, log_level=log_level, **uvicorn_options(settings)
+    )

@@ -1,6 +1,8 @@
 """The ORS HTTP server: ``create_app(environments, settings)``."""
 
+from envbuilder.server._access import read_api_keys
 from envbuilder.server._app import create_app
+from envbuilder.server._limits import uvicorn_options
 from envbuilder.server._state import ServerSettings
 
-__all__ = ["ServerSettings", "create_app"]
+__all__ = ["ServerSettings", "create_app", "read_api_keys", "uvicorn_options"]

@@ -10,8 +10,9 @@ Keys are compared in constant time and never logged or echoed.
 from __future__ import annotations
 
 import hmac
+from pathlib import Path
 
-from envbuilder.errors import RequestError
+from envbuilder.errors import DataError, RequestError
 from envbuilder.server import _ops
 
 _SECRET_NAMES = frozenset({"api_key", "openreward_api_key"})
@@ -53,3 +54,30 @@ class Keys:
                 if name.lower() in _SECRET_NAMES and self._known(value.encode()):
                     return True
         return False
+
+
+def read_api_keys(given: list[str], path: Path | None, env_value: str | None) -> frozenset[str]:
+    """The keys from ``--api-key`` options, a file of keys (one a line, ``#`` comments) and
+    ``$ENVBUILDER_API_KEYS`` (comma-separated). A file that cannot be read is a DataError; its
+    contents are never shown."""
+    keys = [k.strip() for k in given]
+    if env_value:
+        keys += [k.strip() for k in env_value.split(",")]
+    if path is not None:
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise DataError(
+                f"--api-key-file {path}: cannot be read ({type(exc).__name__})",
+                hint="Give a UTF-8 text file with one key per line",
+                code="api_key_file",
+            ) from None
+        keys += [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+    short = [k for k in keys if k and len(k) < 16]
+    if short:
+        raise DataError(
+            f"{len(short)} API key(s) shorter than 16 characters",
+            hint="Use long random keys, e.g. `python -c 'import secrets; print(secrets.token_urlsafe(32))'`",
+            code="api_key_short",
+        )
+    return frozenset(k for k in keys if k)
