@@ -117,4 +117,21 @@ def create_app(envs: list[Environment], settings: ServerSettings | None = None) 
         p.strip("/").split("/")[0] for p in paths if p.strip("/") and not p.strip("/").startswith("{")
     )
     app.front = FastFront(state, app.fastapi_call, roots)
+
+    def openapi() -> dict[str, Any]:
+        # `env_name` takes the served names (others are redirected to the default environment).
+        if app.openapi_schema is None:
+            schema = FastAPI.openapi(app)
+            for operations in schema["paths"].values():
+                for operation in operations.values():
+                    for param in operation.get("parameters", []):
+                        if param["name"] == "env_name":
+                            param["schema"] = {
+                                "type": "string",
+                                "enum": list(state.envs),
+                                "title": "Env Name",
+                            }
+        return app.openapi_schema  # type: ignore[return-value]
+
+    app.openapi = openapi  # type: ignore[method-assign]
     return app
