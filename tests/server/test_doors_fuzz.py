@@ -32,7 +32,11 @@ _scalars = (
     st.none() | st.booleans() | st.integers() | st.integers(min_value=2**63) | st.floats()
     | st.text(max_size=8) | st.sampled_from(["train", "test", "submit", "72", "-1"])
 )  # fmt: skip
-_values = st.recursive(_scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3), max_leaves=8)  # fmt: skip
+_values = st.recursive(
+    _scalars,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=8,
+)
 _fields = st.sampled_from(
     ["split", "index", "start", "stop", "name", "input", "task_id", "task_spec", "env_name", "secrets", "x"]
 )
@@ -51,7 +55,9 @@ _bodies = (
 )
 _segment = st.text(alphabet="abc%ff0a/._-~é\n", max_size=6)
 _paths = st.sampled_from([r[1] for r in ROUTES]) | st.builds(
-    lambda a, b: "/" + a + "/" + urllib.parse.quote(b, safe="/%"), st.sampled_from(["gsm8k", "GSM8K", "nosuch", "health", ""]), _segment
+    lambda a, b: "/" + a + "/" + urllib.parse.quote(b, safe="/%"),
+    st.sampled_from(["gsm8k", "GSM8K", "nosuch", "health", ""]),
+    _segment,
 )
 
 
