@@ -317,3 +317,11 @@ def test_sigterm_stops_a_server_stuck_in_a_template(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_catalog_hides_the_judge_endpoint() -> None:
+    judge = "{type: llm_judge, base_url: 'http://10.9.8.7:8000/v1', model: m, reference: '{{ answer }}'}"
+    with serve_app(create_app([_env('"{{ question }}"', judge)])) as url:
+        body = httpx.get(f"{url}/catalog").json()
+    assert body["environments"][0]["graders"][0]["model"] == "m"
+    assert "10.9.8.7" not in json.dumps(body)
