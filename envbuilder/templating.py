@@ -22,6 +22,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 
 from envbuilder import budget
 from envbuilder.errors import TemplateError
+from envbuilder.paths import check_inside
 
 __all__ = ["Template", "jinja_env", "templates_dir"]
 
@@ -269,13 +270,30 @@ def _finalize(value: Any) -> str:
     return text
 
 
+class _ContainedLoader(jinja2.FileSystemLoader):
+    """Templates from the search folders only, after following symlinks (Jinja refuses ``..``
+    in names but follows a link out of the folder)."""
+
+    def get_source(self, environment: jinja2.Environment, template: str) -> tuple[str, str, Any]:
+        source, filename, uptodate = super().get_source(environment, template)
+        folder = next((Path(p) for p in self.searchpath if Path(filename).is_relative_to(p)), None)
+        if folder is None or check_inside(Path(filename), folder) is None:
+            raise TemplateError(
+                f"template file {template!r} resolves to a file outside the spec's folder",
+                hint="Keep templates beside the spec (not links to files elsewhere), or let the "
+                "operator allow the folder (--data-root)",
+                code="template_outside",
+            )
+        return source, filename, uptodate
+
+
 @functools.cache
 def jinja_env(base_dir: Path | None = None) -> jinja2.Environment:
     """The sandboxed environment that loads templates from ``base_dir`` then ``templates/``."""
     search = [str(base_dir)] if base_dir is not None else []
     search.append(str(templates_dir()))
     env = _Sandbox(
-        loader=jinja2.FileSystemLoader(search),
+        loader=_ContainedLoader(search),
         undefined=jinja2.StrictUndefined,
         autoescape=False,
         keep_trailing_newline=False,
@@ -320,6 +338,8 @@ class Template:
                 self.source = source
                 self._template = env.from_string(source)
             ast = env.parse(self.source)
+        except TemplateError as exc:
+            raise TemplateError(f"{name}: {exc.message}", hint=exc.hint, code=exc.code) from None
         except jinja2.TemplateNotFound:
             raise TemplateError(
                 f"{name}: template file {source!r} not found",

@@ -68,6 +68,12 @@ def serve(
     read_timeout: Annotated[
         float, typer.Option(help="Seconds a client has to send a whole request.", min=0.1)
     ] = 30.0,
+    data_root: Annotated[
+        list[Path] | None,
+        typer.Option(
+            help="A folder every spec may read data, templates and images from, besides its own; repeatable."
+        ),
+    ] = None,
     graceful_timeout: Annotated[
         float, typer.Option(help="Seconds SIGTERM waits for running requests.", min=0)
     ] = 10.0,
@@ -92,6 +98,11 @@ def serve(
         typer.echo(
             f"envbuilder: warning: serving {host} with no API key: anyone who can reach it can use it",
             err=True,
+        )
+    if data_root:
+        roots = [str(p.expanduser().resolve()) for p in data_root]
+        os.environ["ENVBUILDER_DATA_ROOTS"] = os.pathsep.join(
+            [*roots, *filter(None, os.environ.get("ENVBUILDER_DATA_ROOTS", "").split(os.pathsep))]
         )
     envs = load_or_exit(specs, strict=strict, cache_dir=cache_dir)
     settings = ServerSettings(
