@@ -99,32 +99,32 @@ def serve(
             f"envbuilder: warning: serving {host} with no API key: anyone who can reach it can use it",
             err=True,
         )
-    if data_root:
-        roots = [str(p.expanduser().resolve()) for p in data_root]
-        os.environ["ENVBUILDER_DATA_ROOTS"] = os.pathsep.join(
-            [*roots, *filter(None, os.environ.get("ENVBUILDER_DATA_ROOTS", "").split(os.pathsep))]
+    # A served spec reads files only inside its folder, an extracted pack, or a --data-root.
+    from envbuilder import paths
+
+    packs = (cache_dir or paths.cache_dir()) / "packs"
+    with paths.contained([*(data_root or []), packs]):
+        envs = load_or_exit(specs, strict=strict, cache_dir=cache_dir)
+        settings = ServerSettings(
+            session_timeout=session_timeout,
+            api_keys=keys,
+            accept_task_spec=not no_task_spec,
+            max_body_bytes=max_body_bytes,
+            max_sessions=max_sessions,
+            max_connections=max_connections,
+            read_timeout=read_timeout,
+            graceful_timeout=graceful_timeout,
         )
-    envs = load_or_exit(specs, strict=strict, cache_dir=cache_dir)
-    settings = ServerSettings(
-        session_timeout=session_timeout,
-        api_keys=keys,
-        accept_task_spec=not no_task_spec,
-        max_body_bytes=max_body_bytes,
-        max_sessions=max_sessions,
-        max_connections=max_connections,
-        read_timeout=read_timeout,
-        graceful_timeout=graceful_timeout,
-    )
-    with fail_on_errors():
-        app = create_app(envs, settings)
-    shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
-    for env in envs:
-        typer.echo(f"envbuilder: serving {env.name} ({env.summary()} tasks)")
-    typer.echo(
-        f"envbuilder: listening on http://{host}:{port}  (try: curl http://{shown}:{port}/{envs[0].name}/splits)"
-    )
-    if access_log and log_level == "warning":
-        log_level = "info"  # uvicorn logs each request at info: --access-log alone must show them
-    uvicorn.run(
-        app, host=host, port=port, access_log=access_log, log_level=log_level, **uvicorn_options(settings)
-    )
+        with fail_on_errors():
+            app = create_app(envs, settings)
+        shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+        for env in envs:
+            typer.echo(f"envbuilder: serving {env.name} ({env.summary()} tasks)")
+        typer.echo(
+            f"envbuilder: listening on http://{host}:{port}  (try: curl http://{shown}:{port}/{envs[0].name}/splits)"
+        )
+        if access_log and log_level == "warning":
+            log_level = "info"  # uvicorn logs each request at info: --access-log alone must show them
+        uvicorn.run(
+            app, host=host, port=port, access_log=access_log, log_level=log_level, **uvicorn_options(settings)
+        )

@@ -287,7 +287,17 @@ def test_sigterm_stops_a_server_stuck_in_a_template(tmp_path: Path) -> None:
     spec.write_text((SPEC % (FREEZE, EXACT)).replace("data/gsm8k", str(ENVS / "data" / "gsm8k")))
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "envbuilder", "serve", str(spec), "--port", str(port)],
+        [
+            sys.executable,
+            "-m",
+            "envbuilder",
+            "serve",
+            str(spec),
+            "--port",
+            str(port),
+            "--data-root",
+            str(ENVS),
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
@@ -325,3 +335,31 @@ def test_catalog_hides_the_judge_endpoint() -> None:
         body = httpx.get(f"{url}/catalog").json()
     assert body["environments"][0]["graders"][0]["model"] == "m"
     assert "10.9.8.7" not in json.dumps(body)
+
+
+def test_served_specs_read_only_files_inside_their_folder(tmp_path: Path) -> None:
+    from envbuilder import paths
+    from envbuilder.environment import load_environment
+    from envbuilder.errors import SpecError
+
+    secret = tmp_path / "secret.jsonl"
+    secret.write_text('{"question": "TOP-SECRET-LINE", "answer": "1"}\n')
+    folder = tmp_path / "spec"
+    folder.mkdir()
+    (folder / "t.j2").symlink_to(tmp_path / "outside.j2")
+    (tmp_path / "outside.j2").write_text("TOP-SECRET-TEMPLATE {{ question }}")
+    spec = folder / "s.yaml"
+    spec.write_text(
+        "name: leak\ndataset:\n  type: jsonl\n  files: {test: ../secret.jsonl}\nsplits: {test: {}}\n"
+        "prompt: {template_file: t.j2}\ngrader: {type: exact_match, target: '{{ answer }}'}\n"
+    )
+    with paths.contained([]), pytest.raises(SpecError) as info:
+        load_environment(spec)
+    text = str(info.value)
+    assert "names " + str(folder / ".." / "secret.jsonl") + ", which is outside the spec's folder" in text
+    assert "template file 't.j2' resolves to a file outside the spec's folder" in text
+    assert "TOP-SECRET" not in text
+    with paths.contained([tmp_path]):  # the operator allows the folder: --data-root
+        assert (
+            load_environment(spec).prompt({"question": "q", "answer": "1"})[0].text == "TOP-SECRET-TEMPLATE q"
+        )
