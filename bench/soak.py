@@ -45,7 +45,9 @@ def specs(folder: Path) -> list[Path]:
     """The shipped GSM8K, and a copy whose prompt never finishes rendering."""
     gsm8k = ROOT / "envs" / "gsm8k.yaml"
     frozen = gsm8k.read_text().replace("data/", f"{ROOT}/envs/data/").replace("name: gsm8k", "name: frozen")
-    frozen = frozen.replace("template_file: prompts/math_final_answer.jinja", f"template: {json.dumps(FREEZE)}")
+    frozen = frozen.replace(
+        "template_file: prompts/math_final_answer.jinja", f"template: {json.dumps(FREEZE)}"
+    )
     (folder / "frozen.yaml").write_text(frozen)
     return [gsm8k, folder / "frozen.yaml"]
 
@@ -68,14 +70,18 @@ async def honest(url: str, n: int, counts: Counts, stop: float, num: int) -> Non
             h = {"X-Session-ID": sid}
             started = time.perf_counter()
             try:
-                r = await client.post("/create", headers=h, json={"split": "train", "index": random.randrange(num)})
+                r = await client.post(
+                    "/create", headers=h, json={"split": "train", "index": random.randrange(num)}
+                )
                 if r.status_code != 200:
                     counts.errors[f"create {r.status_code}"] += 1
                     continue
                 r = await client.get("/gsm8k/prompt", headers=h)
                 if r.status_code != 200 or not r.json():
                     counts.errors[f"prompt {r.status_code}"] += 1
-                r = await client.post("/gsm8k/call", headers=h, json={"name": "submit", "input": {"answer": "7"}})
+                r = await client.post(
+                    "/gsm8k/call", headers=h, json={"name": "submit", "input": {"answer": "7"}}
+                )
                 if r.status_code != 200 or "event: end" not in r.text:
                     counts.errors[f"call {r.status_code}"] += 1
                 r = await client.post("/delete", headers=h)
@@ -117,8 +123,11 @@ async def hostile(url: str, port: int, counts: Counts, stop: float) -> None:
                     got = await raw(port, b"POST /create HTTP/1.1\r\nhost: x\r\n", wait=10)
                     status = "closed" if got == b"" else got[:12].decode()
                 elif kind == "json":
-                    r = await client.post("/gsm8k/task", headers={**key, "content-type": "application/json"},
-                                          content=b'{"split": 1' + b"9" * 30 + b"}")
+                    r = await client.post(
+                        "/gsm8k/task",
+                        headers={**key, "content-type": "application/json"},
+                        content=b'{"split": 1' + b"9" * 30 + b"}",
+                    )
                     status = r.status_code
                 elif kind == "sid":
                     r = await client.get("/gsm8k/prompt", headers={**key, "X-Session-ID": "s" * 500})
@@ -131,7 +140,9 @@ async def hostile(url: str, port: int, counts: Counts, stop: float) -> None:
                     status = r.status_code
                 else:
                     h = {**key, "X-Session-ID": f"freeze-{random.random()}"}
-                    await client.post("/create", headers=h, json={"env_name": "frozen", "split": "test", "index": 0})
+                    await client.post(
+                        "/create", headers=h, json={"env_name": "frozen", "split": "test", "index": 0}
+                    )
                     r = await client.get("/frozen/prompt", headers=h)
                     status = r.status_code
                     await client.post("/delete", headers=h)
@@ -172,8 +183,12 @@ async def run(args: argparse.Namespace, url: str, port: int, proc: psutil.Proces
         "episode_p50_ms": round(statistics.median(counts.latencies) * 1000, 1) if counts.latencies else None,
         "honest_errors": dict(counts.errors),
         "hostile": dict(sorted(counts.hostile.items())),
-        "rss_mb": {"first": round(rss[0], 1), "min_warm": round(min(warm), 1), "max_warm": round(max(warm), 1),
-                   "last": round(rss[-1], 1)},
+        "rss_mb": {
+            "first": round(rss[0], 1),
+            "min_warm": round(min(warm), 1),
+            "max_warm": round(max(warm), 1),
+            "last": round(rss[-1], 1),
+        },
         "fds": {"min": min(fds), "max": max(fds)},
     }
 
@@ -186,11 +201,26 @@ def main() -> None:
     args = ap.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="soak-"))
     port = free_port()
-    cmd = [sys.executable, "-m", "envbuilder", "serve", *map(str, specs(folder)), "--port", str(port),
-           "--api-key", KEY, "--read-timeout", "2"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "envbuilder",
+        "serve",
+        *map(str, specs(folder)),
+        "--port",
+        str(port),
+        "--api-key",
+        KEY,
+        "--read-timeout",
+        "2",
+    ]
     log = (folder / "server.log").open("w+b")  # a file, not a pipe: a full pipe would stall it
-    server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log,
-                              env={**os.environ, "ENVBUILDER_DATA_ROOTS": str(ROOT / "envs")})
+    server = subprocess.Popen(
+        cmd,
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+        env={**os.environ, "ENVBUILDER_DATA_ROOTS": str(ROOT / "envs")},
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120

@@ -70,6 +70,13 @@ class Environment:
             | (self.submit.grader.fields if self.submit else frozenset())
         ) - _JINJA_GLOBALS
         """The task fields the prompt and the grader read: a client's `task_spec` must have them."""
+        prompt_fields = self.prompter.task_fields() if self.prompter else frozenset()
+        grader_fields = self.submit.grader.fields if self.submit else frozenset()
+        private = spec.task.private
+        self.private_fields: frozenset[str] = (
+            frozenset(private) if private is not None else grader_fields - prompt_fields - {"id"}
+        )
+        """Task fields clients never see (the gold answer by default): see :meth:`public`."""
         if self.splits:
             fields = {f for view in self.splits.values() for f in view.shaper.fields}
             for loc, names in used.items():
@@ -113,6 +120,30 @@ class Environment:
                 hint="Send a task as /task or /tasks return it",
                 code="task_incomplete",
             )
+
+    def public(self, task: Task) -> Task:
+        """``task`` as clients see it: without the private fields."""
+        if not self.private_fields:
+            return task
+        return {k: v for k, v in task.items() if k not in self.private_fields}
+
+    def find_task(self, task_id: Any) -> Task | None:
+        """The full task with the default id ``task_id`` (``<dataset split>-<row>``) in a split
+        that serves its rows in order, else None. A client sending back a task it got from
+        ``/task`` is graded against this row, private fields included."""
+        if not isinstance(task_id, str) or "-" not in task_id:
+            return None
+        split, _, row = task_id.rpartition("-")
+        if not row.isdigit():
+            return None
+        i = int(row)
+        for view in self.splits.values():
+            ours = view.shaper.split == split and view.shaper.id_column is None
+            if ours and i < len(view) and view.index[i] == i:  # the view serves its rows in order
+                task = view.task(i)
+                if task.get("id") == task_id:
+                    return task
+        return None
 
     def summary(self) -> str:
         """``train 7,473 / test 1,319``."""

@@ -117,7 +117,8 @@ async def get_task_range(env_name: str, body: TaskRangeRequest, request: Request
 )
 async def list_tasks(env_name: str, body: SplitRequest, request: Request) -> Response:
     """Every task of a split, streamed in batches so other requests are not held up."""
-    split = _ops.split_of(_state(request).env(env_name), body.split)
+    env = _state(request).env(env_name)
+    split = _ops.split_of(env, body.split)
     tail = b'],"env_name":' + orjson.dumps(env_name) + b"}"
 
     batches = split.iter_batches()
@@ -126,7 +127,7 @@ async def list_tasks(env_name: str, body: SplitRequest, request: Request) -> Res
         # Reading and encoding a batch runs in a worker thread so the event loop stays free.
         for batch in batches:
             if batch:
-                return orjson.dumps(batch)[1:-1]
+                return orjson.dumps([env.public(t) for t in batch] if env.private_fields else batch)[1:-1]
         return None
 
     async def stream() -> AsyncIterator[bytes]:

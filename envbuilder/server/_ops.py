@@ -70,11 +70,15 @@ def num_tasks(state: State, env_name: str, split: str) -> Reply:
 
 
 def get_task(state: State, env_name: str, split: str, index: int) -> Reply:
-    view = split_of(state.env(env_name), split)
+    env = state.env(env_name)
+    view = split_of(env, split)
     try:
         task = view.task(index)
     except TaskNotFound:
         raise RequestError(400, "Invalid index") from None
+    if env.private_fields:
+        state.served.record(env.name, task.get("id"), split, index % len(view))
+        task = env.public(task)
     return Reply(orjson.dumps({"task": task, "env_name": env_name}))
 
 
@@ -85,7 +89,14 @@ def get_task_range(state: State, env_name: str, split: str, start: int | None, s
         raise RequestError(
             400, f"task_range returns at most {cap:,} tasks: ask for a smaller range, or stream /tasks"
         )
-    return Reply(orjson.dumps({"tasks": view.task_range(start, stop), "env_name": env_name}))
+    env = state.env(env_name)
+    tasks = view.task_range(start, stop)
+    if env.private_fields:
+        first = slice(start, stop).indices(len(view))[0]
+        for i, task in enumerate(tasks):
+            state.served.record(env.name, task.get("id"), split, first + i)
+        tasks = [env.public(t) for t in tasks]
+    return Reply(orjson.dumps({"tasks": tasks, "env_name": env_name}))
 
 
 # -- sessions -------------------------------------------------------------------------------------
@@ -159,6 +170,8 @@ def create(state: State, sid: str, body: CreateRequest, x_secrets: str | None) -
             limit = settings.max_task_spec_bytes
             raise RequestError(413, f"task_spec is larger than {limit:,} bytes of JSON")
         task = body.task_spec
+        if env.private_fields.difference(task):
+            task = _full_task(state, env, task)
         try:
             env.check_task(task)
         except DataError as exc:
@@ -172,6 +185,18 @@ def create(state: State, sid: str, body: CreateRequest, x_secrets: str | None) -
     secrets = parse_secrets(x_secrets, body.secrets)
     state.sessions.put(Session(sid=sid, env=env.name.lower(), episode=Episode(task=task, secrets=secrets)))
     return Reply(orjson.dumps({"sid": sid}))
+
+
+def _full_task(state: State, env: Environment, task: Any) -> Any:
+    """The full row of a task sent back without its private fields (as ``/task`` gave it), found
+    by its id; the task unchanged when it is not one of ours (``check_task`` then says why)."""
+    where = state.served.find(env.name, task.get("id"))
+    if where is not None:
+        try:
+            return env.split(where[0]).task(where[1])
+        except TaskNotFound:
+            pass
+    return env.find_task(task.get("id")) or task
 
 
 def ping(state: State, sid: str) -> Reply:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Any
 
 from envbuilder.environment import Environment
 from envbuilder.errors import RequestError
@@ -50,6 +52,27 @@ class ServerSettings:
     """Seconds SIGTERM waits for running requests before closing them."""
 
 
+class ServedTasks:
+    """Where recently served tasks came from, by environment and id: a client that creates an
+    episode from a task it got from ``/task`` (private fields left out) is graded against the
+    full row. Bounded: the oldest entries go first."""
+
+    def __init__(self, size: int = 100_000):
+        self.size = size
+        self._where: OrderedDict[tuple[str, str], tuple[str, int]] = OrderedDict()
+
+    def record(self, env: str, task_id: Any, split: str, index: int) -> None:
+        if isinstance(task_id, str | int):
+            key = (env, str(task_id))
+            self._where[key] = (split, index)
+            self._where.move_to_end(key)
+            if len(self._where) > self.size:
+                self._where.popitem(last=False)
+
+    def find(self, env: str, task_id: Any) -> tuple[str, int] | None:
+        return self._where.get((env, str(task_id))) if isinstance(task_id, str | int) else None
+
+
 class State:
     """The server's state (``app.state.ors``)."""
 
@@ -67,6 +90,7 @@ class State:
         self.sessions = SessionStore()
         self.calls = CallRegistry(settings.call_linger)
         self.locks: dict[str, asyncio.Lock] = {}
+        self.served = ServedTasks()
         # Static answers, serialised once.
         self.tools_json = {k: e.tools_listing.model_dump_json().encode() for k, e in self.envs.items()}
         self.splits_json = {

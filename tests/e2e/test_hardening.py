@@ -80,6 +80,13 @@ def _while_probing(url: str, work: Any) -> tuple[Any, list[float]]:
     return result, out[0]
 
 
+def _answers_fast(times: list[float]) -> bool:
+    """/health kept answering in under 100 ms (95th percentile: the CI machine is shared, and
+    one scheduling blip is not a stall) and never waited for the slow work (max under 1 s)."""
+    ordered = sorted(times)
+    return ordered[int(len(ordered) * 0.95)] < 0.1 and ordered[-1] < 1.0
+
+
 def _create(client: httpx.Client, sid: str) -> None:
     r = client.post("/create", headers={"X-Session-ID": sid}, json={"split": "test", "index": 0})
     assert r.status_code == 200, r.text
@@ -106,7 +113,7 @@ def test_a_freezing_template_is_cut_off_and_health_stays_fast(
         "detail": "prompt.template: rendering took longer than 1 s and was stopped. "
         "A loop in the template runs too long; loop over the task's fields only"
     }
-    assert len(times) >= 5 and max(times) < 0.1, times
+    assert len(times) >= 5 and _answers_fast(times), times
 
 
 def test_a_redos_answer_does_not_slow_health(hostile_url: str) -> None:
@@ -123,7 +130,7 @@ def test_a_redos_answer_does_not_slow_health(hostile_url: str) -> None:
     assert out["metadata"]["reason"] == "matching the pattern took too long on this answer"
     assert "pattern" not in out["metadata"]  # built from the task: gold until the episode ends
     assert took >= 4  # the match really ran for its 5 s timeout...
-    assert len(times) >= 20 and max(times) < 0.1, times  # ...and nobody else waited for it
+    assert len(times) >= 20 and _answers_fast(times), times  # ...and nobody else waited for it
 
 
 def test_a_100_mb_body_gets_413_at_once(hostile_url: str) -> None:
