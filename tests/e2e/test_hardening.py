@@ -370,3 +370,38 @@ def test_served_specs_read_only_files_inside_their_folder(tmp_path: Path) -> Non
         assert (
             load_environment(spec).prompt({"question": "q", "answer": "1"})[0].text == "TOP-SECRET-TEMPLATE q"
         )
+
+
+def test_gold_fields_never_appear_and_sent_back_tasks_are_graded_in_full(gsm8k: Environment) -> None:
+    from openreward import EnvironmentsAPI
+    from ors.client import ORS
+
+    assert gsm8k.private_fields == {"answer"}  # read by the grader only: private by default
+    gold = gsm8k.split("test").task(7)["answer"].split("####")[-1].strip()
+    with serve_app(create_app([gsm8k])) as url:
+        r = httpx.post(f"{url}/gsm8k/tasks", json={"split": "test"})
+        assert r.status_code == 200 and '"answer"' not in r.text and len(r.json()["tasks"]) == 1319
+        r = httpx.post(f"{url}/gsm8k/task_range", json={"split": "test", "start": 0, "stop": 50})
+        assert '"answer"' not in r.text
+        with ORS(base_url=url) as client:
+            env = client.environment("gsm8k")
+            task = env.get_task("test", 7)
+            assert "answer" not in task.task_spec
+            with env.session(task=task) as s:  # sent back without its answer: found by id
+                out = s.call_tool("submit", {"answer": gold})
+            assert out.reward == 1.0
+            listed = env.list_tasks("test")[9]  # from /tasks: found by its default id
+            with env.session(task=listed) as s:
+                assert s.call_tool("submit", {"answer": "-1"}).metadata["outcome"] == "incorrect"
+        env = EnvironmentsAPI(base_url=url, api_key=None).get(name="gsm8k", variant="gsm8k")
+        task = env.get_task_range("test", start=7, stop=8)[0]
+        assert "answer" not in task.task_spec
+        with env.session(task=task) as s:
+            assert s.call_tool("submit", {"answer": gold}).reward == 1.0
+        # A made-up task without the gold field is refused, naming what is missing.
+        r = httpx.post(
+            f"{url}/create",
+            headers={"X-Session-ID": "forged"},
+            json={"task_spec": {"id": "x-1", "question": "?"}},
+        )
+        assert r.status_code == 400 and "answer" in r.json()["detail"]
