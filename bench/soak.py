@@ -32,7 +32,11 @@ import psutil
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = "soak-key-0123456789abcdef"
-FREEZE = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}{{ question }}"
+# Freezes on task 3 only (row 0 is rendered when the spec loads, to check the budgets).
+FREEZE = (
+    "{% if id == 'test-3' %}{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}"
+    "{% endfor %}{% endif %}{{ question }}"
+)
 
 
 def free_port() -> int:
@@ -141,7 +145,7 @@ async def hostile(url: str, port: int, counts: Counts, stop: float) -> None:
                 else:
                     h = {**key, "X-Session-ID": f"freeze-{random.random()}"}
                     await client.post(
-                        "/create", headers=h, json={"env_name": "frozen", "split": "test", "index": 0}
+                        "/create", headers=h, json={"env_name": "frozen", "split": "test", "index": 3}
                     )
                     r = await client.get("/frozen/prompt", headers=h)
                     status = r.status_code

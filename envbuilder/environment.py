@@ -88,6 +88,9 @@ class Environment:
                             hint=f"Task fields: {', '.join(sorted(fields))}",
                         ),
                     )
+        if not problems and self.prompter is not None:
+            for where, problem in self._check_budgets():
+                fail(where, problem)
         if problems:
             raise SpecError(problems)
         assert self.prompter is not None and self.submit is not None
@@ -97,6 +100,25 @@ class Environment:
             supports_score_group=False,
             message_block_types=MESSAGE_BLOCK_TYPES,
         )
+
+    def _check_budgets(self) -> list[tuple[tuple[str | int, ...], EnvbuilderError]]:
+        """Render the first task of each split, so a template that runs out of its time or size
+        budget is reported when the spec loads (``validate``, ``check``, ``serve``), not when
+        the first agent asks for it."""
+        assert self.prompter is not None
+        for name, view in self.splits.items():
+            if len(view) == 0:
+                continue
+            try:
+                self.prompter.messages(view.task(0))
+            except TemplateError as exc:
+                if exc.code == "template_budget":
+                    return [
+                        (("prompt",), TemplateError(f"split {name!r} row 0: {exc.message}", hint=exc.hint))
+                    ]
+            except EnvbuilderError:
+                pass  # the data's own problems are reported where the data is checked
+        return []
 
     # -- discovery -----------------------------------------------------------------------------
 

@@ -37,7 +37,11 @@ prompt: {template: %s}
 submit: {max_attempts: 3, reveal_answer: false}
 grader: %s
 """
-FREEZE = '"{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}{{ question }}"'
+# Freezes on task 3 only: row 0, which the spec's load renders to check the budgets, is quick.
+FREEZE = (
+    "\"{% if id == 'test-3' %}{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}"
+    '{% endfor %}{% endif %}{{ question }}"'
+)
 EXACT = "{type: exact_match, target: \"{{ answer.split('####')[-1] }}\", extract: number}"
 REDOS = '{type: regex, pattern: "^(a|aa)+$", mode: fullmatch, timeout: 5, max_answer_chars: 100}'
 
@@ -87,8 +91,8 @@ def _answers_fast(times: list[float]) -> bool:
     return ordered[int(len(ordered) * 0.95)] < 0.1 and ordered[-1] < 1.0
 
 
-def _create(client: httpx.Client, sid: str) -> None:
-    r = client.post("/create", headers={"X-Session-ID": sid}, json={"split": "test", "index": 0})
+def _create(client: httpx.Client, sid: str, index: int = 0) -> None:
+    r = client.post("/create", headers={"X-Session-ID": sid}, json={"split": "test", "index": index})
     assert r.status_code == 200, r.text
 
 
@@ -104,7 +108,7 @@ def test_a_freezing_template_is_cut_off_and_health_stays_fast(
 ) -> None:
     monkeypatch.setattr("envbuilder.templating.RENDER_SECONDS", 1.0)
     with httpx.Client(base_url=hostile_url, timeout=30) as client:
-        _create(client, "freeze")
+        _create(client, "freeze", index=3)
         r, times = _while_probing(
             hostile_url, lambda: client.get("/hostile/prompt", headers={"X-Session-ID": "freeze"})
         )
@@ -225,11 +229,11 @@ def test_create_echoes_no_secrets_in_a_422(hostile_url: str) -> None:
 
 
 def test_the_target_is_not_revealed_before_the_last_attempt() -> None:
-    app = create_app([_env('"{{ question }}"', EXACT)])
-    with serve_app(app) as url, httpx.Client(base_url=url, timeout=10) as client:
+    env = _env('"{{ question }}"', EXACT)
+    target = env.split("test").task(0)["answer"].split("####")[-1].strip()
+    with serve_app(create_app([env])) as url, httpx.Client(base_url=url, timeout=10) as client:
         _create(client, "gold")
-        gold = client.post("/hostile/task", json={"split": "test", "index": 0}).json()["task"]["answer"]
-        target = gold.split("####")[-1].strip()
+        assert "answer" not in client.post("/hostile/task", json={"split": "test", "index": 0}).json()["task"]
         outs = []
         for _ in range(3):
             r = client.post(
@@ -319,7 +323,7 @@ def test_sigterm_stops_a_server_stuck_in_a_template(tmp_path: Path) -> None:
             except httpx.TransportError:
                 assert time.monotonic() < deadline and proc.poll() is None
                 time.sleep(0.1)
-        httpx.post(f"{url}/create", headers={"X-Session-ID": "t"}, json={"split": "test", "index": 0})
+        httpx.post(f"{url}/create", headers={"X-Session-ID": "t"}, json={"split": "test", "index": 3})
         stuck = threading.Thread(
             target=lambda: httpx.get(f"{url}/hostile/prompt", headers={"X-Session-ID": "t"}, timeout=30)
         )
