@@ -409,3 +409,34 @@ def test_gold_fields_never_appear_and_sent_back_tasks_are_graded_in_full(gsm8k: 
             json={"task_spec": {"id": "x-1", "question": "?"}},
         )
         assert r.status_code == 400 and "answer" in r.json()["detail"]
+
+
+def test_serve_refuses_a_public_bind_without_a_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import uvicorn
+    from typer.testing import CliRunner
+
+    from envbuilder.cli import app
+
+    runs: list[dict[str, Any]] = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: runs.append(kwargs))
+    spec = str(ENVS / "gsm8k.yaml")
+    result = CliRunner().invoke(app, ["serve", spec, "--host", "0.0.0.0"])
+    assert result.exit_code == 2 and runs == []
+    message = (
+        "error: --host 0.0.0.0 exposes the server, and every gold answer, without an API key. "
+        "Pass --api-key-file (or --api-key), or --public to serve it open"
+    )
+    assert result.stderr == message + "\n"
+    assert message in (ENVS.parent / "README.md").read_text()
+    result = CliRunner().invoke(app, ["serve", spec, "--host", "0.0.0.0", "--public"])
+    assert result.exit_code == 0 and "warning: serving 0.0.0.0 with no API key" in result.stderr
+    keys = tmp_path / "keys.txt"
+    keys.write_text("# operators\nshort\n")
+    result = CliRunner().invoke(app, ["serve", spec, "--api-key-file", str(keys)])
+    assert result.exit_code == 1 and "1 API key(s) shorter than 16 characters" in result.stderr
+    assert "short" not in result.stderr.replace("shorter", "")
+    keys.write_text(f"# operators\n{KEY}\n")
+    result = CliRunner().invoke(app, ["serve", spec, "--api-key-file", str(keys), "--read-timeout", "3"])
+    assert result.exit_code == 0 and KEY not in result.output
+    assert runs[-1]["host"] == "127.0.0.1" and runs[-1]["timeout_graceful_shutdown"] == 10.0
+    assert runs[-1]["http"].read_timeout == 3.0 and runs[-1]["limit_concurrency"] == 2048
