@@ -11,30 +11,14 @@ import envbuilder.spec
 
 
 def test_top_level_api() -> None:
-    assert sorted(envbuilder.__all__) == sorted(
-        [
-            "Environment",
-            "EnvbuilderError",
-            "Episode",
-            "SpecError",
-            "__version__",
-            "load_environment",
-            "load_spec",
-        ]
-    )
+    assert sorted(envbuilder.__all__) == sorted([
+        "Environment", "EnvbuilderError", "Episode", "SpecError", "__version__",
+        "load_environment", "load_spec"])
 
 
 def test_subpackage_apis_are_sorted_and_resolve() -> None:
-    for module in (
-        envbuilder,
-        envbuilder.data,
-        envbuilder.graders,
-        envbuilder.server,
-        envbuilder.spec,
-        envbuilder.authoring,
-        envbuilder.client,
-        envbuilder.eval,
-    ):
+    for module in (envbuilder, envbuilder.data, envbuilder.graders, envbuilder.server,
+                   envbuilder.spec, envbuilder.authoring, envbuilder.client, envbuilder.eval):
         assert len(set(module.__all__)) == len(module.__all__)
         for name in module.__all__:
             assert hasattr(module, name), (module.__name__, name)
@@ -42,41 +26,14 @@ def test_subpackage_apis_are_sorted_and_resolve() -> None:
 
 def test_client_api() -> None:
     assert envbuilder.client.__all__ == [
-        "AsyncClient",
-        "AsyncRemoteEnvironment",
-        "AsyncSession",
-        "Client",
-        "ClientError",
-        "EpisodeFinished",
-        "InputValidation",
-        "NotFound",
-        "RemoteEnvironment",
-        "ResponseError",
-        "RetryPolicy",
-        "ServerError",
-        "Session",
-        "SessionGone",
-        "ToolCallError",
-        "ToolFailed",
-        "ToolInputInvalid",
-        "ToolNotFound",
-        "TransportError",
-        "convert_messages",
-        "convert_tools",
-    ]
+        "AsyncClient", "AsyncRemoteEnvironment", "AsyncSession", "Client", "ClientError",
+        "EpisodeFinished", "InputValidation", "NotFound", "RemoteEnvironment", "ResponseError",
+        "RetryPolicy", "ServerError", "Session", "SessionGone", "ToolCallError", "ToolFailed",
+        "ToolInputInvalid", "ToolNotFound", "TransportError", "convert_messages", "convert_tools"]
     assert issubclass(envbuilder.client.ClientError, envbuilder.EnvbuilderError)
 
 
 def test_eval_api() -> None:
     assert envbuilder.eval.__all__ == [
-        "ChatModel",
-        "EvalPlan",
-        "LocalBackend",
-        "ModelError",
-        "RemoteBackend",
-        "Summary",
-        "load_records",
-        "plan_eval",
-        "run_eval",
-        "summarize",
-    ]
+        "ChatModel", "EvalPlan", "LocalBackend", "ModelError", "RemoteBackend", "Summary",
+        "load_records", "plan_eval", "run_eval", "summarize"]

@@ -15,9 +15,8 @@ ROWS = [{"question": f"q{i}", "answer": str(i), "tags": ["a", "b"][: i % 3]} for
 
 
 def test_parquet_shared_gsm8k() -> None:
-    env = make_env(
-        {"type": "parquet", "files": {"train": "gsm8k/train-*.parquet"}}, {"train": {"type": "train"}}, SHARED
-    )
+    env = make_env({"type": "parquet", "files": {"train": "gsm8k/train-*.parquet"}},
+                   {"train": {"type": "train"}}, SHARED)
     train = env.split("train")
     assert len(train) == 7473
     first = train.task(0)
@@ -25,31 +24,25 @@ def test_parquet_shared_gsm8k() -> None:
 
 
 def test_huggingface_local_hub_folder() -> None:
-    env = make_env(
-        {"type": "huggingface", "path": str(HF_GSM8K), "config": "main"},
-        {"train": {"type": "train"}, "test": {}},
-        SHARED,
-    )
+    env = make_env({"type": "huggingface", "path": str(HF_GSM8K), "config": "main"},
+                   {"train": {"type": "train"}, "test": {}}, SHARED)
     assert {n: len(v) for n, v in env.splits.items()} == {"train": 7473, "test": 1319}
     assert [p.name for p in env.source.files()] == [
-        "test-00000-of-00001.parquet",
-        "train-00000-of-00001.parquet",
-    ]
+        "test-00000-of-00001.parquet", "train-00000-of-00001.parquet"]
     assert env.split("test").task(-1)["id"] == "test-1318"
 
 
 def test_huggingface_relative_path_and_data_files() -> None:
-    env = make_env(
-        {"type": "huggingface", "path": "hf/openai__gsm8k", "data_files": {"eval": "main/test-*.parquet"}},
-        {"test": {"source": "eval"}},
-        SHARED,
-    )
+    env = make_env({"type": "huggingface", "path": "hf/openai__gsm8k",
+                    "data_files": {"eval": "main/test-*.parquet"}},
+                   {"test": {"source": "eval"}}, SHARED)
     assert len(env.split("test")) == 1319
 
 
 def test_huggingface_unknown_config_names_the_key() -> None:
     with pytest.raises(SpecError) as exc:
-        make_env({"type": "huggingface", "path": str(HF_GSM8K), "config": "mian"}, {"train": {}}, SHARED)
+        make_env({"type": "huggingface", "path": str(HF_GSM8K), "config": "mian"},
+                 {"train": {}}, SHARED)
     assert "spec.yaml:" in str(exc.value) and " dataset: cannot load dataset" in str(exc.value)
     assert "'main'" in str(exc.value)
 

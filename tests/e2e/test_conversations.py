@@ -32,7 +32,8 @@ ESCAPES = {
     % (
         "escape_globals",
         GSM8K_TEST,
-        "system: \"{{ cycler['__in' ~ 'it__']['__glo' ~ 'bals__'] }}\"\n  template: \"{{ question }}\"",
+        "system: \"{{ cycler['__in' ~ 'it__']['__glo' ~ 'bals__'] }}\"\n"
+        '  template: "{{ question }}"',
     ),
 }
 

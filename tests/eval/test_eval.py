@@ -42,7 +42,6 @@ def right(answers):
     def handler(req: dict[str, Any], i: int):
         _, gold = _question(req, answers)
         return 200, tool_call_reply("submit", json.dumps({"answer": gold})), {}
-
     return handler
 
 
@@ -55,7 +54,6 @@ def even_right(answers):
         index, gold = _question(req, answers)
         answer = gold if index % 2 == 0 else "-1"
         return 200, tool_call_reply("submit", json.dumps({"answer": answer})), {}
-
     return handler
 
 
@@ -64,7 +62,6 @@ def malformed_then_right(answers):
         if _tool_turns(req) == 0:
             return 200, tool_call_reply("submit", '{"answer": 12'), {}
         return right(answers)(req, i)
-
     return handler
 
 
@@ -81,51 +78,34 @@ def rate_limited_then_right(answers):
             seen.add(index)
             return 429, {"error": {"message": "slow down"}}, {"Retry-After": "0"}
         return right(answers)(req, i)
-
     return handler
 
 
-def _run(
-    env_or_url: Environment | str,
-    handler,
-    *,
-    out: Path | None = None,
-    limit: int = N,
-    concurrency: int = 3,
-    max_turns: int = 3,
-    max_retries: int = 3,
-):
+def _run(env_or_url: Environment | str, handler, *, out: Path | None = None, limit: int = N,
+         concurrency: int = 3, max_turns: int = 3, max_retries: int = 3):
     async def main():
         if isinstance(env_or_url, str):
             backend = await RemoteBackend.connect(env_or_url)
         else:
             backend = LocalBackend(env_or_url)
         with ChatServer(handler) as server:
-            model = ChatModel(
-                server.base_url, "fake-model", api_key=KEY, max_retries=max_retries, backoff=0.01
-            )
+            model = ChatModel(server.base_url, "fake-model", api_key=KEY, max_retries=max_retries,
+                              backoff=0.01)
             try:
                 plan = await plan_eval(backend, split="test", limit=limit, out=out)
-                summary, records = await run_eval(
-                    backend, model, plan, concurrency=concurrency, max_turns=max_turns, out=out
-                )
+                summary, records = await run_eval(backend, model, plan, concurrency=concurrency,
+                                                  max_turns=max_turns, out=out)
             finally:
                 await model.aclose()
                 await backend.aclose()
         return summary, records, server
-
     return asyncio.run(main())
 
 
 @pytest.mark.parametrize(
     ("policy", "accuracy", "turns"),
-    [
-        (right, 1.0, N),
-        (wrong, 0.0, N),
-        (even_right, 0.5, N),
-        (malformed_then_right, 1.0, 2 * N),
-        (rate_limited_then_right, 1.0, N),
-    ],
+    [(right, 1.0, N), (wrong, 0.0, N), (even_right, 0.5, N), (malformed_then_right, 1.0, 2 * N),
+     (rate_limited_then_right, 1.0, N)],
 )
 def test_in_process_accuracy_is_what_the_policy_implies(gsm8k, answers, policy, accuracy, turns) -> None:
     summary, records, server = _run(gsm8k, policy(answers))
@@ -136,26 +116,11 @@ def test_in_process_accuracy_is_what_the_policy_implies(gsm8k, answers, policy, 
     assert sorted(r["index"] for r in records) == list(range(N))
     first = server.requests[0]
     assert first["model"] == "fake-model"
-    assert first["tools"] == [
-        {
-            "type": "function",
-            "function": {
-                "name": "submit",
-                "description": "Submit your final answer to the math problem (a number).",
-                "parameters": {
-                    "type": "object",
-                    "required": ["answer"],
-                    "properties": {
-                        "answer": {
-                            "type": "string",
-                            "description": "The final numeric answer, e.g. 72.",
-                            "maxLength": 100000,
-                        }
-                    },
-                },
-            },
-        }
-    ]
+    assert first["tools"] == [{"type": "function", "function": {
+        "name": "submit", "description": "Submit your final answer to the math problem (a number).",
+        "parameters": {"type": "object", "required": ["answer"], "properties": {
+            "answer": {"type": "string", "description": "The final numeric answer, e.g. 72.",
+                       "maxLength": 100000}}}}}]
     assert all(h["authorization"] == f"Bearer {KEY}" for h in server.headers_seen)
 
 
@@ -174,12 +139,7 @@ def test_trajectory_records_everything(gsm8k, answers, tmp_path: Path) -> None:
     assert (rec["env"], rec["split"], rec["task_id"]) == ("gsm8k", "test", "test-0")
     assert rec["model"] == "fake-model"
     assert (rec["status"], rec["reward"], rec["correct"], rec["finished"], rec["turns"]) == (
-        "finished",
-        1.0,
-        True,
-        True,
-        2,
-    )
+        "finished", 1.0, True, True, 2)
     assert rec["metadata"]["outcome"] == "correct"
     assert [m["role"] for m in rec["messages"]] == ["user", "assistant", "tool", "assistant", "tool"]
     bad, good = rec["tool_calls"]
@@ -247,83 +207,32 @@ def test_cli_in_process_prints_the_table(answers, tmp_path: Path, monkeypatch) -
     monkeypatch.setenv("FAKE_KEY", KEY)
     out = tmp_path / "r.jsonl"
     with ChatServer(even_right(answers)) as server:
-        result = CliRunner().invoke(
-            app,
-            [
-                "eval",
-                str(ENVS / "gsm8k.yaml"),
-                "--model",
-                "m",
-                "--base-url",
-                server.base_url,
-                "--api-key-env",
-                "FAKE_KEY",
-                "--limit",
-                "4",
-                "--concurrency",
-                "2",
-                "--out",
-                str(out),
-            ],
-        )
+        result = CliRunner().invoke(app, [
+            "eval", str(ENVS / "gsm8k.yaml"), "--model", "m", "--base-url", server.base_url,
+            "--api-key-env", "FAKE_KEY", "--limit", "4", "--concurrency", "2", "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert "gsm8k/test: 4 tasks" in result.output
     assert "50.0%" in result.output and "0.500 ± 0.289" in result.output
     assert KEY not in result.output and KEY not in out.read_text()
     assert server.headers_seen[0]["authorization"] == f"Bearer {KEY}"
     with ChatServer(even_right(answers)) as server:
-        again = CliRunner().invoke(
-            app,
-            [
-                "eval",
-                str(ENVS / "gsm8k.yaml"),
-                "--model",
-                "m",
-                "--base-url",
-                server.base_url,
-                "--limit",
-                "4",
-                "--out",
-                str(out),
-            ],
-        )
+        again = CliRunner().invoke(app, [
+            "eval", str(ENVS / "gsm8k.yaml"), "--model", "m", "--base-url", server.base_url,
+            "--limit", "4", "--out", str(out)])
     assert "4 already in" in again.output and server.requests == []
 
 
 def test_cli_against_a_url(gsm8k_url, answers) -> None:
     with ChatServer(right(answers)) as server:
-        result = CliRunner().invoke(
-            app,
-            [
-                "eval",
-                gsm8k_url,
-                "--model",
-                "m",
-                "--base-url",
-                server.base_url,
-                "--limit",
-                "3",
-                "--env",
-                "gsm8k",
-            ],
-        )
+        result = CliRunner().invoke(app, [
+            "eval", gsm8k_url, "--model", "m", "--base-url", server.base_url, "--limit", "3",
+            "--env", "gsm8k"])
     assert result.exit_code == 0, result.output
     assert "100.0%" in result.output
 
 
 def test_cli_unknown_split_is_an_error_not_a_traceback(answers) -> None:
-    result = CliRunner().invoke(
-        app,
-        [
-            "eval",
-            str(ENVS / "gsm8k.yaml"),
-            "--model",
-            "m",
-            "--base-url",
-            "http://127.0.0.1:9/v1",
-            "--split",
-            "tset",
-        ],
-    )
+    result = CliRunner().invoke(app, ["eval", str(ENVS / "gsm8k.yaml"), "--model", "m",
+                                      "--base-url", "http://127.0.0.1:9/v1", "--split", "tset"])
     assert result.exit_code == 1
     assert "unknown split 'tset'" in result.output and "Traceback" not in result.output
