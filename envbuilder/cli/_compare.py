@@ -18,9 +18,7 @@ def compare(
     as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
 ) -> None:
     """Compare two runs of one environment: the difference in mean reward and whether it is real."""
-    from rich.console import Console
-    from rich.table import Table
-
+    from envbuilder.cli._console import line, table
     from envbuilder.cli._eval_table import estimate
     from envbuilder.eval._compare import compare_runs
 
@@ -33,23 +31,20 @@ def compare(
             "only_a": c.only_a, "only_b": c.only_b, "notes": c.notes,
         }, indent=2))  # fmt: skip
         return
-    console = Console()
-    table = Table(title=f"B − A: {c.b['run']['model']} vs {c.a['run']['model']} on {c.a['run']['env']}")
-    for column in (group_by or "", "tasks", "A", "B", "B − A, 95% CI", "real?"):
-        table.add_column(column, justify="left" if column == (group_by or "") else "right")
-    rows = [("all", c.overall), *c.groups.items()]
-    for name, d in rows:
+    rows = []
+    for name, d in [("all", c.overall), *c.groups.items()]:
         verdict = "yes" if d.significant else ("no" if d.diff.stderr is not None else "-")
-        table.add_row(name, str(d.tasks), _num(d.a), _num(d.b), estimate(d.diff), verdict)
-    console.print(table)
+        rows.append((name, str(d.tasks), _num(d.a), _num(d.b), estimate(d.diff), verdict))
+    title = f"B − A: {c.b['run']['model']} (B) vs {c.a['run']['model']} (A) on {c.a['run']['env']}"
+    table((group_by or "", "tasks", "A", "B", "B − A, 95% CI", "real?"), rows, title=title)
     skipped = [f"{n} only in {x}" for n, x in ((c.only_a, "A"), (c.only_b, "B")) if n]
     if skipped:
-        console.print(f"left out: {', '.join(skipped)} (tasks)", highlight=False)
+        line(f"left out: {', '.join(skipped)} (tasks)")
     for note in c.notes:
-        console.print(f"note: {note}", highlight=False)
+        line(f"note: {note}")
     overall = c.overall
     word = "a real difference" if overall.significant else "no difference distinguishable from 0"
-    console.print(f"{word} at 95% (paired over {overall.tasks} tasks)", highlight=False)
+    line(f"{word} at 95% (paired over {overall.tasks} tasks)")
 
 
 def _num(value: float | None) -> str:

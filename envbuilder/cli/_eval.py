@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import shlex
@@ -33,6 +34,7 @@ class _Options:
     group_by: str | None
     sampling: dict[str, Any]
     max_errors: int
+    max_retries: int
     progress_every: float
     command: str
 
@@ -70,6 +72,9 @@ def eval_command(
     max_errors: Annotated[
         int, typer.Option(min=0, help="Exit 1 when more episodes than this ended in an error.")
     ] = 0,
+    max_retries: Annotated[
+        int, typer.Option(min=0, max=20, help="Retries of a failed model request (429, 5xx, unreachable).")
+    ] = 5,
     progress_every: Annotated[
         float, typer.Option(min=0.05, help="Seconds between progress lines when not on a terminal.")
     ] = 5.0,
@@ -86,7 +91,7 @@ def eval_command(
         }
         options = _Options(
             target, model, base_url, os.environ.get(api_key_env) or None, split, limit, samples,
-            concurrency, max_turns, out, env, group_by, sampling, max_errors, progress_every,
+            concurrency, max_turns, out, env, group_by, sampling, max_errors, max_retries, progress_every,
             _command(target, model, base_url, api_key_env, split, limit, samples, max_turns, env,
                      sampling, out),
         )  # fmt: skip
@@ -154,7 +159,8 @@ async def _main(o: _Options) -> int:
     """Run, print the summary; the number of episodes that ended in an error."""
     from rich.console import Console
 
-    from envbuilder.cli._eval_table import summary_tables
+    from envbuilder.cli._console import line
+    from envbuilder.cli._eval_table import print_summary
     from envbuilder.eval import (
         ChatModel,
         LocalBackend,
@@ -165,6 +171,7 @@ async def _main(o: _Options) -> int:
         summarize,
     )
     from envbuilder.eval._backends import Backend
+    from envbuilder.eval._model import DEFAULT_RETRY
     from envbuilder.eval._progress import ProgressLines
 
     console = Console()
@@ -175,7 +182,10 @@ async def _main(o: _Options) -> int:
         from envbuilder.environment import load_environment
 
         backend = LocalBackend(load_environment(o.target))
-    model = ChatModel(o.base_url, o.model, api_key=o.api_key, sampling=Sampling(**o.sampling))
+    model = ChatModel(
+        o.base_url, o.model, api_key=o.api_key, sampling=Sampling(**o.sampling),
+        retry=dataclasses.replace(DEFAULT_RETRY, max_retries=o.max_retries),
+    )  # fmt: skip
     try:
         plan = await plan_eval(
             backend,
@@ -188,11 +198,10 @@ async def _main(o: _Options) -> int:
             command=o.command,
         )
         kept = len(plan.episodes) - len(plan.todo)
-        console.print(
+        line(
             f"envbuilder: {plan.env}/{plan.split}: {len(plan.episodes)} episodes "
             f"({len(plan.episodes) // o.samples} tasks × {o.samples}), run {plan.identity.run_id}"
-            + (f", {kept} already in {o.out}" if kept else ""),
-            highlight=False,
+            + (f", {kept} already in {o.out}" if kept else "")
         )
         lines = ProgressLines(len(plan.todo))
         if console.is_terminal:
@@ -210,8 +219,7 @@ async def _main(o: _Options) -> int:
         await model.aclose()
         await backend.aclose()
     summary = summarize(records, group_by=o.group_by)
-    for table in summary_tables(summary, f"{o.model} on {plan.env}/{plan.split}", o.group_by):
-        console.print(table)
+    print_summary(summary, f"{o.model} on {plan.env}/{plan.split}", o.group_by)
     if plan.results is not None:
         header, _ = plan.results.read()
         assert header is not None

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from envbuilder.cli._console import table
 from envbuilder.eval import Estimate, Summary
 
-__all__ = ["estimate", "summary_tables"]
+__all__ = ["estimate", "print_summary"]
 
 
 def estimate(e: Estimate, percent: bool = False) -> str:
@@ -23,13 +22,8 @@ def _outcomes(s: Summary) -> str:
     return ", ".join(f"{name.replace('_', ' ')} {n}" for name, n in s.outcomes.items())
 
 
-def summary_tables(s: Summary, title: str, group_by: str | None) -> list[Any]:
-    """The summary table (one metric a row, fits any width) and the per-group table."""
-    from rich.table import Table
-
-    table = Table(title=title, show_header=False)
-    table.add_column("metric")
-    table.add_column("value", justify="right")
+def print_summary(s: Summary, title: str, group_by: str | None) -> None:
+    """The summary (one metric a row, fits any width) and the per-group table."""
     per = f" ({s.turns / s.episodes:.1f} per episode)" if s.episodes else ""
     rows = [
         ("episodes (tasks)", f"{s.episodes} ({s.tasks})"),
@@ -42,21 +36,12 @@ def summary_tables(s: Summary, title: str, group_by: str | None) -> list[Any]:
         ("turns", f"{s.turns}{per}"),
         ("tokens prompt / completion", f"{s.prompt_tokens:,} / {s.completion_tokens:,}"),
     ]
-    for name, value in rows:
-        table.add_row(name, value)
-    tables = [table]
+    table(("metric", "value"), rows, title=title)
     if group_by and s.groups:
-        groups = Table(title=f"by {group_by}")
-        for column in (group_by, "episodes", "mean reward (all), 95% CI", "graded", "accuracy", "errors"):
-            groups.add_column(column, justify="left" if column == group_by else "right")
-        for name, g in s.groups.items():
-            groups.add_row(
-                name,
-                str(g.episodes),
-                estimate(g.reward_all),
-                str(g.graded),
-                estimate(g.accuracy, percent=True),
-                str(g.errors),
-            )
-        tables.append(groups)
-    return tables
+        headers = (group_by, "episodes", "mean reward (all), 95% CI", "graded", "accuracy", "errors")
+        group_rows = [
+            (name, str(g.episodes), estimate(g.reward_all), str(g.graded), estimate(g.accuracy, percent=True),
+             str(g.errors))
+            for name, g in s.groups.items()
+        ]  # fmt: skip
+        table(headers, group_rows, title=f"by {group_by}")
