@@ -25,9 +25,25 @@ def cli(*args: str, env: dict[str, str] | None = None):
 def test_a_run_prints_the_table_and_writes_its_summary(answers, tmp_path: Path) -> None:
     out = tmp_path / "r.jsonl"
     with ChatServer(right_when(answers, lambda i: i % 2 == 0)) as server:
-        result = cli("eval", GSM8K, "--model", "m", "--base-url", server.base_url, "--api-key-env", "FAKE_KEY",
-                     "--limit", "4", "--concurrency", "2", "--out", str(out), "--temperature", "0.5",
-                     env={"FAKE_KEY": KEY})
+        result = cli(
+            "eval",
+            GSM8K,
+            "--model",
+            "m",
+            "--base-url",
+            server.base_url,
+            "--api-key-env",
+            "FAKE_KEY",
+            "--limit",
+            "4",
+            "--concurrency",
+            "2",
+            "--out",
+            str(out),
+            "--temperature",
+            "0.5",
+            env={"FAKE_KEY": KEY},
+        )
         assert result.exit_code == 0, result.output
         assert server.headers_seen[0]["authorization"] == f"Bearer {KEY}"
         assert "gsm8k/test: 4 episodes (4 tasks × 1), run " in result.output
@@ -36,24 +52,64 @@ def test_a_run_prints_the_table_and_writes_its_summary(answers, tmp_path: Path) 
         assert "50.0%" in result.output
         assert KEY not in result.output and KEY not in out.read_text()
         summary = json.loads((tmp_path / "r.summary.json").read_text())
-        assert summary["command"] == (f"envbuilder eval {GSM8K} --model m --base-url {server.base_url} "
-                                      f"--api-key-env FAKE_KEY --limit 4 --max-turns 10 --temperature 0.5 "
-                                      f"--out {out}")
+        assert summary["command"] == (
+            f"envbuilder eval {GSM8K} --model m --base-url {server.base_url} "
+            f"--api-key-env FAKE_KEY --limit 4 --max-turns 10 --temperature 0.5 "
+            f"--out {out}"
+        )
         assert summary["summary"]["outcomes"]["correct"] == 2
         assert summary["summary"]["mean_reward_all"]["ci95"] == pytest.approx([-0.0658, 1.0658], abs=1e-3)
-        again = cli("eval", GSM8K, "--model", "m", "--base-url", server.base_url, "--api-key-env", "FAKE_KEY",
-                    "--limit", "4", "--out", str(out), "--temperature", "0.5")
+        again = cli(
+            "eval",
+            GSM8K,
+            "--model",
+            "m",
+            "--base-url",
+            server.base_url,
+            "--api-key-env",
+            "FAKE_KEY",
+            "--limit",
+            "4",
+            "--out",
+            str(out),
+            "--temperature",
+            "0.5",
+        )
         assert again.exit_code == 0 and "4 already in" in again.output and len(server.requests) == 4
-        other = cli("eval", GSM8K, "--model", "other", "--base-url", server.base_url, "--limit", "4",
-                    "--out", str(out), "--temperature", "0.5")
+        other = cli(
+            "eval",
+            GSM8K,
+            "--model",
+            "other",
+            "--base-url",
+            server.base_url,
+            "--limit",
+            "4",
+            "--out",
+            str(out),
+            "--temperature",
+            "0.5",
+        )
     assert other.exit_code == 1 and len(server.requests) == 4
-    assert 'belongs to another run' in other.output and '--model: "m" in the file, "other" now' in other.output
+    assert (
+        "belongs to another run" in other.output and '--model: "m" in the file, "other" now' in other.output
+    )
     assert "Traceback" not in other.output
 
 
 def test_an_all_error_run_exits_1_with_the_reasons(tmp_path: Path) -> None:
-    args = ["eval", GSM8K, "--model", "m", "--base-url", "http://127.0.0.1:9/v1", "--limit", "2",
-            "--max-retries", "0"]
+    args = [
+        "eval",
+        GSM8K,
+        "--model",
+        "m",
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+        "--limit",
+        "2",
+        "--max-retries",
+        "0",
+    ]
     result = cli(*args)
     assert result.exit_code == 1, result.output
     assert "error 2" in result.output and "error: unreachable (ConnectError)" in result.output
@@ -69,8 +125,20 @@ def test_progress_lines_without_a_terminal(answers) -> None:
         return slow(req, i)
 
     with ChatServer(handler) as server:
-        result = cli("eval", GSM8K, "--model", "m", "--base-url", server.base_url, "--limit", "4",
-                     "--concurrency", "1", "--progress-every", "0.1")
+        result = cli(
+            "eval",
+            GSM8K,
+            "--model",
+            "m",
+            "--base-url",
+            server.base_url,
+            "--limit",
+            "4",
+            "--concurrency",
+            "1",
+            "--progress-every",
+            "0.1",
+        )
     assert result.exit_code == 0, result.output
     lines = [x for x in result.output.splitlines() if x.startswith("envbuilder: ") and " episodes, " in x]
     assert len(lines) >= 3, result.output
@@ -91,8 +159,9 @@ def test_unknown_split_is_an_error_not_a_traceback() -> None:
 
 def test_against_a_url(gsm8k_url, answers) -> None:
     with ChatServer(right_when(answers, lambda i: True)) as server:
-        result = cli("eval", gsm8k_url, "--model", "m", "--base-url", server.base_url, "--limit", "3",
-                     "--env", "gsm8k")
+        result = cli(
+            "eval", gsm8k_url, "--model", "m", "--base-url", server.base_url, "--limit", "3", "--env", "gsm8k"
+        )
     assert result.exit_code == 0, result.output
     assert "100.0%" in result.output
 
@@ -107,8 +176,18 @@ def runs(answers, tmp_path_factory) -> dict[str, Path]:
     for name, good in policies.items():
         out[name] = folder / f"{name}.jsonl"
         with ChatServer(right_when(answers, good)) as server:
-            result = cli("eval", GSM8K, "--model", name, "--base-url", server.base_url, "--limit", "12",
-                         "--out", str(out[name]))
+            result = cli(
+                "eval",
+                GSM8K,
+                "--model",
+                name,
+                "--base-url",
+                server.base_url,
+                "--limit",
+                "12",
+                "--out",
+                str(out[name]),
+            )
         assert result.exit_code == 0, result.output
     return out
 
@@ -130,7 +209,11 @@ def test_compare_finds_no_planted_non_difference(runs) -> None:
     result = cli("eval", "compare", str(runs["a"]), str(runs["b"]), "--json")
     overall = json.loads(result.output)["overall"]
     assert (overall["a"], overall["b"], overall["difference"]["mean"], overall["significant"]) == (
-        0.5, 0.5, 0.0, False)
+        0.5,
+        0.5,
+        0.0,
+        False,
+    )
     low, high = overall["difference"]["ci95"]
     assert low < 0 < high
     text = cli("eval", "compare", str(runs["a"]), str(runs["b"])).output

@@ -57,29 +57,51 @@ def never_submits(answers):
     return lambda req, i: (200, tool_call_reply("submit", "not json at all"), {})
 
 
-def run(target: Environment | str, server: ChatServer, *, out: Path | None = None, limit: int = N,
-        samples: int = 1, max_turns: int = 3, max_retries: int = 3, model: str = "fake-model",
-        sampling: Sampling | None = None, concurrency: int = 3):
+def run(
+    target: Environment | str,
+    server: ChatServer,
+    *,
+    out: Path | None = None,
+    limit: int = N,
+    samples: int = 1,
+    max_turns: int = 3,
+    max_retries: int = 3,
+    model: str = "fake-model",
+    sampling: Sampling | None = None,
+    concurrency: int = 3,
+):
     """Plan and run an eval against ``server``; (plan, records)."""
+
     async def main():
         backend = await RemoteBackend.connect(target) if isinstance(target, str) else LocalBackend(target)
-        chat = ChatModel(server.base_url, model, api_key=KEY, sampling=sampling,
-                         retry=RetryPolicy(max_retries=max_retries, backoff=0.01, repeat_safe=True))
+        chat = ChatModel(
+            server.base_url,
+            model,
+            api_key=KEY,
+            sampling=sampling,
+            retry=RetryPolicy(max_retries=max_retries, backoff=0.01, repeat_safe=True),
+        )
         try:
-            plan = await plan_eval(backend, chat, split="test", limit=limit, samples=samples,
-                                   max_turns=max_turns, out=out)
+            plan = await plan_eval(
+                backend, chat, split="test", limit=limit, samples=samples, max_turns=max_turns, out=out
+            )
             return plan, await run_eval(backend, chat, plan, concurrency=concurrency)
         finally:
             await chat.aclose()
             await backend.aclose()
+
     return asyncio.run(main())
 
 
 @pytest.mark.parametrize(
     ("policy", "accuracy", "turns"),
-    [(right, 1.0, N), (lambda a: right_when(a, lambda i: False), 0.0, N),
-     (lambda a: right_when(a, lambda i: i % 2 == 0), 0.5, N), (malformed_then_right, 1.0, 2 * N),
-     (rate_limited_then_right, 1.0, N)],
+    [
+        (right, 1.0, N),
+        (lambda a: right_when(a, lambda i: False), 0.0, N),
+        (lambda a: right_when(a, lambda i: i % 2 == 0), 0.5, N),
+        (malformed_then_right, 1.0, 2 * N),
+        (rate_limited_then_right, 1.0, N),
+    ],
 )
 def test_accuracy_is_what_the_policy_implies(gsm8k, answers, policy, accuracy, turns) -> None:
     with ChatServer(policy(answers)) as server:
@@ -92,25 +114,50 @@ def test_accuracy_is_what_the_policy_implies(gsm8k, answers, policy, accuracy, t
     assert sorted(r["index"] for r in records) == list(range(N))
     first = server.requests[0]
     assert first["model"] == "fake-model"
-    assert first["tools"] == [{"type": "function", "function": {
-        "name": "submit", "description": "Submit your final answer to the math problem (a number).",
-        "parameters": {"type": "object", "required": ["answer"], "properties": {
-            "answer": {"type": "string", "description": "The final numeric answer, e.g. 72.",
-                       "maxLength": 100000}}}}}]
+    assert first["tools"] == [
+        {
+            "type": "function",
+            "function": {
+                "name": "submit",
+                "description": "Submit your final answer to the math problem (a number).",
+                "parameters": {
+                    "type": "object",
+                    "required": ["answer"],
+                    "properties": {
+                        "answer": {
+                            "type": "string",
+                            "description": "The final numeric answer, e.g. 72.",
+                            "maxLength": 100000,
+                        }
+                    },
+                },
+            },
+        }
+    ]
     assert all(h["authorization"] == f"Bearer {KEY}" for h in server.headers_seen)
 
 
 def test_sampling_parameters_reach_the_endpoint_and_the_record(gsm8k, answers, tmp_path: Path) -> None:
-    sampling = Sampling(temperature=0.7, top_p=0.9, max_tokens=256, seed=3,
-                        extra={"reasoning_effort": "low", "temperature": 2})
+    sampling = Sampling(
+        temperature=0.7,
+        top_p=0.9,
+        max_tokens=256,
+        seed=3,
+        extra={"reasoning_effort": "low", "temperature": 2},
+    )
     with ChatServer(right(answers)) as server:
         plan, _ = run(gsm8k, server, limit=1, sampling=sampling, out=tmp_path / "r.jsonl")
     body = server.requests[0]
     sent = [body[k] for k in ("temperature", "top_p", "max_tokens", "seed", "reasoning_effort")]
     assert sent == [0.7, 0.9, 256, 3, "low"]  # the named option wins over the same field in extra
     header = json.loads((tmp_path / "r.jsonl").read_text().splitlines()[0])
-    assert header["run"]["sampling"] == {"temperature": 0.7, "top_p": 0.9, "max_tokens": 256, "seed": 3,
-                                         "extra": {"reasoning_effort": "low", "temperature": 2}}
+    assert header["run"]["sampling"] == {
+        "temperature": 0.7,
+        "top_p": 0.9,
+        "max_tokens": 256,
+        "seed": 3,
+        "extra": {"reasoning_effort": "low", "temperature": 2},
+    }
     assert header["run_id"] == plan.identity.run_id
 
 
@@ -120,16 +167,29 @@ def test_the_results_file_says_which_run_each_episode_belongs_to(gsm8k, answers,
         plan, _ = run(gsm8k, server, out=out, limit=2)
     header, *lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert header["run"] == {
-        "env": "gsm8k", "env_hash": plan.identity.env_hash, "server": None, "split": "test", "limit": 2,
-        "model": "fake-model", "endpoint": server.base_url, "samples": 1, "max_turns": 3,
-        "sampling": {"temperature": None, "top_p": None, "max_tokens": None, "seed": None, "extra": {}}}
+        "env": "gsm8k",
+        "env_hash": plan.identity.env_hash,
+        "server": None,
+        "split": "test",
+        "limit": 2,
+        "model": "fake-model",
+        "endpoint": server.base_url,
+        "samples": 1,
+        "max_turns": 3,
+        "sampling": {"temperature": None, "top_p": None, "max_tokens": None, "seed": None, "extra": {}},
+    }
     assert plan.identity.env_hash.startswith("sha256:")
     assert {r["run_id"] for r in lines} == {header["run_id"]}
     rec = next(r for r in lines if r["index"] == 0)
     assert (rec["env"], rec["split"], rec["sample"], rec["task_id"]) == ("gsm8k", "test", 0, "test-0")
     assert rec["task"]["id"] == "test-0" and "question" not in rec["task"]  # longer than 200 chars
     assert (rec["status"], rec["reward"], rec["correct"], rec["finished"], rec["turns"]) == (
-        "finished", 1.0, True, True, 2)
+        "finished",
+        1.0,
+        True,
+        True,
+        2,
+    )
     assert [m["role"] for m in rec["messages"]] == ["user", "assistant", "tool", "assistant", "tool"]
     bad, good = rec["tool_calls"]
     assert "not a JSON object" in bad["error"] and "result" not in bad
@@ -183,13 +243,15 @@ def test_resume_with_another_model_or_options_is_refused(gsm8k, answers, tmp_pat
         with pytest.raises(RunMismatch) as caught:
             run(gsm8k, server, out=out, limit=3, model="other-model", sampling=Sampling(temperature=1.0))
     run_id = json.loads(out.read_text().splitlines()[0])["run_id"]
-    assert str(caught.value) == "\n".join([
-        f"{out} belongs to another run ({run_id}); it differs in:",
-        "  --limit: 2 in the file, 3 now",
-        '  --model: "fake-model" in the file, "other-model" now',
-        "  --temperature: null in the file, 1.0 now",
-        "Resume with the same options, or write this run to another --out",
-    ])
+    assert str(caught.value) == "\n".join(
+        [
+            f"{out} belongs to another run ({run_id}); it differs in:",
+            "  --limit: 2 in the file, 3 now",
+            '  --model: "fake-model" in the file, "other-model" now',
+            "  --temperature: null in the file, 1.0 now",
+            "Resume with the same options, or write this run to another --out",
+        ]
+    )
     assert len(out.read_text().splitlines()) == 3  # untouched
 
 

@@ -31,9 +31,25 @@ def report(answers, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     out = tmp_path_factory.mktemp("run") / "run.jsonl"
     with ChatServer(handler) as server:
-        result = CliRunner().invoke(app, [
-            "eval", str(ENVS / "gsm8k.yaml"), "--model", "m", "--base-url", server.base_url, "--limit", "4",
-            "--max-turns", "2", "--out", str(out), "--max-errors", "1"])
+        result = CliRunner().invoke(
+            app,
+            [
+                "eval",
+                str(ENVS / "gsm8k.yaml"),
+                "--model",
+                "m",
+                "--base-url",
+                server.base_url,
+                "--limit",
+                "4",
+                "--max-turns",
+                "2",
+                "--out",
+                str(out),
+                "--max-errors",
+                "1",
+            ],
+        )
     assert result.exit_code == 0, result.output
     viewed = CliRunner().invoke(app, ["view", str(out), "--group-by", "id"])
     assert viewed.exit_code == 0, viewed.output
@@ -78,7 +94,10 @@ def test_filter_by_outcome_and_open_a_transcript(report: Path) -> None:
     assert "A robe takes 2 bolts of blue fiber" in episode  # the prompt
     assert '<p class="call">calls <code>submit</code></p><pre>{"answer": "-1"}</pre>' in episode
     metadata = re.search(r'<pre class="metadata">(.*?)</pre>', episode, re.S)
-    assert metadata is not None and json.loads(metadata.group(1).replace("&quot;", '"'))["outcome"] == "incorrect"
+    assert (
+        metadata is not None
+        and json.loads(metadata.group(1).replace("&quot;", '"'))["outcome"] == "incorrect"
+    )
 
 
 @needs_browser
