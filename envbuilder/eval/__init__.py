@@ -8,7 +8,9 @@ one JSON line per episode, ``summarize`` scores them, ``compare_runs`` pairs two
 """
 
 from envbuilder.eval._backends import LocalBackend, RemoteBackend
+from envbuilder.eval._compare import Comparison, Difference, compare_runs
 from envbuilder.eval._model import ChatModel, ModelError, Sampling
+from envbuilder.eval._report import write_report
 from envbuilder.eval._results import OUTCOMES, Summary, outcome_of, summarize
 from envbuilder.eval._run import ResultsFile, RunIdentity, RunMismatch
 from envbuilder.eval._runner import EvalPlan, plan_eval, run_eval
@@ -17,6 +19,8 @@ from envbuilder.eval._stats import Estimate, clustered_mean, paired_difference, 
 __all__ = [
     "OUTCOMES",
     "ChatModel",
+    "Comparison",
+    "Difference",
     "Estimate",
     "EvalPlan",
     "LocalBackend",
@@ -28,10 +32,12 @@ __all__ = [
     "Sampling",
     "Summary",
     "clustered_mean",
+    "compare_runs",
     "outcome_of",
     "paired_difference",
     "pass_at_k",
     "plan_eval",
     "run_eval",
     "summarize",
+    "write_report",
 ]
