@@ -221,12 +221,8 @@ async def _main(o: _Options) -> int:
     summary = summarize(records, group_by=o.group_by)
     print_summary(summary, f"{o.model} on {plan.env}/{plan.split}", o.group_by)
     if plan.results is not None:
-        header, _ = plan.results.read()
-        assert header is not None
-        written = plan.results.write_summary(header, summary.to_dict(), o.group_by)
-        console.print(
-            f"envbuilder: summary in {written}; view with `envbuilder view {o.out}`", highlight=False
-        )
+        written = plan.results.write_summary(plan.results.header(), summary.to_dict(), o.group_by)
+        line(f"envbuilder: summary in {written}; view with `envbuilder view {o.out}`")
     return summary.errors
 
 

@@ -150,11 +150,16 @@ class ResultsFile:
                     continue
         return header, records
 
-    def identity(self) -> RunIdentity:
-        header, _ = self.read()
-        if header is None:
+    def header(self) -> dict[str, Any]:
+        """The run header (the first line), without reading the episodes."""
+        try:
+            with self.path.open(encoding="utf-8") as f:
+                header = json.loads(f.readline())
+        except (OSError, ValueError):
+            header = None
+        if not isinstance(header, dict) or "run" not in header:
             raise EnvbuilderError(f"{self.path} holds no run", hint="Run `envbuilder eval … --out` first")
-        return RunIdentity.from_dict(header["run"])
+        return header
 
     def open_for(self, identity: RunIdentity, command: str | None = None) -> dict[EpisodeKey, dict[str, Any]]:
         """Check that the file belongs to ``identity`` (or start it); its records so far.
