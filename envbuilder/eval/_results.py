@@ -14,6 +14,7 @@ included) and over the **graded** ones only.
 from __future__ import annotations
 
 import collections
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -127,7 +128,9 @@ def summarize(records: Iterable[dict[str, Any]], *, group_by: str | None = None)
         errors_by_reason=dict(reasons.most_common()),
         reward_all=clustered_mean((_task(r), float(r.get("reward") or 0.0)) for r in records),
         reward_graded=clustered_mean((_task(r), float(r.get("reward") or 0.0)) for r in graded),
-        accuracy=clustered_mean((_task(r), float(outcome_of(r) == "correct")) for r in graded),
+        accuracy=dataclasses.replace(
+            clustered_mean((_task(r), float(outcome_of(r) == "correct")) for r in graded), bounds=(0.0, 1.0)
+        ),
         pass_at=pass_at,
         turns=sum(int(r.get("turns") or 0) for r in records),
         prompt_tokens=sum(int((r.get("usage") or {}).get("prompt_tokens") or 0) for r in records),

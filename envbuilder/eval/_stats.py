@@ -27,14 +27,22 @@ class Estimate:
     stderr: float | None
     n: int
     """How many values it averages."""
+    bounds: tuple[float, float] | None = None
+    """Where the true value must lie (a proportion: 0 to 1); the interval is cut to it."""
 
     @property
     def low(self) -> float | None:
-        return None if self.mean is None or self.stderr is None else self.mean - Z95 * self.stderr
+        if self.mean is None or self.stderr is None:
+            return None
+        low = self.mean - Z95 * self.stderr
+        return low if self.bounds is None else max(self.bounds[0], low)
 
     @property
     def high(self) -> float | None:
-        return None if self.mean is None or self.stderr is None else self.mean + Z95 * self.stderr
+        if self.mean is None or self.stderr is None:
+            return None
+        high = self.mean + Z95 * self.stderr
+        return high if self.bounds is None else min(self.bounds[1], high)
 
     def to_dict(self) -> dict[str, Any]:
         return {"mean": self.mean, "stderr": self.stderr, "ci95": [self.low, self.high], "n": self.n}

@@ -124,3 +124,9 @@ def test_pass_at_k_over_samples_of_a_constructed_run() -> None:
     assert s.reward_all.stderr == pytest.approx(
         math.sqrt(sum((x - m) ** 2 for x in means) / 2) / math.sqrt(3)
     )
+
+
+def test_the_accuracy_interval_stays_within_0_and_1() -> None:
+    s = summarize([episode(0, "correct"), episode(1, "incorrect")])
+    assert (s.accuracy.low, s.accuracy.high) == (0.0, 1.0)  # mean .5 ± 1.96 · .5, cut
+    assert s.reward_graded.low == pytest.approx(0.5 - 1.96 * 0.5, abs=1e-3)  # a reward is not bounded
