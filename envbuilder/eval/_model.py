@@ -90,7 +90,8 @@ class ChatModel:
             try:
                 response = await self._client.post("/chat/completions", json=body)
             except httpx.TransportError as exc:
-                reason = f"unreachable ({type(exc).__name__})"
+                kind = "timeout" if isinstance(exc, httpx.TimeoutException) else "unreachable"
+                reason = f"{kind} ({type(exc).__name__})"
                 failure = f"the model endpoint could not be reached ({type(exc).__name__})"
             else:
                 if response.is_success:

@@ -218,6 +218,13 @@ def test_compare_finds_no_planted_non_difference(runs) -> None:
     assert low < 0 < high
     text = cli("eval", "compare", str(runs["a"]), str(runs["b"])).output
     assert "no difference distinguishable from 0 at 95%" in text
+    by_task = json.loads(
+        cli("eval", "compare", str(runs["a"]), str(runs["b"]), "--json", "--group-by", "id").output
+    )
+    assert len(by_task["groups"]) == 12
+    assert by_task["groups"]["test-1"] == {
+        "tasks": 1, "a": 0.0, "b": 1.0, "significant": False,
+        "difference": {"mean": 1.0, "stderr": None, "ci95": [None, None], "n": 1}}  # fmt: skip
 
 
 def test_compare_refuses_a_file_that_is_not_a_run(runs, tmp_path: Path) -> None:
