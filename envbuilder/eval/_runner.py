@@ -75,7 +75,8 @@ async def plan_eval(
     ]
     results = ResultsFile(out) if out is not None else None
     earlier = results.open_for(identity, command) if results is not None else {}
-    done = {k: r for k, r in earlier.items() if r.get("status") != "error" and k in set(episodes)}
+    wanted = set(episodes)
+    done = {k: r for k, r in earlier.items() if r.get("status") != "error" and k in wanted}
     todo = [k for k in episodes if k not in done]
     return EvalPlan(identity, episodes, todo, done, results)
 
