@@ -19,7 +19,6 @@ def compare(
 ) -> None:
     """Compare two runs of one environment: the difference in mean reward and whether it is real."""
     from envbuilder.cli._console import line, table
-    from envbuilder.cli._eval_table import estimate
     from envbuilder.eval._compare import compare_runs
 
     with fail_on_errors():
@@ -34,7 +33,7 @@ def compare(
     rows = []
     for name, d in [("all", c.overall), *c.groups.items()]:
         verdict = "yes" if d.significant else ("no" if d.diff.stderr is not None else "-")
-        rows.append((name, str(d.tasks), _num(d.a), _num(d.b), estimate(d.diff), verdict))
+        rows.append((name, str(d.tasks), _num(d.a), _num(d.b), d.diff.format(), verdict))
     title = f"B − A: {c.b['run']['model']} (B) vs {c.a['run']['model']} (A) on {c.a['run']['env']}"
     table((group_by or "", "tasks", "A", "B", "B − A, 95% CI", "real?"), rows, title=title)
     skipped = [f"{n} only in {x}" for n, x in ((c.only_a, "A"), (c.only_b, "B")) if n]

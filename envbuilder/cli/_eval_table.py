@@ -3,19 +3,9 @@
 from __future__ import annotations
 
 from envbuilder.cli._console import table
-from envbuilder.eval import Estimate, Summary
+from envbuilder.eval import Summary
 
-__all__ = ["estimate", "print_summary"]
-
-
-def estimate(e: Estimate, percent: bool = False) -> str:
-    """``0.500 [0.172, 0.828]`` (95 % interval), ``-`` when there is nothing to average."""
-    if e.mean is None:
-        return "-"
-    fmt = "{:.1%}" if percent else "{:.3f}"
-    if e.low is None or e.high is None:
-        return fmt.format(e.mean)
-    return f"{fmt.format(e.mean)} [{fmt.format(e.low)}, {fmt.format(e.high)}]"
+__all__ = ["print_summary"]
 
 
 def _outcomes(s: Summary) -> str:
@@ -29,9 +19,9 @@ def print_summary(s: Summary, title: str, group_by: str | None) -> None:
         ("episodes (tasks)", f"{s.episodes} ({s.tasks})"),
         ("ended", _outcomes(s)),
         *[(f"  error: {reason}", str(n)) for reason, n in s.errors_by_reason.items()],
-        (f"mean reward, all {s.episodes} episodes (none = 0), 95% CI", estimate(s.reward_all)),
-        (f"mean reward, {s.graded} graded episodes, 95% CI", estimate(s.reward_graded)),
-        ("accuracy of graded, 95% CI", estimate(s.accuracy, percent=True)),
+        (f"mean reward, all {s.episodes} episodes (none = 0), 95% CI", s.reward_all.format()),
+        (f"mean reward, {s.graded} graded episodes, 95% CI", s.reward_graded.format()),
+        ("accuracy of graded, 95% CI", s.accuracy.format(percent=True)),
         *[(f"pass@{k}", f"{v:.3f}") for k, v in s.pass_at.items()],
         ("turns", f"{s.turns}{per}"),
         ("tokens prompt / completion", f"{s.prompt_tokens:,} / {s.completion_tokens:,}"),
@@ -40,7 +30,7 @@ def print_summary(s: Summary, title: str, group_by: str | None) -> None:
     if group_by and s.groups:
         headers = (group_by, "episodes", "mean reward (all), 95% CI", "graded", "accuracy", "errors")
         group_rows = [
-            (name, str(g.episodes), estimate(g.reward_all), str(g.graded), estimate(g.accuracy, percent=True),
+            (name, str(g.episodes), g.reward_all.format(), str(g.graded), g.accuracy.format(percent=True),
              str(g.errors))
             for name, g in s.groups.items()
         ]  # fmt: skip

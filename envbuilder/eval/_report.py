@@ -15,19 +15,9 @@ import jinja2
 
 from envbuilder.eval._results import Summary, outcome_of, summarize
 from envbuilder.eval._run import ResultsFile
-from envbuilder.eval._stats import Estimate
 from envbuilder.templating import templates_dir
 
 __all__ = ["write_report"]
-
-
-def _estimate(e: Estimate, percent: bool = False) -> str:
-    if e.mean is None:
-        return "-"
-    fmt = "{:.1%}" if percent else "{:.3f}"
-    if e.low is None or e.high is None:
-        return fmt.format(e.mean)
-    return f"{fmt.format(e.mean)} (95% CI {fmt.format(e.low)} to {fmt.format(e.high)})"
 
 
 @functools.cache
@@ -42,7 +32,7 @@ def _html() -> jinja2.Environment:
     )
     env.filters["pretty"] = lambda value: json.dumps(value, indent=2, ensure_ascii=False)
     env.filters["count"] = lambda n: f"{n:,}"
-    env.filters["estimate"] = _estimate
+    env.filters["estimate"] = lambda e, percent=False: e.format(percent)
     return env
 
 

@@ -44,6 +44,15 @@ class Estimate:
         high = self.mean + Z95 * self.stderr
         return high if self.bounds is None else min(self.bounds[1], high)
 
+    def format(self, percent: bool = False) -> str:
+        """``0.500 [0.172, 0.828]`` (the 95 % interval), ``-`` when there is nothing to average."""
+        if self.mean is None:
+            return "-"
+        fmt = "{:.1%}" if percent else "{:.3f}"
+        if self.low is None or self.high is None:
+            return fmt.format(self.mean)
+        return f"{fmt.format(self.mean)} [{fmt.format(self.low)}, {fmt.format(self.high)}]"
+
     def to_dict(self) -> dict[str, Any]:
         return {"mean": self.mean, "stderr": self.stderr, "ci95": [self.low, self.high], "n": self.n}
 

@@ -77,8 +77,8 @@ def test_the_page_shows_the_summary_and_every_episode(report: Path) -> None:
     assert '<p id="count">4 of 4 episodes</p>' in dom
     assert "correct 1</span>" in dom and "no answer 1</span>" in dom and "error 1</span>" in dom
     assert "HTTP 400: 1" in dom  # errors by reason
-    assert "<th>Mean reward, all 4 episodes (none = 0)</th><td>0.250 (95% CI" in dom
-    assert "<th>Mean reward, 2 graded episodes</th><td>0.500 (95% CI" in dom
+    assert "<th>Mean reward, all 4 episodes (none = 0)</th><td>0.250 [" in dom
+    assert "<th>Mean reward, 2 graded episodes</th><td>0.500 [" in dom
     assert "<h2>By <code>id</code></h2>" in dom and "<td>test-0</td>" in dom
 
 
