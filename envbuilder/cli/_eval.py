@@ -203,7 +203,7 @@ async def _main(o: _Options) -> int:
             f"({len(plan.episodes) // o.samples} tasks × {o.samples}), run {plan.identity.run_id}"
             + (f", {kept} already in {o.out}" if kept else "")
         )
-        lines = ProgressLines(len(plan.todo))
+        lines = ProgressLines(len(plan.todo), retries=lambda: (model.retries, model.last_retry_reason))
         if console.is_terminal:
             records = await _with_bar(console, backend, model, plan, o.concurrency, lines)
         else:

@@ -72,6 +72,8 @@ class ChatModel:
             base_url=self.base_url, headers=headers, timeout=timeout, transport=transport
         )
         self.retries = 0
+        """Requests retried so far (for progress reports)."""
+        self.last_retry_reason: str | None = None
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -101,9 +103,11 @@ class ChatModel:
                 if not self.retry.retryable(response.status_code):
                     raise ModelError(self._redact(failure), reason=reason)
                 retry_after = response.headers.get("retry-after")
+            if attempts.tries < self.retry.max_retries:  # about to wait for another try
+                self.retries += 1
+                self.last_retry_reason = reason
             if not await attempts.retry(failure, retry_after):
                 raise ModelError(self._redact(attempts.gave_up()), reason=reason)
-            self.retries += 1
 
     def _parse(self, response: httpx.Response) -> dict[str, Any]:
         try:

@@ -14,10 +14,18 @@ __all__ = ["ProgressLines"]
 class ProgressLines:
     """Counts finished episodes; ``line()`` says where the run is."""
 
-    def __init__(self, total: int, *, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        total: int,
+        *,
+        retries: Callable[[], tuple[int, str | None]] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.total = total
         self.done = 0
         self.errors = 0
+        self._retries = retries
+        """Requests retried so far and the last reason (a run that only retries is not idle)."""
         self._clock = clock
         self._started = clock()
 
@@ -28,10 +36,14 @@ class ProgressLines:
     def line(self) -> str:
         elapsed = max(self._clock() - self._started, 1e-9)
         errors = "1 error" if self.errors == 1 else f"{self.errors} errors"
-        return (
+        text = (
             f"envbuilder: {self.done}/{self.total} episodes, {self.done / elapsed:.2f}/s, "
             f"{errors}, {elapsed:.0f} s"
         )
+        retried, reason = self._retries() if self._retries is not None else (0, None)
+        if retried:
+            text += f"; {retried} request(s) retried, the last after {reason}"
+        return text
 
     @contextlib.asynccontextmanager
     async def every(self, seconds: float, write: Callable[[str], None]) -> AsyncIterator[None]:

@@ -98,20 +98,13 @@ def test_a_run_prints_the_table_and_writes_its_summary(answers, tmp_path: Path) 
 
 
 def test_an_all_error_run_exits_1_with_the_reasons(tmp_path: Path) -> None:
-    args = [
-        "eval",
-        GSM8K,
-        "--model",
-        "m",
-        "--base-url",
-        "http://127.0.0.1:9/v1",
-        "--limit",
-        "2",
-        "--max-retries",
-        "0",
-    ]
+    args = ["eval", GSM8K, "--model", "m", "--base-url", "http://127.0.0.1:9/v1", "--limit", "2",
+            "--max-retries", "1", "--progress-every", "0.1"]  # fmt: skip
     result = cli(*args)
     assert result.exit_code == 1, result.output
+    # while it waits to retry, the progress lines say so: a failing run is not silent
+    retrying = "; 2 request(s) retried, the last after unreachable (ConnectError)"
+    assert "envbuilder: 0/2 episodes, 0.00/s, 0 errors, 0 s" + retrying in result.output
     assert "error 2" in result.output and "error: unreachable (ConnectError)" in result.output
     assert "error: 2 episode(s) ended in an error (--max-errors 0)" in result.output
     assert cli(*args, "--max-errors", "2").exit_code == 0
