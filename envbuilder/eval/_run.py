@@ -102,6 +102,14 @@ class RunIdentity:
         return out
 
 
+#: The bulky parts of a record: needed to read an episode, not to resume or score a run.
+TRANSCRIPT = ("messages", "tool_calls")
+
+
+def without_transcript(record: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in record.items() if k not in TRANSCRIPT}
+
+
 def episode_key(record: dict[str, Any]) -> EpisodeKey:
     return (str(record["split"]), int(record["index"]), int(record.get("sample") or 0))
 
@@ -116,8 +124,9 @@ class ResultsFile:
     def __init__(self, path: Path):
         self.path = path
 
-    def read(self) -> tuple[dict[str, Any] | None, dict[EpisodeKey, dict[str, Any]]]:
-        """The header (None for a missing or empty file) and the latest record of each episode.
+    def read(self, *, light: bool = False) -> tuple[dict[str, Any] | None, dict[EpisodeKey, dict[str, Any]]]:
+        """The header (None for a missing or empty file) and the latest record of each episode;
+        ``light``: without the transcripts (what resuming and scoring need, in little memory).
 
         A torn last line (a run killed mid-write) is skipped.
 
@@ -145,7 +154,7 @@ class ResultsFile:
                     header = data
                     continue
                 try:
-                    records[episode_key(data)] = data
+                    records[episode_key(data)] = without_transcript(data) if light else data
                 except (KeyError, TypeError, ValueError):
                     continue
         return header, records
@@ -167,7 +176,7 @@ class ResultsFile:
         Raises:
             RunMismatch: the file belongs to another run; the message names every difference.
         """
-        header, records = self.read()
+        header, records = self.read(light=True)
         if header is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             head = {

@@ -13,7 +13,7 @@ from envbuilder.errors import EnvbuilderError
 from envbuilder.eval._agent import run_episode
 from envbuilder.eval._backends import Backend
 from envbuilder.eval._model import ChatModel
-from envbuilder.eval._run import EpisodeKey, ResultsFile, RunIdentity
+from envbuilder.eval._run import EpisodeKey, ResultsFile, RunIdentity, without_transcript
 
 __all__ = ["EvalPlan", "plan_eval", "run_eval"]
 
@@ -98,7 +98,8 @@ async def run_eval(
     on_record: Callable[[dict[str, Any]], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Play every episode of ``plan.todo``; the records of all of ``plan.episodes`` in order
-    (including those an earlier run into the same file finished)."""
+    (including those an earlier run into the same file finished). With a results file the
+    records come without their transcripts (``messages``, ``tool_calls``): those are in the file."""
     queue: asyncio.Queue[EpisodeKey] = asyncio.Queue()
     for key in plan.todo:
         queue.put_nowait(key)
@@ -141,10 +142,11 @@ async def run_eval(
             except asyncio.QueueEmpty:
                 return
             record = await one(key)
-            new[key] = record
             if sink is not None:
                 sink.write(json.dumps(record, ensure_ascii=False) + "\n")
                 sink.flush()
+            # Once on disk, the transcript is not kept: a long run's memory stays small.
+            new[key] = without_transcript(record) if sink is not None else record
             if on_record is not None:
                 on_record(record)
 

@@ -164,7 +164,8 @@ def test_sampling_parameters_reach_the_endpoint_and_the_record(gsm8k, answers, t
 def test_the_results_file_says_which_run_each_episode_belongs_to(gsm8k, answers, tmp_path: Path) -> None:
     out = tmp_path / "results.jsonl"
     with ChatServer(malformed_then_right(answers)) as server:
-        plan, _ = run(gsm8k, server, out=out, limit=2)
+        plan, records = run(gsm8k, server, out=out, limit=2)
+    assert all("messages" not in r and "tool_calls" not in r for r in records)  # on disk, not in memory
     header, *lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert header["run"] == {
         "env": "gsm8k",
