@@ -144,8 +144,9 @@ def test_sampling_options_are_checked() -> None:
     assert "error: --extra-body must be a JSON object, not '[1]'" in result.output
 
 
-def test_unknown_split_is_an_error_not_a_traceback() -> None:
-    result = cli("eval", GSM8K, "--model", "m", "--base-url", "http://127.0.0.1:9/v1", "--split", "tset")
+@pytest.mark.parametrize("command", [["eval"], ["eval", "run"]])
+def test_unknown_split_is_an_error_not_a_traceback(command: list[str]) -> None:
+    result = cli(*command, GSM8K, "--model", "m", "--base-url", "http://127.0.0.1:9/v1", "--split", "tset")
     assert result.exit_code == 1
     assert "unknown split 'tset'" in result.output and "Traceback" not in result.output
 
