@@ -9,7 +9,6 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from envbuilder.cli import app
-from tests.catalog.test_site import browse, needs_browser
 from tests.conftest import ENVS
 from tests.eval.conftest import right_when
 from tests.fakes.chat_server import ChatServer
@@ -56,29 +55,3 @@ def test_a_bad_summary_is_an_error(tmp_path: Path) -> None:
     assert (
         f"error: {bad}: not a run summary (no `run` and `summary`). Give the .summary.json" in result.output
     )
-
-
-@needs_browser
-def test_the_leaderboard_renders_in_a_browser(answers, tmp_path: Path) -> None:
-    out = tmp_path / "m.jsonl"
-    with ChatServer(right_when(answers, lambda i: True)) as server:
-        CliRunner().invoke(
-            app,
-            [
-                "eval",
-                str(ENVS / "gsm8k.yaml"),
-                "--model",
-                "m",
-                "--base-url",
-                server.base_url,
-                "--limit",
-                "2",
-                "--out",
-                str(out),
-            ],
-        )
-    CliRunner().invoke(app, ["catalog", str(ENVS / "gsm8k.yaml"), "--out", str(tmp_path / "site"),
-                             "--results", str(out.with_name("m.summary.json"))])  # fmt: skip
-    dom = browse((tmp_path / "site" / "env" / "gsm8k.html").as_uri(), "--dump-dom")
-    assert '<section id="leaderboard">' in dom
-    assert re.search(r'<tr class="run"><td><code>m</code></td>\s*<td>1.000</td>', dom)
