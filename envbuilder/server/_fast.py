@@ -96,11 +96,9 @@ class FastFront:
                 return None
         handler = None
         args: tuple[str, ...] = ()
-        if not self.fast:
-            pass
-        elif len(parts) == 2:
+        if self.fast and len(parts) == 2:
             handler = self.root.get((method, first))
-        elif len(parts) == 3:
+        elif self.fast and len(parts) == 3:
             handler = self.env_routes.get((method, parts[2]))
             args = (parts[1],)
         if handler is None:
