@@ -110,10 +110,12 @@ async def raw(port: int, data: bytes, wait: float = 5.0) -> bytes:
         writer.close()
 
 
-async def hostile(url: str, port: int, counts: Counts, stop: float) -> None:
+KINDS = ["big", "header", "halfopen", "json", "sid", "range", "nokey", "freeze"]
+
+
+async def hostile(url: str, port: int, counts: Counts, stop: float, kinds: list[str]) -> None:
     key = {"X-API-Key": KEY}
     async with httpx.AsyncClient(base_url=url, timeout=30) as client:
-        kinds = ["big", "header", "halfopen", "json", "sid", "range", "nokey", "freeze"]
         while time.monotonic() < stop:
             kind = random.choice(kinds)
             try:
@@ -173,7 +175,7 @@ async def run(args: argparse.Namespace, url: str, port: int, proc: psutil.Proces
     await asyncio.gather(
         monitor(proc, samples, stop),
         *(honest(url, n, counts, stop, num) for n in range(args.concurrency)),
-        *(hostile(url, port, counts, stop) for _ in range(args.hostile)),
+        *(hostile(url, port, counts, stop, args.kinds.split(",")) for _ in range(args.hostile)),
     )
     elapsed = time.monotonic() - started
     rss = [s[1] for s in samples]
@@ -202,6 +204,9 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=600)
     ap.add_argument("--concurrency", type=int, default=64)
     ap.add_argument("--hostile", type=int, default=4, help="concurrent hostile clients")
+    ap.add_argument(
+        "--kinds", default=",".join(KINDS), help=f"hostile requests to send, of {','.join(KINDS)}"
+    )
     args = ap.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="soak-"))
     port = free_port()
