@@ -30,6 +30,19 @@ class Episode:
     secrets: dict[str, str] = field(default_factory=dict, repr=False)
     ungradeable: int = 0
     """Answers of this episode that could not be graded."""
+    tool_state: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Each tool's own per-session state, by tool name (plain JSON types; see envbuilder.tools)."""
+    tool_calls: dict[str, int] = field(default_factory=dict)
+    """Calls run so far, by tool name (for `max_calls`)."""
+    cost: float = 0.0
+    """Reward spent on tool calls (`cost:`), taken off the final reward."""
+    transcript: list[dict[str, Any]] = field(default_factory=list)
+    """The calls so far, in order: `{id, name, input, output, error}` (what `/messages` shows
+    after the prompt)."""
+    replies: list[str] = field(default_factory=list)
+    """A dialogue's graded replies so far (one per user turn answered)."""
+    scores: list[float | None] = field(default_factory=list)
+    """The reward of each reply when a dialogue is graded per turn."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
