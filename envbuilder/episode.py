@@ -123,6 +123,18 @@ class SubmitTool:
     def blocking(self) -> bool:
         return self.grader.blocking or bool(self.transcript_grader and self.transcript_grader.blocking)
 
+    def target(self, task: Task) -> Any:
+        """The gold answer to ``task`` (None in a dialogue: its replies have no single target)."""
+        return None if self.dialogue is not None else self.grader.target(task)
+
+    def turn_targets(self, task: Task) -> list[Any]:
+        """The grader's target for each reply (one, unless a dialogue grades each turn)."""
+        if self.dialogue is None:
+            return [self.grader.target(task)]
+        count = self.dialogue.count(task)
+        turns = range(count) if self.dialogue.spec.grade == "each" else [count - 1]
+        return [self.grader.target(self.dialogue.context(task, [""] * (i + 1))) for i in turns]
+
     def answer_of(self, tool_input: dict[str, Any]) -> str | RunToolError:
         try:
             args = self.input_model.model_validate(tool_input)
@@ -268,7 +280,7 @@ class SubmitTool:
         elif not finished:
             text += f" You have {left} attempt{'s' if left != 1 else ''} left."
         if finished and not full and spec.reveal_answer:
-            target = self.grader.target(episode.task)
+            target = self.target(episode.task)
             if target is not None:
                 text += f" The correct answer is {target}."
         metadata: dict[str, Any] = {
