@@ -75,8 +75,8 @@ def preview(
                 for k, text in enumerate(dialogue.user_turns(task, replies)[1:], 1):
                     _console.line(f"[user, revealed by reply {k}]", "magenta")
                     _console.line(text)
-                spec = dialogue.spec
-                _console.line(f"[dialogue] grade {spec.grade}, episode reward: {spec.reward}", "green")
+                plan = dialogue.spec
+                _console.line(f"[dialogue] grade {plan.grade}, episode reward: {plan.reward}", "green")
             for k, target in enumerate(env.submit.turn_targets(task)):
                 label = f"[target, reply {k + 1}]" if dialogue is not None else "[target]"
                 _console.line(f"{label} {_target(target)}", "green")
