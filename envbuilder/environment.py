@@ -200,7 +200,7 @@ class Environment:
                         ),
                     )
                     continue
-            used[loc] = tool.fields
+            used[(*loc, *tool.fields_at)] = tool.fields
             built.append(tool)
         return built
 

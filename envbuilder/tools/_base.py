@@ -149,6 +149,12 @@ class Tool(Plugin, abc.ABC):
         """The task fields this tool reads (checked against the data at load time)."""
         return frozenset()
 
+    @property
+    def fields_at(self) -> tuple[str | int, ...]:
+        """The key inside the tool's block that reads :attr:`fields` (where a missing field is
+        reported), e.g. ``("template",)``."""
+        return ()
+
     @abc.abstractmethod
     async def run(self, call: ToolCall) -> ToolReply:
         """Run one call. Raise :class:`~envbuilder.errors.ToolError` for a failure the agent

@@ -95,6 +95,10 @@ class RetrieveTool(Tool):
             return frozenset({self.config.field})
         return frozenset()
 
+    @property
+    def fields_at(self) -> tuple[str | int, ...]:
+        return ("field",)
+
     async def run(self, call: ToolCall) -> ToolReply:
         query = str(call.args["query"])
         k = int(call.args.get("k") or self.config.k)

@@ -58,6 +58,10 @@ class TemplateTool(Tool):
     def fields(self) -> frozenset[str]:
         return frozenset(self._fields)
 
+    @property
+    def fields_at(self) -> tuple[str | int, ...]:
+        return ("template",) if self.config.template is not None else ("template_file",)
+
     async def run(self, call: ToolCall) -> ToolReply:
         try:
             text = self._template.render({**call.task, **call.args, "input": call.args})
