@@ -22,7 +22,9 @@ prompt:
   template: "{{ question }}"
 submit:
   max_attempts: 2
-  feedback: "{% if outcome == 'correct' %}Right.{% else %}You said {{ grade.extracted }}; {{ attempts_left }} left.{% endif %}"
+  feedback: >-
+    {% if outcome == 'correct' %}Right.{% else %}You said {{ grade.extracted }};
+    {{ attempts_left }} left.{% endif %}
 grader:
   type: exact_match
   target: "{{ answer }}"

@@ -102,9 +102,23 @@ async def test_messages_show_every_call_in_place_and_the_session_round_trips(qa_
     await qa_env.call_tool(episode, "calculator", {"expression": "1/0"})
     await qa_env.call_tool(episode, "submit", {"answer": "8"})
     messages = [m.model_dump() for m in qa_env.conversation(episode)]
-    assert [m["role"] for m in messages] == ["user", "assistant", "user", "assistant", "user", "assistant", "user"]
+    assert [m["role"] for m in messages] == [
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "user",
+    ]
     assert messages[1]["blocks"] == [
-        {"id": "call_1", "name": "calculator", "input": {"expression": "4 * 2"}, "detail": None, "type": "tool_call"}
+        {
+            "id": "call_1",
+            "name": "calculator",
+            "input": {"expression": "4 * 2"},
+            "detail": None,
+            "type": "tool_call",
+        }
     ]
     assert messages[2]["blocks"] == [
         {
@@ -132,7 +146,12 @@ def test_listings_hide_task_scoped_tools_from_tools_only(qa_env: Environment) ->
     assert lookup.input_schema == {
         "additionalProperties": False,
         "properties": {
-            "key": {"description": "The key.", "enum": ["fr", "de", "spider", "cat"], "title": "Key", "type": "string"}
+            "key": {
+                "description": "The key.",
+                "enum": ["fr", "de", "spider", "cat"],
+                "title": "Key",
+                "type": "string",
+            }
         },
         "required": ["key"],
         "title": "lookup_input",
