@@ -142,7 +142,7 @@ class Tool(Plugin, abc.ABC):
 
     @property
     def name(self) -> str:
-        return str(self.config.name or self.type_name)
+        return str(self.config.name or self.config.type)
 
     @property
     def fields(self) -> frozenset[str]:
