@@ -131,8 +131,8 @@ def conversation_hints(rows: list[Row], columns: list[str]) -> list[str]:
     (a `prompt.conversation`) or a list of several user turns (a `dialogue` that unfolds)."""
     lines: list[str] = []
     for column in columns:
-        values = [row.get(column) for row in rows if row.get(column) is not None]
-        if not values or not all(isinstance(v, list) and v for v in values):
+        values: list[list[Any]] = [v for row in rows if isinstance(v := row.get(column), list)]
+        if not values or len(values) < sum(row.get(column) is not None for row in rows) or not all(values):
             continue
         var = _var(column)
         if all(isinstance(t, dict) and "role" in t and "content" in t for v in values for t in v):
