@@ -89,6 +89,8 @@ class Toolbox:
             episode.finished = True
         elif declared is None:
             result = await self.submit.call(episode, name, tool_input)
+            field = self.submit.spec.answer_field
+            tool_input = {field: tool_input[field]} if field in tool_input else {}  # ignored keys: not kept
         else:
             result = await self._run(declared, episode, tool_input)
         if isinstance(result, RunToolSuccess):
