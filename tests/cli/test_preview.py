@@ -81,7 +81,7 @@ def test_preview_shows_each_tools_terms() -> None:
     result = runner.invoke(app, ["preview", str(ENVS / "gsm8k_tools.yaml"), "--index", "0"])
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
-    assert lines[5].startswith("  calculator (calculator; at most 20 calls): Evaluate an arithmetic expression")
+    assert lines[5].startswith("  calculator (calculator; at most 20 calls): Evaluate an arithmetic")
     assert lines[6] == "    expression (string, required): The arithmetic expression to evaluate."
     assert lines[7] == (
         "  hint (template; at most 1 call; costs 0.25 reward a call): Show the first step of a worked"
