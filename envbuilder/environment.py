@@ -14,7 +14,15 @@ from envbuilder.episode import Episode, SubmitTool
 from envbuilder.errors import DataError, EnvbuilderError, Problem, SpecError, TaskNotFound, TemplateError
 from envbuilder.graders import Grader, GraderContext, graders
 from envbuilder.prompting import Prompter
-from envbuilder.protocol import ContentBlock, Message, RunToolError, RunToolSuccess, Split, TextBlock
+from envbuilder.protocol import (
+    ContentBlock,
+    ListToolsOutput,
+    Message,
+    RunToolError,
+    RunToolSuccess,
+    Split,
+    TextBlock,
+)
 from envbuilder.spec import LoadedSpec, load_spec
 from envbuilder.templating import Template
 from envbuilder.toolbox import Toolbox
@@ -201,6 +209,8 @@ class Environment:
                     )
                     continue
             used[(*loc, *tool.fields_at)] = tool.fields
+            if config.only_for is not None:
+                used[(*loc, "only_for")] = frozenset({config.only_for})
             built.append(tool)
         return built
 
@@ -232,6 +242,10 @@ class Environment:
         return " / ".join(f"{v.name} {len(v):,}" for v in self.splits.values())
 
     # -- an episode ----------------------------------------------------------------------------
+
+    def task_tools(self, task: Task) -> ListToolsOutput:
+        """The tools of a session on ``task`` (``/task_tools``)."""
+        return self.toolbox.task_listing_for(task)
 
     def is_blocking(self, name: str) -> bool:
         """Whether a call of tool ``name`` may wait on I/O (then it streams with keep-alive pings)."""

@@ -59,14 +59,23 @@ class Toolbox:
     def __init__(self, submit: SubmitTool, tools: Iterable[Tool]):
         self.submit = submit
         self.declared = {t.name: _Declared(t) for t in tools}
-        shared = [submit.tool_spec] + [d.spec for d in self.declared.values() if not d.config.task_scoped]
-        every = [submit.tool_spec] + [d.spec for d in self.declared.values()]
-        self.listing = _listing(shared)
+        declared = list(self.declared.values())
+        shared = [d.spec for d in declared if not (d.config.task_scoped or d.config.only_for)]
+        self.listing = _listing([submit.tool_spec, *shared])
         """``/tools``: the answer tool and the shared tools."""
-        self.task_listing = _listing(every)
+        self.task_listing = _listing([submit.tool_spec] + [d.spec for d in declared])
         """``/task_tools``: every tool, the task-scoped ones included."""
+        self.varies = any(d.config.only_for for d in declared)
+        """Whether a session's tools depend on its task (``only_for``)."""
         self.cleanup = any(type(d.tool).end_session is not Tool.end_session for d in self.declared.values())
         """Whether some tool releases per-session resources when a session ends."""
+
+    def task_listing_for(self, task: dict[str, Any]) -> ListToolsOutput:
+        """``/task_tools`` of a session on ``task``: without the tools its task lacks."""
+        if not self.varies:
+            return self.task_listing
+        specs = [self.submit.tool_spec] + [d.spec for d in self.declared.values() if _offered(d, task)]
+        return _listing(specs)
 
     def blocking(self, name: str) -> bool:
         """Whether a call of ``name`` may wait on I/O (it then streams with keep-alives)."""
@@ -78,7 +87,8 @@ class Toolbox:
     ) -> RunToolSuccess | RunToolError:
         """Run one call under the per-call rules; failures are ``RunToolError``s or error outputs."""
         declared = self.declared.get(name)
-        if declared is None and name != self.submit.spec.name:
+        known = declared is not None and _offered(declared, episode.task)
+        if not known and name != self.submit.spec.name:
             return RunToolError(error=f"{name!r} is not a valid tool", reason="not_found")
         if episode.finished:
             return finished_error(name)
@@ -162,6 +172,11 @@ class Toolbox:
             out.append(Message(role="assistant", blocks=[call]))
             out.append(Message(role="user", blocks=[result]))
         return out
+
+
+def _offered(declared: _Declared, task: dict[str, Any]) -> bool:
+    field = declared.config.only_for
+    return field is None or task.get(field) not in (None, "", [], {})
 
 
 def _listing(specs: list[ToolSpec]) -> ListToolsOutput:

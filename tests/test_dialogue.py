@@ -93,5 +93,5 @@ def test_dialogue_errors_are_located() -> None:
         "chat.yaml:8:43 submit.on_ungradeable: `retry` is not available in a dialogue (a reply cannot be "
         "taken back). Use `no_reward` or `incorrect`",
         "chat.yaml:7:20 dialogue.turns[0]: the template uses 'nope', which the tasks lack. "
-        "Task fields: answer, hint, id, passages, question, table",
+        "Task fields: answer, hint, id, note, passages, question, table",
     ]

@@ -189,6 +189,9 @@ def messages(state: State, sid: str) -> Reply:
 
 def task_tools(state: State, sid: str) -> Reply:
     session = session_of(state, sid)
+    env = state.envs[session.env]
+    if env.toolbox.varies:  # some tools exist only for some tasks (`only_for`)
+        return json_reply(env.task_tools(session.episode.task))
     return Reply(state.task_tools_json[session.env])
 
 

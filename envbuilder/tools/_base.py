@@ -77,6 +77,9 @@ class ToolConfig(ConfigModel):
     task_scoped: bool = False
     """List the tool only in the session's `/task_tools`, not in `/tools` (the ORS
     `shared=False` tools: they belong to the task). It is callable either way."""
+    only_for: str | None = None
+    """A task field: the tool exists only for tasks where it is set and not empty (a `hint`
+    column some rows fill). Such a tool is listed in those sessions' `/task_tools` only."""
     terminal: bool = False
     """A call ends the episode (its output has `finished: true`) with the reward earned so far
     (none when nothing was graded)."""

@@ -82,3 +82,18 @@ def test_delete_and_expiry_end_the_tools_sessions() -> None:
         while len(probe.released) < 2 and time.monotonic() < deadline:
             time.sleep(0.05)
     assert probe.released == [{"handle": "res-0", "uses": 2}, {"handle": "res-1", "uses": 1}]
+
+
+def test_task_tools_follow_the_sessions_task() -> None:
+    text = SPEC + "  - {type: template, name: note, input: {}, template: '{{ note }}', only_for: note}\n"
+    env = Environment(parse_spec(text, file="qa.yaml", base_dir=HERE))
+    with serve_app(create_app([env])) as url, httpx.Client(base_url=url, timeout=10) as c:
+        names = {}
+        for index in (0, 1):
+            sid = f"s{index}"
+            r = c.post("/create", headers={"X-Session-ID": sid}, json={"split": "test", "index": index})
+            assert r.status_code == 200
+            listing = c.get("/qa-tools/task_tools", headers={"X-Session-ID": sid}).json()
+            names[index] = [t["name"] for t in listing["tools"]]
+        assert names[0][-1] == "note" and "note" not in names[1]
+        assert "note" not in [t["name"] for t in c.get("/qa-tools/tools").json()["tools"]]

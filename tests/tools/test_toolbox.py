@@ -163,3 +163,22 @@ async def test_unknown_tool(qa_env: Environment) -> None:
     result = await qa_env.call_tool(_episode(qa_env), "nosuch", {})
     assert result == RunToolError(error="'nosuch' is not a valid tool", reason="not_found")
     assert not isinstance(result, RunToolSuccess)
+
+
+async def test_a_tool_only_for_tasks_that_have_its_field() -> None:
+    from envbuilder.spec import parse_spec
+    from tests.tools.conftest import HERE, SPEC
+
+    text = SPEC + "  - {type: template, name: note, input: {}, template: '{{ note }}', only_for: note}\n"
+    env = Environment(parse_spec(text, file="qa.yaml", base_dir=HERE))
+    assert "note" not in [t.name for t in env.tools_listing.tools]
+    with_note, without = (env.split("test").task(i) for i in (0, 1))
+    assert [t.name for t in env.task_tools(with_note).tools][-1] == "note"
+    assert "note" not in [t.name for t in env.task_tools(without).tools]
+    out = await _call(env, Episode(task=with_note), "note", {})
+    assert out["output"]["blocks"][0]["text"] == "The answer is a city."
+    assert await _call(env, Episode(task=without), "note", {}) == {
+        "ok": False,
+        "error": "'note' is not a valid tool",
+        "reason": "not_found",
+    }
