@@ -123,15 +123,15 @@ class Toolbox:
                 f"time{'s' if config.max_calls != 1 else ''} per episode"
             )
         episode.tool_calls[name] = used + 1
-        episode.cost += config.cost
         state = episode.tool_state.setdefault(name, {})
         try:
             reply = await declared.tool.run(ToolCall(episode.task, args, state, episode.secrets))
         except ToolError as exc:
-            return _error_output(f"{name!r} failed: {exc}")
+            return _error_output(f"{name!r} failed: {exc}")  # counted, but not charged
         finally:
             if not state:
                 episode.tool_state.pop(name, None)
+        episode.cost += config.cost
         finished = reply.finished or config.terminal
         metadata = dict(reply.metadata or {})
         if config.cost:

@@ -73,7 +73,8 @@ class ToolConfig(ConfigModel):
     """How many times an episode may call the tool; later calls are refused (as an error
     output, without running the tool)."""
     cost: float = Field(default=0.0, ge=0)
-    """Reward taken off the episode's final reward for each call (a hint that costs)."""
+    """Reward taken off the episode's final reward for each call that runs (a hint that costs;
+    a call that fails is not charged)."""
     task_scoped: bool = False
     """List the tool only in the session's `/task_tools`, not in `/tools` (the ORS
     `shared=False` tools: they belong to the task). It is callable either way."""
