@@ -5,6 +5,7 @@ at every step."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -226,3 +227,31 @@ def test_openreward_tool_episode(tools_url: str) -> None:
         with pytest.raises(ToolCallError) as info:
             s.call_tool("calculator", {"expression": "1"})
         assert info.value.reason == "episode_finished"
+
+
+def test_rich_blocks_stay_in_place_as_the_episode_grows(tmp_path: Path) -> None:
+    """A conversation prompt with reasoning/tool_call/tool_result blocks, then the agent's calls:
+    every step's /messages keeps the prompt's rich blocks in place and converts in every format."""
+    from openreward import EnvironmentsAPI
+
+    from tests.prompting.conftest import RICH
+
+    spec = tmp_path / "rich.yaml"
+    spec.write_text(RICH + "submit: {max_attempts: 2}\n")
+    env = Environment(parse_spec(spec.read_text(), file="rich.yaml", base_dir=tmp_path))
+    with serve_app(create_app([env])) as url:
+        api = EnvironmentsAPI(base_url=url, api_key=None)
+        with api.get(name="rich", variant="rich").session(split="test", index=0) as s:
+            before = [m.model_dump() for m in env.messages(env.split("test").task(0))]
+            for step, answer in enumerate(["41", "42"], 1):
+                s.call_tool("submit", {"answer": answer})
+                raw = _messages(url, "rich", s.sid)
+                assert raw[: len(before)] == before  # the prompt's blocks, reasoning included, in place
+                added = raw[len(before) :]
+                assert [m["role"] for m in added] == ["assistant", "user"] * step
+                assert [m["blocks"][0]["type"] for m in added] == ["tool_call", "tool_result"] * step
+                assert s.get_messages(format="openai")[-1]["role"] == "tool"
+                assert (
+                    s.get_messages(format="anthropic")["messages"][-1]["content"][0]["type"] == "tool_result"
+                )
+            assert [b["type"] for b in before[2]["blocks"]] == ["reasoning", "text", "tool_call"]
