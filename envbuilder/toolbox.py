@@ -208,6 +208,8 @@ def _bounded(blocks: list[Any], limit: int) -> list[Any]:
 
 
 def _record(episode: Episode, name: str, tool_input: dict[str, Any], output: ToolOutput) -> None:
+    """Add a call to the transcript: its text only, so that an image a tool returns does not
+    travel with the session on every store (``/messages`` shows the text of each result)."""
     text = "\n".join(b.text for b in output.blocks if isinstance(b, TextBlock))
     error = bool(output.metadata and output.metadata.get("error"))
     episode.transcript.append(
