@@ -191,6 +191,7 @@ class SubmitTool:
             metadata.update(
                 outcome=grade.outcome.value, score=grade.score, reason=grade.reason, **grade.details
             )
+            metadata["turn_reward"] = self._reward(grade.score)
         if not last:
             turns = dialogue.user_turns(task, episode.replies)
             return ToolOutput(

@@ -57,6 +57,7 @@ async def test_per_turn_grading_and_the_episode_reward(reward: str, expected: fl
     env = _env(f"dialogue: {{turns: ['Again?'], grade: each, reward: {reward}}}\n")
     first, second = await _play(env, ["Lyon", "Paris"])
     assert first["metadata"]["score"] == 0.0 and first["reward"] is None
+    assert (first["metadata"]["turn_reward"], second["metadata"]["turn_reward"]) == (0.0, 1.0)
     assert second["reward"] == expected and second["metadata"]["scores"] == [0.0, 1.0]
 
 

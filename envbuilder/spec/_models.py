@@ -242,7 +242,10 @@ class DialogueSpec(ConfigModel):
     `replies`, the agent's replies so far)."""
     grade: Literal["each", "end"] = "end"
     """`each`: every reply is graded by `grader` (which sees `turn`, `user_turns` and
-    `replies`); `end`: only the last reply is, with the whole dialogue in those fields."""
+    `replies`); `end`: only the last reply is, with the whole dialogue in those fields. A reply's
+    own reward is in its output's metadata (`turn_reward`); the output's `reward` stays null
+    until the last reply, which carries the episode's reward (so a harness that keeps the last
+    reward and one that sums them agree)."""
     reward: Literal["last", "mean", "min", "grader"] = "last"
     """The episode's reward: the `last` graded reply's, the `mean` or `min` over the replies
     (with `grade: each`), or the score of `transcript_grader` over the whole dialogue."""
