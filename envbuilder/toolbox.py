@@ -22,6 +22,7 @@ from envbuilder.protocol import (
     Message,
     RunToolError,
     RunToolSuccess,
+    TerminalToolSpec,
     TextBlock,
     ToolCallBlock,
     ToolOutput,
@@ -60,22 +61,36 @@ class Toolbox:
         self.submit = submit
         self.declared = {t.name: _Declared(t) for t in tools}
         declared = list(self.declared.values())
+        spec = submit.spec
+        self._terminal = (
+            TerminalToolSpec(name=spec.name, arg=spec.answer_field, description=spec.description)
+            if spec.terminal_tool
+            else None
+        )
         shared = [d.spec for d in declared if not (d.config.task_scoped or d.config.only_for)]
-        self.listing = _listing([submit.tool_spec, *shared])
+        self.listing = self._listing([submit.tool_spec, *shared])
         """``/tools``: the answer tool and the shared tools."""
-        self.task_listing = _listing([submit.tool_spec] + [d.spec for d in declared])
+        self.task_listing = self._listing([submit.tool_spec] + [d.spec for d in declared])
         """``/task_tools``: every tool, the task-scoped ones included."""
         self.varies = any(d.config.only_for for d in declared)
         """Whether a session's tools depend on its task (``only_for``)."""
         self.cleanup = any(type(d.tool).end_session is not Tool.end_session for d in self.declared.values())
         """Whether some tool releases per-session resources when a session ends."""
 
+    def _listing(self, specs: list[ToolSpec]) -> ListToolsOutput:
+        return ListToolsOutput(
+            tools=specs,
+            terminal_tool=self._terminal,
+            supports_score_group=False,
+            message_block_types=MESSAGE_BLOCK_TYPES,
+        )
+
     def task_listing_for(self, task: dict[str, Any]) -> ListToolsOutput:
         """``/task_tools`` of a session on ``task``: without the tools its task lacks."""
         if not self.varies:
             return self.task_listing
         specs = [self.submit.tool_spec] + [d.spec for d in self.declared.values() if _offered(d, task)]
-        return _listing(specs)
+        return self._listing(specs)
 
     def blocking(self, name: str) -> bool:
         """Whether a call of ``name`` may wait on I/O (it then streams with keep-alives)."""
@@ -179,10 +194,6 @@ def _offered(declared: _Declared, task: dict[str, Any]) -> bool:
     return field is None or task.get(field) not in (None, "", [], {})
 
 
-def _listing(specs: list[ToolSpec]) -> ListToolsOutput:
-    return ListToolsOutput(
-        tools=specs, terminal_tool=None, supports_score_group=False, message_block_types=MESSAGE_BLOCK_TYPES
-    )
 
 
 def _error_output(text: str, *, finished: bool = False) -> RunToolSuccess:

@@ -221,6 +221,10 @@ class SubmitSpec(ConfigModel):
     again (at most `max_attempts` such retries per episode, then `no_reward`)."""
     max_answer_chars: int = Field(default=100_000, ge=1)
     """Longer answers are refused as invalid tool input."""
+    terminal_tool: bool = False
+    """Also advertise the answer tool as the listings' `terminal_tool` (its `arg` is
+    `answer_field`): harnesses that support it (openreward's `call_terminal_tool`) pass the
+    model's plain final message to it. It stays in `tools` too, for harnesses that do not."""
     feedback: str | None = None
     """What the agent is told after a graded answer, as a Jinja template (default: `Correct!`,
     `Incorrect.` or `Partially correct (score 0.50).`, then the attempts left). It sees the

@@ -255,3 +255,22 @@ def test_rich_blocks_stay_in_place_as_the_episode_grows(tmp_path: Path) -> None:
                     s.get_messages(format="anthropic")["messages"][-1]["content"][0]["type"] == "tool_result"
                 )
             assert [b["type"] for b in before[2]["blocks"]] == ["reasoning", "text", "tool_call"]
+
+
+def test_openreward_passes_a_plain_final_message_to_the_terminal_answer_tool() -> None:
+    from openreward import EnvironmentsAPI
+
+    text = TOOLS_SPEC.replace(
+        "submit:\n  max_attempts: 2\n", "submit:\n  max_attempts: 2\n  terminal_tool: true\n"
+    )
+    env = Environment(parse_spec(text, file="qa.yaml", base_dir=TOOLS_HERE))
+    with serve_app(create_app([env])) as url:
+        api = EnvironmentsAPI(base_url=url, api_key=None)
+        remote = api.get(name="qa-tools", variant="qa-tools")
+        terminal = remote.terminal_tool()
+        assert (terminal.name, terminal.arg) == ("submit", "answer")
+        with remote.session(split="test", index=0) as s:
+            wrong = s.call_terminal_tool("I think it is Lyon.")
+            assert (wrong.finished, wrong.blocks[0].text) == (False, "You said I think it is Lyon.; 1 left.")
+            right = s.call_terminal_tool("Paris")
+            assert (right.reward, right.finished) == (1.0, True)
