@@ -194,8 +194,6 @@ def _offered(declared: _Declared, task: dict[str, Any]) -> bool:
     return field is None or task.get(field) not in (None, "", [], {})
 
 
-
-
 def _error_output(text: str, *, finished: bool = False) -> RunToolSuccess:
     """A call that failed, as the agent reads it: an output holding the error."""
     return RunToolSuccess(

@@ -151,7 +151,7 @@ def conversation_hints(rows: list[Row], columns: list[str]) -> list[str]:
                 "",
                 f"# `{column}` holds several user turns: to reveal them one at a time (the submit tool's",
                 "# output is the next turn; the grader sees `turn`, `user_turns` and `replies`), use",
-                f"#   prompt: {{template: \"{{{{ {var}[0] }}}}\"}}",
+                f'#   prompt: {{template: "{{{{ {var}[0] }}}}"}}',
                 f"#   dialogue: {{column: {var}, grade: each, reward: mean}}",
             ]
     return lines
