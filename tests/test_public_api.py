@@ -8,6 +8,7 @@ import envbuilder.eval
 import envbuilder.graders
 import envbuilder.server
 import envbuilder.spec
+import envbuilder.tools
 
 
 def test_top_level_api() -> None:
@@ -18,7 +19,8 @@ def test_top_level_api() -> None:
 
 def test_subpackage_apis_are_sorted_and_resolve() -> None:
     for module in (envbuilder, envbuilder.data, envbuilder.graders, envbuilder.server,
-                   envbuilder.spec, envbuilder.authoring, envbuilder.client, envbuilder.eval):
+                   envbuilder.spec, envbuilder.authoring, envbuilder.client, envbuilder.eval,
+                   envbuilder.tools):
         assert len(set(module.__all__)) == len(module.__all__)
         for name in module.__all__:
             assert hasattr(module, name), (module.__name__, name)
@@ -39,3 +41,9 @@ def test_eval_api() -> None:
         "ModelError", "RemoteBackend", "ResultsFile", "RunIdentity", "RunMismatch", "Sampling", "Summary",
         "clustered_mean", "compare_runs", "outcome_of", "paired_difference", "pass_at_k", "plan_eval",
         "run_eval", "summarize", "write_report"]
+
+
+def test_tools_api() -> None:
+    assert envbuilder.tools.__all__ == [
+        "ParamSpec", "Tool", "ToolCall", "ToolConfig", "ToolContext", "ToolReply", "input_model", "tools"]
+    assert envbuilder.tools.tools.names()[:3] == ["calculator", "retrieve", "template"]
