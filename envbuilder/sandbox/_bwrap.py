@@ -55,7 +55,9 @@ EXTRA_PATHS_ENV = "ENVBUILDER_SANDBOX_PATHS"
 UID_ENV = "ENVBUILDER_SANDBOX_UID"
 _NOBODY = 65534
 _OPEN_FILES = 256
-_INSTALL_HINT = "Install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap)"
+_INSTALL_HINT = (
+    "Install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap)"
+)
 
 
 class BubblewrapBackend(Backend):
@@ -88,7 +90,9 @@ class BubblewrapBackend(Backend):
         bwrap = shutil.which("bwrap")
         prlimit = shutil.which("prlimit")
         if bwrap is None:
-            raise SandboxError("the bubblewrap sandbox needs `bwrap`, which is not installed", hint=_INSTALL_HINT)
+            raise SandboxError(
+                "the bubblewrap sandbox needs `bwrap`, which is not installed", hint=_INSTALL_HINT
+            )
         if prlimit is None or not prlimit.startswith("/usr/"):
             raise SandboxError(
                 "the bubblewrap sandbox needs `prlimit` in /usr (util-linux)", hint="Install util-linux"
@@ -97,7 +101,9 @@ class BubblewrapBackend(Backend):
         if self.root:
             setpriv = shutil.which("setpriv")
             if setpriv is None:
-                raise SandboxError("running as root, the sandbox needs `setpriv` (util-linux) to drop to a uid")
+                raise SandboxError(
+                    "running as root, the sandbox needs `setpriv` (util-linux) to drop to a uid"
+                )
             out += [setpriv, f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups"]
         out += [bwrap]
         if status_fd is not None:
@@ -163,7 +169,9 @@ class BubblewrapBackend(Backend):
                         argv, limits, pass_fds=[*fds.values(), status_w], after_start=close_write
                     )
                 except OSError as exc:
-                    raise SandboxError(f"bubblewrap could not be started: {exc}", hint=_INSTALL_HINT) from None
+                    raise SandboxError(
+                        f"bubblewrap could not be started: {exc}", hint=_INSTALL_HINT
+                    ) from None
             close_write()
             status = _read_all(status_r)
         finally:

@@ -55,7 +55,9 @@ class DockerBackend(Backend):
         where = os.environ.get("DOCKER_HOST") or os.environ.get("DOCKER_CONTEXT") or "the default engine"
         return f"{self.cli} ({self.image} on {where}; no network, read-only root)"
 
-    def argv(self, name: str, command: Sequence[str], limits: Limits, workdir: Path | None = None) -> list[str]:
+    def argv(
+        self, name: str, command: Sequence[str], limits: Limits, workdir: Path | None = None
+    ) -> list[str]:
         """The ``docker run`` command line for one run in a container called ``name``."""
         cli = shutil.which(self.cli)
         if cli is None:

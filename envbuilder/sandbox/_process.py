@@ -75,7 +75,9 @@ async def run_process(
     overflow = asyncio.ensure_future(over.wait())
     status: Status | None = None
     try:
-        done, _ = await asyncio.wait({work, overflow}, timeout=limits.wall_seconds, return_when="FIRST_COMPLETED")
+        done, _ = await asyncio.wait(
+            {work, overflow}, timeout=limits.wall_seconds, return_when="FIRST_COMPLETED"
+        )
         if overflow in done:
             status = Status.OUTPUT_LIMIT
         elif work not in done:
