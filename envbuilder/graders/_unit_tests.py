@@ -97,7 +97,8 @@ class UnitTestsGrader(Grader):
             self._program = Template(config.program, name="grader.program", base_dir=base)
         else:
             assert config.program_file is not None
-            self._program = Template(config.program_file, name="grader.program_file", base_dir=base, from_file=True)
+            file = config.program_file
+            self._program = Template(file, name="grader.program_file", base_dir=base, from_file=True)
         self._reference = (
             Template(config.reference, name="grader.reference", base_dir=base) if config.reference else None
         )
@@ -176,5 +177,6 @@ def _score(results: list[RunResult], mode: str) -> Grade:
     if mode == "fraction":
         score = passed / len(results)
         outcome = Outcome.CORRECT if score > 0 else Outcome.INCORRECT
-        return Grade(outcome, score, f"{passed} of {len(results)} tests passed; first failure: {first}", details)
+        reason = f"{passed} of {len(results)} tests passed; first failure: {first}"
+        return Grade(outcome, score, reason, details)
     return Grade(Outcome.INCORRECT, 0.0, first, details)
