@@ -123,7 +123,8 @@ class BubblewrapBackend(Backend):
             out += ["--bind", str(workdir), "/work"]
         for name, fd in fds.items():
             out += ["--file", str(fd), f"/work/{name}"]
-        out += ["--chdir", "/work", "--", prlimit]
+        # bwrap builds the view on its own tmpfs: make it read-only, or it is an unbounded disk.
+        out += ["--remount-ro", "/", "--chdir", "/work", "--", prlimit]
         out += [
             f"--cpu={limits.cpu_rlimit}:{limits.cpu_rlimit + 1}",
             f"--as={limits.memory_mb * 1024 * 1024}",

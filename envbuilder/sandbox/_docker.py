@@ -35,6 +35,19 @@ from envbuilder.sandbox._result import Limits, RunResult
 CLI_ENV = "ENVBUILDER_SANDBOX_DOCKER"
 IMAGE_ENV = "ENVBUILDER_SANDBOX_IMAGE"
 DEFAULT_IMAGE = "python:3.11-slim"
+#: What the docker CLI may read from the server's environment (where the engine is, its TLS).
+CLIENT_ENV = (
+    "PATH",
+    "HOME",
+    "DOCKER_HOST",
+    "DOCKER_CONTEXT",
+    "DOCKER_CONFIG",
+    "DOCKER_TLS_VERIFY",
+    "DOCKER_CERT_PATH",
+    "XDG_RUNTIME_DIR",
+    "CONTAINER_HOST",
+    "CONTAINER_CONNECTION",
+)
 _ENGINE_FAILED = 125  # `docker run` itself failed: no engine, no image, refused options
 # Unpack the files, run the command; its own status 125 is shown as 1 so that 125 always means
 # the engine failed (the code cannot pass itself off as an engine failure).
@@ -106,13 +119,20 @@ class DockerBackend(Backend):
 
         async def kill() -> None:
             proc = await asyncio.create_subprocess_exec(
-                argv[0], "kill", name, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
+                argv[0],
+                "kill",
+                name,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.DEVNULL,
+                env=_client_env(),
             )
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(proc.wait(), timeout=30)
 
         try:
-            result, launcher = await run_process(argv, limits, stdin=_tar(files), on_kill=kill)
+            result, launcher = await run_process(
+                argv, limits, stdin=_tar(files), on_kill=kill, env=_client_env()
+            )
         except OSError as exc:
             raise SandboxError(f"the {self.cli} CLI could not be started: {exc}") from None
         if launcher == _ENGINE_FAILED:
@@ -122,6 +142,10 @@ class DockerBackend(Backend):
                 hint="Check that the engine runs and that DOCKER_HOST points at it",
             )
         return result
+
+
+def _client_env() -> dict[str, str]:
+    return {k: os.environ[k] for k in CLIENT_ENV if k in os.environ}
 
 
 def _tar(files: Mapping[str, bytes]) -> bytes:

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
 from envbuilder.sandbox._result import Limits, RunResult, Status, classify
 
 _CHUNK = 65536
+_DRAIN_SECONDS = 5.0
 
 
 async def run_process(
@@ -25,13 +27,15 @@ async def run_process(
     pass_fds: Sequence[int] = (),
     on_kill: Callable[[], Awaitable[None]] | None = None,
     after_start: Callable[[], None] | None = None,
+    env: dict[str, str] | None = None,
 ) -> tuple[RunResult, int]:
     """Run ``argv``; return its result and the launcher's own exit status.
 
     ``on_kill`` runs after the launcher is killed (a container engine must be told to stop
     the container: killing its client does not); ``after_start`` once the process exists
-    (to close the parent's copies of ``pass_fds``). Raises ``OSError`` when ``argv[0]``
-    cannot be started.
+    (to close the parent's copies of ``pass_fds``). ``env`` is the launcher's whole
+    environment (default: only ``PATH``): the server's own never reaches it.
+    Raises ``OSError`` when ``argv[0]`` cannot be started.
     """
     started = time.monotonic()
     proc = await asyncio.create_subprocess_exec(
@@ -41,6 +45,7 @@ async def run_process(
         stderr=asyncio.subprocess.PIPE,
         pass_fds=tuple(pass_fds),
         start_new_session=True,  # the server's terminal signals (Ctrl-C) are not the run's
+        env=env if env is not None else {"PATH": os.environ.get("PATH", os.defpath)},
     )
     if after_start is not None:
         after_start()
@@ -51,12 +56,10 @@ async def run_process(
     async def pump(stream: asyncio.StreamReader | None, buf: bytearray) -> None:
         assert stream is not None
         while chunk := await stream.read(_CHUNK):
-            keep = chunk[: max(0, budget[0])]
-            buf += keep
+            buf += chunk[: max(0, budget[0])]
             budget[0] -= len(chunk)
             if budget[0] < 0:
-                over.set()
-                return
+                over.set()  # the run is killed; read on (discarding) to the pipe's end
 
     async def feed() -> None:
         if stdin is None or proc.stdin is None:
@@ -68,8 +71,7 @@ async def run_process(
 
     async def finish() -> None:
         await asyncio.gather(feed(), pump(proc.stdout, out), pump(proc.stderr, err))
-        if not over.is_set():
-            await proc.wait()
+        await proc.wait()
 
     work = asyncio.ensure_future(finish())
     overflow = asyncio.ensure_future(over.wait())
@@ -88,9 +90,10 @@ async def run_process(
         overflow.cancel()
         if status is not None or work.cancelled() or not work.done():
             await _kill(proc, on_kill)
-        work.cancel()
+        # Once every process is dead the pipes end: let the readers see that and close.
         with contextlib.suppress(asyncio.CancelledError, Exception):
-            await work
+            await asyncio.wait_for(asyncio.shield(work), timeout=_DRAIN_SECONDS)
+        work.cancel()
     code = proc.returncode if proc.returncode is not None else -1
     # A launcher killed by a signal shows as -N; report it as a shell would, 128 + N.
     shown = 128 - code if code < 0 else code
