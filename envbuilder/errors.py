@@ -9,6 +9,8 @@ Every error envbuilder raises on purpose derives from :class:`EnvbuilderError`::
     ├── TemplateError            a template fails to parse, escapes the sandbox, or fails to render
     ├── GraderError              a grader is misconfigured or cannot run
     ├── SandboxError             the code sandbox cannot run anything (engine missing or broken)
+    ├── ToolError                a tool is misconfigured, or one call of it fails (that call's
+    │                            output then says so; it never becomes an HTTP error)
     └── RequestError             an HTTP request breaks the protocol; .status is its HTTP status
 
 Each boundary translates these exactly once: the CLI prints ``str(error)`` without a
@@ -33,6 +35,7 @@ __all__ = [
     "SpecError",
     "TaskNotFound",
     "TemplateError",
+    "ToolError",
     "did_you_mean",
     "format_loc",
 ]
@@ -156,6 +159,24 @@ class SandboxError(EnvbuilderError):
     """
 
     code = "sandbox_unavailable"
+
+
+class ToolError(EnvbuilderError):
+    """A tool is misconfigured (``loc`` is the key path inside its block), or a call of it
+    fails: the agent then gets the message as the call's error output."""
+
+    code = "tool_error"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        loc: tuple[str | int, ...] = (),
+        hint: str | None = None,
+        code: str | None = None,
+    ):
+        super().__init__(message, hint=hint, code=code)
+        self.loc = loc
 
 
 class RequestError(EnvbuilderError):

@@ -8,6 +8,7 @@ import envbuilder.eval
 import envbuilder.graders
 import envbuilder.server
 import envbuilder.spec
+import envbuilder.tools
 
 
 def test_top_level_api() -> None:
@@ -18,7 +19,8 @@ def test_top_level_api() -> None:
 
 def test_subpackage_apis_are_sorted_and_resolve() -> None:
     for module in (envbuilder, envbuilder.data, envbuilder.graders, envbuilder.server,
-                   envbuilder.spec, envbuilder.authoring, envbuilder.client, envbuilder.eval):
+                   envbuilder.spec, envbuilder.authoring, envbuilder.client, envbuilder.eval,
+                   envbuilder.tools):
         assert len(set(module.__all__)) == len(module.__all__)
         for name in module.__all__:
             assert hasattr(module, name), (module.__name__, name)
@@ -37,3 +39,9 @@ def test_eval_api() -> None:
     assert envbuilder.eval.__all__ == [
         "ChatModel", "EvalPlan", "LocalBackend", "ModelError", "RemoteBackend", "Summary",
         "load_records", "plan_eval", "run_eval", "summarize"]
+
+
+def test_tools_api() -> None:
+    assert envbuilder.tools.__all__ == [
+        "ParamSpec", "Tool", "ToolCall", "ToolConfig", "ToolContext", "ToolReply", "input_model", "tools"]
+    assert envbuilder.tools.tools.names()[:3] == ["calculator", "retrieve", "template"]

@@ -55,7 +55,7 @@ def gold_cases(env: Environment, sample: int, seed: int = 0) -> list[Case]:
         n = len(view)
         for index in sorted(rng.sample(range(n), min(sample, n))):
             task = view.task(index)
-            target = env.submit.grader.target(task)
+            target = env.submit.target(task)
             if isinstance(target, list | tuple):
                 target = target[0] if target else None
             response = None if target is None else str(target)

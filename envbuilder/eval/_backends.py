@@ -42,7 +42,7 @@ class _LocalEpisode:
         return self.env.messages(self.episode.task)
 
     async def tools(self) -> list[ToolSpec]:
-        return list(self.env.tools_listing.tools)
+        return list(self.env.task_tools_listing.tools)
 
     async def call(self, name: str, tool_input: dict[str, Any]) -> dict[str, Any]:
         try:

@@ -141,7 +141,7 @@ def test_nested_errors_are_located(inner: str, expected: str) -> None:
 
 def test_nested_spec_compiles_and_json_schema_is_recursive() -> None:
     env = Environment(parse_spec(SPEC % "        - {type: regex, pattern: x}", file="t.yaml", base_dir=ENVS))
-    assert not env.blocking
+    assert not env.is_blocking("submit")
     schema = json_schema()
     defs = schema["$defs"]
     cascade: dict[str, Any] = defs["CascadeConfig"]

@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""Tools and plain submit, before and after the tools work, interleaved, with orsbench.
+
+Each round starts every server afresh, in turn, and runs ``shared/bench/orsbench.py`` episodes
+(create_session → create → prompt → call → delete) at concurrency 1 and 8, server pinned to
+CPU 0 and the harness to CPU 1:
+
+* ``before``: envbuilder at ``--before`` (a git revision; default the commit this branch started
+  from), extracted with ``git archive`` and serving envs/gsm8k.yaml, the call a ``submit``;
+* ``after``: this checkout serving envs/gsm8k.yaml, the call a ``submit``;
+* ``after, tool env, submit``: envs/gsm8k_tools.yaml, the call a ``submit``;
+* ``after, tool env, calculator``: envs/gsm8k_tools.yaml, the call ``calculator``.
+
+    python bench/tools.py --shared /work/shared --rounds 3 --episodes 2000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+BASE = "67d2d55"
+"""The commit the tools branch started from."""
+COLS = ("episodes/s c=8", "server CPU ms/episode", "call p50 ms c=8", "episode p50 ms c=8", "episode p99 ms c=8")
+
+
+def orsbench(shared: Path, label: str, cmd: str, port: int, env: str, extra: list[str], episodes: int) -> Any:
+    print(f"[tools] {label}", file=sys.stderr, flush=True)
+    argv = [sys.executable, str(shared / "bench" / "orsbench.py"), "--server-cmd", cmd,
+            "--url", f"http://127.0.0.1:{port}", "--env", env, "--split", "train", "--repeat", "1",
+            "--label", label, "--server-cpus", "0", "--client-cpus", "1", "--startup-timeout", "120",
+            "--micro-kinds", "task", "--micro-concurrency", "1", "--micro-requests", "200",
+            "--episodes", str(episodes), "--episode-concurrency", "1,8", *extra]
+    return json.loads(subprocess.run(argv, check=True, capture_output=True, text=True).stdout)["median"]
+
+
+def figures(m: dict[str, Any]) -> dict[str, float]:
+    eps = {e["concurrency"]: e for e in m["episodes"]}
+    steps = eps[8].get("steps") or {}
+    call = steps.get("call") or {}
+    return {
+        "episodes/s c=8": eps[8]["episodes_per_s"],
+        "server CPU ms/episode": eps[8]["server_cpu_ms_per_episode"],
+        "call p50 ms c=8": call.get("p50_ms", float("nan")),
+        "episode p50 ms c=8": eps[8]["p50_ms"],
+        "episode p99 ms c=8": eps[8]["p99_ms"],
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--shared", type=Path, default=ROOT.parent / "shared")
+    ap.add_argument("--before", default=BASE, help="the git revision measured as `before`")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--episodes", type=int, default=2000, help="episodes per concurrency level")
+    args = ap.parse_args()
+
+    old = Path(tempfile.mkdtemp(prefix="envbuilder-before-"))
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.before], check=True, capture_output=True)
+    subprocess.run(["tar", "-x", "-C", str(old)], input=archive.stdout, check=True)
+    py = sys.executable
+    submit = ["--tool", "submit", "--tool-input", '{"answer": "0"}']
+    calc = ["--tool", "calculator", "--tool-input", '{"expression": "(48 / 2) * 3 + 1"}']
+    servers = [
+        ("before, gsm8k, submit",
+         f"env PYTHONPATH={old} {py} -m envbuilder serve --port 8301 {old}/envs/gsm8k.yaml", 8301, "gsm8k", submit),
+        ("after, gsm8k, submit", f"{py} -m envbuilder serve --port 8302 {ROOT}/envs/gsm8k.yaml", 8302, "gsm8k",
+         submit),
+        ("after, gsm8k-tools, submit",
+         f"{py} -m envbuilder serve --port 8303 {ROOT}/envs/gsm8k_tools.yaml", 8303, "gsm8k-tools", submit),
+        ("after, gsm8k-tools, calculator",
+         f"{py} -m envbuilder serve --port 8304 {ROOT}/envs/gsm8k_tools.yaml", 8304, "gsm8k-tools", calc),
+    ]
+    results: dict[str, list[dict[str, float]]] = {name: [] for name, *_ in servers}
+    try:
+        for round_ in range(args.rounds):
+            for name, cmd, port, env, extra in servers:
+                label = f"{name} (round {round_ + 1})"
+                results[name].append(figures(orsbench(args.shared, label, cmd, port, env, extra, args.episodes)))
+    finally:
+        shutil.rmtree(old, ignore_errors=True)
+    med = {name: {c: statistics.median(r[c] for r in runs) for c in COLS} for name, runs in results.items()}
+    print("| server | " + " | ".join(COLS) + " |")
+    print("|---|" + "---|" * len(COLS))
+    for name, row in med.items():
+        print(f"| {name} | " + " | ".join(f"{row[c]:,.3g}" for c in COLS) + " |")
+    before, after = med["before, gsm8k, submit"], med["after, gsm8k, submit"]
+    calc_row, tool_submit = med["after, gsm8k-tools, calculator"], med["after, gsm8k-tools, submit"]
+    print()
+    print("after / before (plain submit): " + ", ".join(f"{c} {after[c] / before[c]:.2f}×" for c in COLS))
+    print("calculator / submit (same env): " + ", ".join(f"{c} {calc_row[c] / tool_submit[c]:.2f}×" for c in COLS))
+    print("Per-round server CPU ms/episode: " + json.dumps(
+        {n: [round(r["server CPU ms/episode"], 3) for r in runs] for n, runs in results.items()}))
+
+
+if __name__ == "__main__":
+    main()
