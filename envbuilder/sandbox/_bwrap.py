@@ -83,10 +83,11 @@ class BubblewrapBackend(Backend):
         fds: Mapping[str, int],
         workdir: Path | None = None,
         *,
-        status_fd: int | None = None,
+        ready: bool = False,
     ) -> list[str]:
         """The full command line for one run; ``fds`` maps each file name to a readable fd,
-        ``status_fd`` is where bwrap reports that the command started."""
+        ``ready_fd`` (the launcher's stdin) is written to inside the sandbox once it is set up, just
+        before the command starts: bwrap's own failures are thus told from the code's."""
         bwrap = shutil.which("bwrap")
         prlimit = shutil.which("prlimit")
         if bwrap is None:
@@ -106,8 +107,6 @@ class BubblewrapBackend(Backend):
                 )
             out += [setpriv, f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups"]
         out += [bwrap]
-        if status_fd is not None:
-            out += ["--json-status-fd", str(status_fd)]
         out += ["--unshare-all", "--die-with-parent", "--new-session", "--clearenv"]
         out += ["--hostname", "sandbox"]
         for key, value in BASE_ENV.items():
@@ -124,7 +123,13 @@ class BubblewrapBackend(Backend):
         for name, fd in fds.items():
             out += ["--file", str(fd), f"/work/{name}"]
         # bwrap builds the view on its own tmpfs: make it read-only, or it is an unbounded disk.
-        out += ["--remount-ro", "/", "--chdir", "/work", "--", prlimit]
+        out += ["--remount-ro", "/", "--chdir", "/work", "--"]
+        if ready:
+            # The launcher's stdin is the ready pipe: signal "set up", give the code /dev/null
+            # as stdin instead (it never holds the pipe), then become prlimit.
+            signal = 'printf 1 >&0 && exec 0</dev/null && exec "$@"'
+            out += ["/bin/sh", "-c", signal, "sh"]
+        out += [prlimit]
         out += [
             f"--cpu={limits.cpu_rlimit}:{limits.cpu_rlimit + 1}",
             f"--as={limits.memory_mb * 1024 * 1024}",
@@ -155,8 +160,8 @@ class BubblewrapBackend(Backend):
                 f"the command {command[0]!r} is not in the sandbox (searched {BASE_ENV['PATH']})",
                 hint=f"Install it under /usr, or show its folder with {EXTRA_PATHS_ENV}",
             )
-        status_r, status_w = os.pipe()
-        open_fds = [status_w]
+        ready_r, ready_w = os.pipe()
+        open_fds = [ready_w]
 
         def close_write() -> None:  # once: the fd number may be reused after
             while open_fds:
@@ -164,23 +169,23 @@ class BubblewrapBackend(Backend):
 
         try:
             with _memfds(files) as fds:
-                argv = self.argv(command, limits, fds, workdir, status_fd=status_w)
+                argv = self.argv(command, limits, fds, workdir, ready=True)
                 try:
                     result, _ = await run_process(
-                        argv, limits, pass_fds=[*fds.values(), status_w], after_start=close_write
+                        argv, limits, stdin=ready_w, pass_fds=list(fds.values()), after_start=close_write
                     )
                 except OSError as exc:
                     raise SandboxError(
                         f"bubblewrap could not be started: {exc}", hint=_INSTALL_HINT
                     ) from None
             close_write()
-            status = _read_all(status_r)
+            ready = _read_all(ready_r)
         finally:
-            os.close(status_r)
+            os.close(ready_r)
             close_write()
-        if b'"child-pid"' not in status and result.exit_code is not None:
+        if not ready and result.exit_code is not None:
             # bwrap failed before the command started (no user namespaces, a bad mount): the
-            # code never ran. (Its status fd is not visible to the code, so this cannot be faked.)
+            # code never ran. (The code never holds the pipe: this cannot be faked.)
             raise SandboxError(f"bubblewrap failed: {result.stderr.strip()[:300]}")
         return result
 

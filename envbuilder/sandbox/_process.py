@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import os
 import time
+from asyncio.subprocess import DEVNULL, PIPE
 from collections.abc import Awaitable, Callable, Sequence
 
 from envbuilder.sandbox._result import Limits, RunResult, Status, classify
@@ -23,7 +24,7 @@ async def run_process(
     argv: Sequence[str],
     limits: Limits,
     *,
-    stdin: bytes | None = None,
+    stdin: bytes | int | None = None,
     pass_fds: Sequence[int] = (),
     on_kill: Callable[[], Awaitable[None]] | None = None,
     after_start: Callable[[], None] | None = None,
@@ -31,16 +32,17 @@ async def run_process(
 ) -> tuple[RunResult, int]:
     """Run ``argv``; return its result and the launcher's own exit status.
 
-    ``on_kill`` runs after the launcher is killed (a container engine must be told to stop
-    the container: killing its client does not); ``after_start`` once the process exists
-    (to close the parent's copies of ``pass_fds``). ``env`` is the launcher's whole
+    ``stdin`` is bytes to write to it, or a file descriptor to give it. ``on_kill`` runs
+    after the launcher is killed (a container engine must be told to stop the container:
+    killing its client does not); ``after_start`` once the process exists (to close the
+    parent's copies of descriptors it was given). ``env`` is the launcher's whole
     environment (default: only ``PATH``): the server's own never reaches it.
     Raises ``OSError`` when ``argv[0]`` cannot be started.
     """
     started = time.monotonic()
     proc = await asyncio.create_subprocess_exec(
         *argv,
-        stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+        stdin=stdin if isinstance(stdin, int) else DEVNULL if stdin is None else PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         pass_fds=tuple(pass_fds),
@@ -62,7 +64,7 @@ async def run_process(
                 over.set()  # the run is killed; read on (discarding) to the pipe's end
 
     async def feed() -> None:
-        if stdin is None or proc.stdin is None:
+        if not isinstance(stdin, bytes) or proc.stdin is None:
             return
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):
             proc.stdin.write(stdin)
