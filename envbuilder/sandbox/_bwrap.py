@@ -12,6 +12,10 @@ What a run sees and may do:
 - rlimits set by ``prlimit`` (util-linux) inside the sandbox: CPU time, address space,
   processes (counted per user namespace, so per run), file size, open files, no core dumps.
 
+Memory is bounded per process (RLIMIT_AS), so a run holds at most ``memory_mb`` x
+``processes``; a cgroup would bound the total but needs a delegated cgroup, which bwrap does not
+set up (the Docker backend's ``--memory`` is a cgroup limit on the whole container).
+
 ``--die-with-parent`` and the PID namespace make cleanup total: when the run ends or is killed,
 the namespace's init dies and the kernel kills every process left in it. As root, the run
 also drops to an unprivileged uid (``$ENVBUILDER_SANDBOX_UID``, default 65534 "nobody") with
