@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from envbuilder.environment import Environment
-from envbuilder.eval import ChatModel, LocalBackend, RemoteBackend, plan_eval, run_eval
+from envbuilder.eval import ChatModel, LocalBackend, RemoteBackend, plan_eval, run_eval, summarize
+from envbuilder.retry import RetryPolicy
 from envbuilder.server import ServerSettings, create_app
 from envbuilder.spec import parse_spec
 from tests.conftest import ENVS
@@ -24,16 +25,19 @@ def _run(backend_factory: Any, handler: Any, *, limit: int, max_turns: int = 6) 
     async def main() -> tuple[Any, list[Any], Any]:
         backend = await backend_factory()
         with ChatServer(handler) as server:
-            model = ChatModel(server.base_url, "fake-model", api_key="sk-x", backoff=0.01)
+            retry = RetryPolicy(backoff=0.01, repeat_safe=True)
+            model = ChatModel(server.base_url, "fake-model", api_key="sk-x", retry=retry)
             try:
-                plan = await plan_eval(backend, split="test", limit=limit, out=None)
-                summary, records = await run_eval(backend, model, plan, concurrency=2, max_turns=max_turns)
+                plan = await plan_eval(
+                    backend, model, split="test", limit=limit, max_turns=max_turns, out=None
+                )
+                records = await run_eval(backend, model, plan, concurrency=2)
             finally:
                 await model.aclose()
                 await backend.aclose()
                 if isinstance(backend, LocalBackend):
                     await backend.env.aclose()  # the judge's connections belong to this loop
-        return summary, records, server
+        return summarize(records), records, server
 
     return asyncio.run(main())
 
@@ -54,8 +58,8 @@ def test_eval_of_a_tool_environment_over_the_wire() -> None:
     env = Environment(parse_spec(TOOLS_SPEC, file="qa.yaml", base_dir=TOOLS_HERE))
     with serve_app(create_app([env], ServerSettings())) as url:
         summary, records, server = _run(lambda: RemoteBackend.connect(url), _tools_policy, limit=2)
-    assert (summary.tasks, summary.errors) == (2, 0)
-    assert summary.mean_reward == pytest.approx(0.75)  # both right, each less the hint's cost
+    assert (summary.tasks, summary.outcomes.get("error", 0)) == (2, 0)
+    assert summary.reward_all.mean == pytest.approx(0.75)  # both right, each less the hint's cost
     offered = [t["function"]["name"] for t in server.requests[0]["tools"]]
     assert offered == ["submit", "calculator", "hint", "lookup", "search", "give_up"]
     lookup = next(t for t in server.requests[0]["tools"] if t["function"]["name"] == "lookup")
@@ -90,7 +94,7 @@ def test_eval_of_a_two_turn_dialogue_in_process() -> None:
             return LocalBackend(env)
 
         summary, records, _ = _run(local, _mt_bench_policy, limit=2)
-    assert (summary.tasks, summary.errors, summary.mean_reward) == (2, 0, 1.0)
+    assert (summary.tasks, summary.outcomes.get("error", 0), summary.reward_all.mean) == (2, 0, 1.0)
     record = records[0]
     assert record["turns"] == 2 and record["status"] == "finished"
     turns = env.split("test").task(record["index"])["turns"]
