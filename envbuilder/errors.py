@@ -8,6 +8,7 @@ Every error envbuilder raises on purpose derives from :class:`EnvbuilderError`::
     │   └── TaskNotFound         a split or index that the environment does not have
     ├── TemplateError            a template fails to parse, escapes the sandbox, or fails to render
     ├── GraderError              a grader is misconfigured or cannot run
+    ├── SandboxError             the code sandbox cannot run anything (engine missing or broken)
     ├── ToolError                a tool is misconfigured, or one call of it fails (that call's
     │                            output then says so; it never becomes an HTTP error)
     └── RequestError             an HTTP request breaks the protocol; .status is its HTTP status
@@ -30,6 +31,7 @@ __all__ = [
     "GraderError",
     "Problem",
     "RequestError",
+    "SandboxError",
     "SpecError",
     "TaskNotFound",
     "TemplateError",
@@ -148,6 +150,15 @@ class GraderError(EnvbuilderError):
     """A grader is misconfigured or cannot run."""
 
     code = "grader_error"
+
+
+class SandboxError(EnvbuilderError):
+    """The code sandbox cannot run anything: its engine is missing, refused, or broken.
+
+    Not raised for what the code itself does (a crash, a timeout): those are run results.
+    """
+
+    code = "sandbox_unavailable"
 
 
 class ToolError(EnvbuilderError):

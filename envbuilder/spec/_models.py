@@ -275,6 +275,8 @@ class GraderTest(ConfigModel):
     """What the agent submits, e.g. `The answer is 72.`"""
     reward: float | None
     """The reward it must get; `null` when it must be ungradeable (no reward at all)."""
+    reason: str | None = None
+    """Text the grade's reason must contain, e.g. `timeout` (default: not checked)."""
     split: str | None = None
     """The split of the task it answers (default: the first split)."""
     index: int = 0

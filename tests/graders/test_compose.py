@@ -21,7 +21,18 @@ TASK = {"question": "18 ducks: how many legs?", "answer": "36"}
 
 def test_builtins_register_through_entry_points() -> None:
     assert graders.names() == sorted(
-        ["all", "any", "cascade", "choice", "exact_match", "llm_judge", "math", "regex", "weighted_mean"]
+        [
+            "all",
+            "any",
+            "cascade",
+            "choice",
+            "exact_match",
+            "llm_judge",
+            "math",
+            "regex",
+            "unit_tests",
+            "weighted_mean",
+        ]
     )
 
 
