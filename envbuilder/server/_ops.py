@@ -216,11 +216,11 @@ def delete_session(sid: str) -> Reply:
 # -- an episode -----------------------------------------------------------------------------------
 
 
-async def _render(env: Environment, fn: Any, task: Any) -> Any:
+async def _render(env: Environment, fn: Any, arg: Any) -> Any:
     """Render on the loop when it takes bounded time, else on a worker thread (under the
     template's deadline), so a slow template never holds the other requests."""
     try:
-        return fn(task) if env.inline_prompt else await budget.offload(fn, task)
+        return fn(arg) if env.inline_prompt else await budget.offload(fn, arg)
     except EnvbuilderError as exc:  # a template or the task's data cannot be rendered
         raise RequestError(500, str(exc)) from None
 
@@ -232,14 +232,18 @@ async def prompt(state: State, sid: str) -> Reply:
 
 
 async def messages(state: State, sid: str) -> Reply:
+    """The conversation so far: the prompt, then each tool call and its result."""
     session = session_of(state, sid)
     env = state.envs[session.env]
-    return models_reply(await _render(env, env.messages, session.episode.task))
+    return models_reply(await _render(env, env.conversation, session.episode))
 
 
 def task_tools(state: State, sid: str) -> Reply:
     session = session_of(state, sid)
-    return Reply(state.tools_json[session.env])
+    env = state.envs[session.env]
+    if env.toolbox.varies:  # some tools exist only for some tasks (`only_for`)
+        return json_reply(env.task_tools(session.episode.task))
+    return Reply(state.task_tools_json[session.env])
 
 
 def score_group(state: State, sid: str) -> Reply:
@@ -279,7 +283,7 @@ def start_call(
         return task_id, found
     task_id = uuid.uuid4().hex
     work = run_call(state, session, name, tool_input)
-    if state.envs[session.env].blocking:
+    if state.envs[session.env].is_blocking(name):
         return task_id, state.calls.start(task_id, work)
     return task_id, _recorded(state, task_id, work)
 
