@@ -98,10 +98,11 @@ def deadline(seconds: float) -> Iterator[None]:
     token = _WATCHDOG.enter(seconds)
     try:
         yield
-    except Overrun:
-        _WATCHDOG.leave(token)
-        raise
-    if _WATCHDOG.leave(token):
+    finally:
+        # Whatever ends the block (its result, Overrun, any other error), the thread is
+        # unregistered here, so the watchdog can never fire into the code that runs next.
+        fired = _WATCHDOG.leave(token)
+    if fired:
         raise Overrun
 
 

@@ -27,6 +27,13 @@ def test_deadline_stops_a_python_loop_and_the_thread_carries_on() -> None:
     assert total == 499500
 
 
+def test_a_block_that_fails_is_unregistered() -> None:
+    with pytest.raises(KeyError), budget.deadline(0.1):
+        raise KeyError("x")
+    time.sleep(0.3)  # past the deadline: the watchdog must not fire into this thread now
+    assert sum(range(100_000)) == 4999950000
+
+
 def _fail() -> None:
     raise ValueError("bad")
 
