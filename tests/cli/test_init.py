@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from envbuilder.authoring import scaffold_spec
 from envbuilder.cli import app
-from tests.conftest import ENVS, SHARED_DATA
+from tests.conftest import ENVS, FIXTURES
 
 runner = CliRunner()
 
@@ -60,12 +60,21 @@ def test_init_missing_dataset_and_unguessable_answer(tmp_path: Path) -> None:
     assert result.exit_code == 0 and 'target: "{{ foo }}"' in result.output
 
 
-@pytest.mark.skipif(not (SHARED_DATA / "math500").is_dir(), reason="needs shared/data")
-def test_guesses_on_other_datasets() -> None:
-    math = scaffold_spec(str(SHARED_DATA / "math500"))
+def test_guesses_on_other_datasets(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    math = scaffold_spec(str(FIXTURES / "math500"))
     assert (math.prompt_column, math.answer_column, math.numeric) == ("problem", "answer", False)
-    aime = scaffold_spec(str(SHARED_DATA / "aime24"))
-    assert (aime.answer_column, aime.numeric, aime.splits) == ("answer", True, ["test"])
+    # AIME-shaped: integer answers written as strings, some with leading zeros.
+    aime = tmp_path / "aime"
+    aime.mkdir()
+    pq.write_table(pa.table({
+        "id": [0, 1, 2], "problem": ["Find $x$.", "Find $y$.", "Find $z$."],
+        "solution": ["So $x=25$.", "So $y=73$.", "So $z=204$."], "answer": ["025", "073", "204"],
+    }), aime / "test-00000-of-00001.parquet")
+    guess = scaffold_spec(str(aime))
+    assert (guess.answer_column, guess.numeric, guess.splits) == ("answer", True, ["test"])
 
 
 def test_columns_that_are_not_names_are_renamed(tmp_path: Path) -> None:
@@ -85,10 +94,9 @@ def test_columns_that_are_not_names_are_renamed(tmp_path: Path) -> None:
     assert "    {{ long_text }}\n" in text
 
 
-@pytest.mark.skipif(not (SHARED_DATA / "hf" / "openai__gsm8k").is_dir(), reason="needs shared/data")
-def test_init_huggingface_dataset_validates_and_checks_clean(tmp_path: Path) -> None:
+def test_init_huggingface_dataset_validates_and_checks_clean(tmp_path: Path, hub_gsm8k: Path) -> None:
     out = tmp_path / "hf_gsm8k.yaml"
-    folder = SHARED_DATA / "hf" / "openai__gsm8k"
+    folder = hub_gsm8k
     result = runner.invoke(app, ["init", str(folder), "--hf", "--config", "main", "--out", str(out)])
     assert result.exit_code == 0, result.output
     text = out.read_text()

@@ -8,10 +8,6 @@ import yaml
 
 from envbuilder.environment import Environment
 from envbuilder.spec import parse_spec
-from tests.conftest import ROOT, SHARED_DATA
-
-# In CI a copy of shared/ sits beside the clone; in a git worktree it sits one level further up.
-SHARED = next((p for p in (SHARED_DATA, ROOT.parent.parent / "shared" / "data") if p.is_dir()), SHARED_DATA)
 
 
 def make_env(

@@ -11,7 +11,8 @@ import pyarrow.parquet as pq
 
 from envbuilder.data._parquet import ParquetTable
 from envbuilder.data._splits import SplitView, TaskShaper
-from tests.data.helpers import SHARED, make_env
+from tests.conftest import DATA
+from tests.data.helpers import make_env
 
 
 def view(table: pa.Table, tmp_path: Path) -> SplitView:
@@ -40,7 +41,7 @@ def test_every_arrow_type_becomes_faithful_json(tmp_path: Path) -> None:
 
 
 def test_digits_image_keeps_the_hf_image_struct() -> None:
-    e = make_env({"type": "parquet", "files": {"test": "digits/test-*.parquet"}}, {"test": {}}, SHARED)
+    e = make_env({"type": "parquet", "files": {"test": "digits/test-*.parquet"}}, {"test": {}}, DATA)
     task = e.split("test").task(0)
     image = task["image"]
     assert set(image) == {"bytes", "path"}
@@ -50,7 +51,7 @@ def test_digits_image_keeps_the_hf_image_struct() -> None:
 
 
 def test_mmlu_list_column() -> None:
-    e = make_env({"type": "parquet", "files": {"test": "mmlu_stem/test-*.parquet"}}, {"test": {}}, SHARED,
+    e = make_env({"type": "parquet", "files": {"test": "mmlu_stem/test-*.parquet"}}, {"test": {}}, DATA,
                  target="{{ answer }}")
     task = e.split("test").task(0)
     assert isinstance(task["choices"], list) and len(task["choices"]) == 4
