@@ -9,7 +9,7 @@ from typing import Any
 from envbuilder.data import SplitView, Task
 from envbuilder.data._build import open_splits
 from envbuilder.episode import Episode, SubmitTool
-from envbuilder.errors import DataError, EnvbuilderError, Problem, SpecError, TaskNotFound, TemplateError
+from envbuilder.errors import DataError, EnvbuilderError, Loc, Problem, SpecError, TaskNotFound, TemplateError
 from envbuilder.graders import GraderContext, graders
 from envbuilder.prompting import Prompter
 from envbuilder.protocol import (
@@ -22,12 +22,9 @@ from envbuilder.protocol import (
     Split,
 )
 from envbuilder.spec import LoadedSpec, load_spec
+from envbuilder.templating import template_globals
 
 __all__ = ["Environment", "Episode", "load_environment"]
-
-#: Names a template may use besides the task's fields.
-_JINJA_GLOBALS = frozenset({"letters", "range", "dict", "lipsum", "cycler", "joiner", "namespace", "loop"})
-
 
 class Environment:
     """Everything a server needs to serve one spec; raises SpecError listing every problem."""
@@ -38,7 +35,7 @@ class Environment:
         self.name = spec.name
         problems: list[Problem] = []
 
-        def fail(loc: tuple[str | int, ...], exc: EnvbuilderError) -> None:
+        def fail(loc: Loc, exc: EnvbuilderError) -> None:
             problems.append(loaded.locate(loc, exc.message, code=exc.code, hint=exc.hint))
 
         self.source, self.splits, errors = open_splits(spec, loaded.base_dir)
@@ -68,12 +65,12 @@ class Environment:
         self.task_fields: frozenset[str] = (
             (self.prompter.task_fields() if self.prompter else frozenset())
             | (self.submit.grader.fields if self.submit else frozenset())
-        ) - _JINJA_GLOBALS
+        ) - template_globals()
         """The task fields the prompt and the grader read: a client's `task_spec` must have them."""
         if self.splits:
             fields = {f for view in self.splits.values() for f in view.shaper.fields}
             for loc, names in used.items():
-                for var in sorted(set(names) - fields - _JINJA_GLOBALS):
+                for var in sorted(set(names) - fields - template_globals()):
                     fail(
                         loc,
                         TemplateError(

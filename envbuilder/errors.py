@@ -26,6 +26,7 @@ __all__ = [
     "DataError",
     "EnvbuilderError",
     "GraderError",
+    "Loc",
     "Problem",
     "RequestError",
     "SpecError",
@@ -34,6 +35,10 @@ __all__ = [
     "did_you_mean",
     "format_loc",
 ]
+
+
+#: A key path in a spec: ``("graders", 1, "pattern")`` is ``graders[1].pattern``.
+Loc = tuple[str | int, ...]
 
 
 def did_you_mean(value: str, choices: Iterable[str]) -> str | None:
@@ -64,7 +69,7 @@ class Problem:
 
     code: str
     message: str
-    loc: tuple[str | int, ...] = ()
+    loc: Loc = ()
     file: str | None = None
     line: int | None = None
     col: int | None = None

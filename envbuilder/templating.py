@@ -16,7 +16,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 
 from envbuilder.errors import TemplateError
 
-__all__ = ["Template", "jinja_env", "templates_dir"]
+__all__ = ["Template", "jinja_env", "template_globals", "templates_dir"]
 
 
 def templates_dir() -> Path:
@@ -101,6 +101,12 @@ def jinja_env(base_dir: Path | None = None) -> jinja2.Environment:
     return env
 
 
+@functools.cache
+def template_globals() -> frozenset[str]:
+    """The names a template may use besides the task's fields (Jinja's globals and ours)."""
+    return frozenset(jinja_env().globals)
+
+
 class Template:
     """A compiled template with the variables it reads; renders with clear errors."""
 
@@ -145,8 +151,8 @@ class Template:
                 hint="Templates may only read the task's fields",
                 code="template_unsafe",
             )
-        self.variables: frozenset[str] = frozenset(jinja2.meta.find_undeclared_variables(ast)) - set(
-            env.globals
+        self.variables: frozenset[str] = (
+            frozenset(jinja2.meta.find_undeclared_variables(ast)) - template_globals()
         )
 
     def render(self, context: Mapping[str, Any]) -> str:

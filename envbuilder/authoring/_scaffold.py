@@ -11,6 +11,7 @@ from typing import Any
 
 from envbuilder.data import Row, sources
 from envbuilder.errors import DataError
+from envbuilder.prompting import SAMPLE_ROWS
 
 __all__ = ["Scaffold", "scaffold_spec"]
 
@@ -26,7 +27,6 @@ _SPLIT_WORDS = {
 }  # fmt: skip
 _SPLIT_RE = re.compile(r"(?<![a-z])(" + "|".join(sorted(_SPLIT_WORDS, key=len, reverse=True)) + r")(?![a-z])")
 _NUMBER = re.compile(r"^\s*[-+]?\$?\s*[\d,]*\.?\d+\s*%?\s*$")
-SAMPLE_ROWS = 50
 
 
 @dataclass

@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass, field
 
 from envbuilder.environment import Environment
-from envbuilder.errors import EnvbuilderError, Problem, SpecError
+from envbuilder.errors import EnvbuilderError, Loc, Problem, SpecError
 from envbuilder.spec import load_spec_partially
 
 __all__ = ["Validation", "validate_spec"]
@@ -59,8 +59,6 @@ def validate_spec(path: str | os.PathLike[str]) -> Validation:
         result.env = env
     return result
 
-
-Loc = tuple[str | int, ...]
 
 
 def _data_checks(env: Environment) -> list[tuple[Loc, EnvbuilderError]]:

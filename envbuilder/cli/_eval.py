@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from pathlib import Path
 from typing import Annotated, Any
@@ -61,7 +62,7 @@ async def _main(
             + (f", {skipped} already in {out}" if skipped else "")
         )
         progress, on_record = _progress(console, len(plan.todo))
-        with progress or _Nothing():
+        with progress or contextlib.nullcontext():
             summary, _ = await run_eval(
                 backend, model, plan, concurrency=concurrency, max_turns=max_turns, out=out,
                 on_record=on_record,
@@ -70,14 +71,6 @@ async def _main(
         await model.aclose()
         await backend.aclose()
     console.print(_table(summary, model_name, plan.env, plan.split))
-
-
-class _Nothing:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 def _progress(console: Any, total: int) -> tuple[Any, Any]:

@@ -28,6 +28,7 @@ from pydantic import ValidationError
 
 from envbuilder.client._errors import ClientError
 from envbuilder.protocol import (
+    MESSAGE_BLOCK_TYPES,
     ImageBlock,
     Message,
     ReasoningBlock,
@@ -35,6 +36,7 @@ from envbuilder.protocol import (
     ToolCallBlock,
     ToolResultBlock,
     ToolSpec,
+    check_placement,
 )
 
 __all__ = ["Format", "ToolFormat", "convert_messages", "convert_tools", "parse_messages"]
@@ -43,12 +45,7 @@ Format = Literal["openai", "openrouter", "anthropic", "google"]
 #: ``chat_completions`` is envbuilder's addition: the nested shape ``/v1/chat/completions`` takes.
 ToolFormat = Literal["openai", "openrouter", "anthropic", "google", "chat_completions"]
 
-_KNOWN_BLOCKS = frozenset({"text", "image", "reasoning", "tool_call", "tool_result"})
-_PLACEMENT = {
-    "system": frozenset({"text", "image"}),
-    "user": frozenset({"text", "image", "tool_result"}),
-    "assistant": frozenset({"text", "image", "reasoning", "tool_call"}),
-}
+_KNOWN_BLOCKS = frozenset(MESSAGE_BLOCK_TYPES)
 
 
 def _known(blocks: Iterable[Any]) -> list[Any]:
@@ -75,21 +72,12 @@ def parse_messages(raw: Any) -> list[Message]:
         raise ClientError(f"/messages answered messages this client cannot read: {exc}") from None
 
 
-def _check_placement(messages: Sequence[Message]) -> None:
-    for message in messages:
-        for block in message.blocks:
-            if block.type not in _PLACEMENT[message.role]:
-                raise ValueError(
-                    f"a {block.type!r} block cannot be in a {message.role!r} message: reasoning and "
-                    "tool_call blocks belong in 'assistant' turns, tool_result blocks in 'user' turns"
-                )
-
-
 def convert_messages(messages: Sequence[Message], format: Format | None = None) -> Any:
     """Convert a conversation to ``format`` (see the module docstring); ValueError if it can't."""
     if format is None:
         return list(messages)
-    _check_placement(messages)
+    for message in messages:  # Messages built with model_construct skip the validator
+        check_placement(message.role, (block.type for block in message.blocks))
     if format in ("openai", "openrouter"):
         return _to_openai(messages, format)
     if format == "anthropic":

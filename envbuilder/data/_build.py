@@ -10,24 +10,22 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from envbuilder.data._base import Source, Table, sources
 from envbuilder.data._filter import RowFilter, filter_rows
-from envbuilder.data._maps import Complement, Gather, IndexMap, Permutation, Window, slice_bounds
-from envbuilder.data._maps import Source as All
+from envbuilder.data._maps import Complement, Gather, Identity, IndexMap, Permutation, Window, slice_bounds
 from envbuilder.data._splits import SplitView, TaskShaper
-from envbuilder.errors import DataError, EnvbuilderError
+from envbuilder.errors import DataError, EnvbuilderError, Loc
 
-Loc = tuple[str | int, ...]
+if TYPE_CHECKING:  # spec imports data at run time (its dataset models), so data names it only here
+    from envbuilder.spec import Spec, SplitSpec, TaskShape
+
 Errors = list[tuple[Loc, EnvbuilderError]]
 
 
-def open_splits(spec: Any, base_dir: Path) -> tuple[Source, dict[str, SplitView], Errors]:
-    """The source, the splits that opened, and the located errors of those that did not.
-
-    ``spec`` is a :class:`envbuilder.spec.Spec` (typed loosely: data must not import spec).
-    """
+def open_splits(spec: Spec, base_dir: Path) -> tuple[Source, dict[str, SplitView], Errors]:
+    """The source, the splits that opened, and the located errors of those that did not."""
     errors: Errors = []
     source: Source = sources.for_config(spec.dataset)(spec.dataset, base_dir)
     try:
@@ -55,8 +53,9 @@ def open_splits(spec: Any, base_dir: Path) -> tuple[Source, dict[str, SplitView]
                     hint=f"Name one of: {', '.join(others)}", code="unknown_split")))
             continue
         table, pool, label = pools[parent]
+        assert split.fraction is not None  # SplitSpec: `carve_from` and `fraction` go together
         used = taken.setdefault(parent, [])
-        left = Complement(All(len(pool)), used)
+        left = Complement(Identity(len(pool)), used)
         k = min(len(left), round(split.fraction * len(pool)))
         rng = random.Random(f"carve:{split.seed}:{name}")
         mine = sorted(left[j] for j in rng.sample(range(len(left)), k))
@@ -83,7 +82,12 @@ def open_splits(spec: Any, base_dir: Path) -> tuple[Source, dict[str, SplitView]
 
 
 def _pool(
-    source: Source, source_splits: list[str], tables: dict[str, Table], name: str, split: Any, errors: Errors
+    source: Source,
+    source_splits: list[str],
+    tables: dict[str, Table],
+    name: str,
+    split: SplitSpec,
+    errors: Errors,
 ) -> tuple[Table, IndexMap, str] | None:
     """The split's table and its rows after `filter` and `slice`, or None (error recorded)."""
     try:
@@ -104,7 +108,7 @@ def _pool(
         loc = ("splits", name, "files") if split.files is not None else source.location(split.source or name)
         errors.append((loc, exc))
         return None
-    index: IndexMap = All(len(table))
+    index: IndexMap = Identity(len(table))
     if split.filter is not None:
         try:
             index = Gather(index, filter_rows(table, RowFilter(split.filter, f"splits.{name}.filter")))
@@ -116,7 +120,7 @@ def _pool(
     return table, index, label
 
 
-def _shaper(shape: Any, label: str, table: Table, errors: Errors) -> TaskShaper | None:
+def _shaper(shape: TaskShape, label: str, table: Table, errors: Errors) -> TaskShaper | None:
     columns = table.columns
     wanted: list[tuple[Loc, str]] = [
         *((("task", "include", i), c) for i, c in enumerate(shape.include or [])),

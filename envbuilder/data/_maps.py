@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 __all__ = [
-    "Complement", "Gather", "IndexMap", "Permutation", "Source", "Window",
+    "Complement", "Gather", "Identity", "IndexMap", "Permutation", "Window",
     "parse_slice", "runs", "slice_bounds",
 ]
 
@@ -28,7 +28,7 @@ class IndexMap(Protocol):
         ...
 
 
-class Source:
+class Identity:
     """The identity map over a table of ``n`` rows."""
 
     def __init__(self, n: int):

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from envbuilder.data import SplitView, Task
-from envbuilder.errors import DataError, EnvbuilderError, did_you_mean
+from envbuilder.errors import DataError, EnvbuilderError, Loc, did_you_mean
 from envbuilder.prompting._conversation import ConversationReader
 from envbuilder.prompting._fewshot import FewShot
 from envbuilder.prompting._flatten import flatten_messages
@@ -32,8 +32,6 @@ from envbuilder.spec import PromptSpec
 from envbuilder.templating import Template
 
 __all__ = ["SAMPLE_ROWS", "Prompter"]
-
-Loc = tuple[str | int, ...]
 
 #: Rows of each split whose conversation and images are checked when a spec is loaded
 #: (the first ones: one row-group read per split). Every request is checked as well.

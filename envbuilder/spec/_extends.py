@@ -13,8 +13,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from envbuilder.errors import Problem, SpecError
-from envbuilder.spec._yaml import Loc, Positions, load_yaml
+from envbuilder.errors import Loc, Problem, SpecError
+from envbuilder.spec._yaml import Positions, load_yaml
 
 __all__ = ["resolve_extends"]
 

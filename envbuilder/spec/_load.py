@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from envbuilder.errors import Problem, SpecError
+from envbuilder.errors import Loc, Problem, SpecError
 from envbuilder.spec._extends import resolve_extends
 from envbuilder.spec._messages import spec_problems
 from envbuilder.spec._models import Spec
@@ -29,7 +29,7 @@ class LoadedSpec:
 
     def locate(
         self,
-        loc: tuple[str | int, ...],
+        loc: Loc,
         message: str,
         *,
         code: str,

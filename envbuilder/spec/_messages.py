@@ -14,8 +14,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from envbuilder.errors import Problem, did_you_mean
-from envbuilder.spec._yaml import Loc, Positions
+from envbuilder.errors import Loc, Problem, did_you_mean
+from envbuilder.spec._yaml import Positions
 
 __all__ = ["spec_problems"]
 

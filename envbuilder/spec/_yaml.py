@@ -7,9 +7,7 @@ from typing import Any
 
 import yaml
 
-from envbuilder.errors import Problem, SpecError
-
-Loc = tuple[str | int, ...]
+from envbuilder.errors import Loc, Problem, SpecError
 
 
 class _Loader(yaml.SafeLoader):
