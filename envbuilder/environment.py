@@ -22,9 +22,23 @@ from envbuilder.protocol import (
     Split,
 )
 from envbuilder.spec import LoadedSpec, load_spec
-from envbuilder.templating import template_globals
+from envbuilder.templating import recording_files, template_globals
 
 __all__ = ["Environment", "Episode", "load_environment"]
+
+def _files(loaded: LoadedSpec, data: list[Path], templates: dict[str, Path]) -> dict[str, Path]:
+    """Name every file read; a template found outside the spec's folder (one shipped with
+    envbuilder) keeps the name the spec gave it, so a pack that puts it there serves that file."""
+    base = loaded.base_dir.resolve()
+
+    def name(path: Path) -> str:
+        return Path(os.path.relpath(path, base)).as_posix()
+
+    out = {name(path): path for path in [*loaded.files, *(p.resolve() for p in data)]}
+    for given, path in templates.items():
+        out[name(path) if path.is_relative_to(base) else Path(given).as_posix()] = path
+    return dict(sorted(out.items()))
+
 
 class Environment:
     """Everything a server needs to serve one spec; raises SpecError listing every problem."""
@@ -43,21 +57,21 @@ class Environment:
             fail(loc, exc)
 
         self.prompter: Prompter | None = None
-        try:
-            self.prompter = Prompter(spec.prompt, loaded.base_dir, splits=self.splits)
-        except EnvbuilderError as exc:
-            fail(("prompt",), exc)
-        if self.prompter is not None:
-            for loc, problem in self.prompter.check():
-                fail(loc, problem)
-
         self.submit: SubmitTool | None = None
-        try:
-            grader = graders.for_config(spec.grader)(spec.grader, GraderContext(base_dir=loaded.base_dir))
-            self.submit = SubmitTool(spec.submit, grader)
-        except EnvbuilderError as exc:
-            # A nested grader's error says where inside the block it is (`graders[1].type`).
-            fail(("grader", *getattr(exc, "loc", ())), exc)
+        with recording_files() as templates:
+            try:
+                self.prompter = Prompter(spec.prompt, loaded.base_dir, splits=self.splits)
+            except EnvbuilderError as exc:
+                fail(("prompt",), exc)
+            if self.prompter is not None:
+                for loc, problem in self.prompter.check():
+                    fail(loc, problem)
+            try:
+                context = GraderContext(base_dir=loaded.base_dir)
+                self.submit = SubmitTool(spec.submit, graders.for_config(spec.grader)(spec.grader, context))
+            except EnvbuilderError as exc:
+                # A nested grader's error says where inside the block it is (`graders[1].type`).
+                fail(("grader", *getattr(exc, "loc", ())), exc)
 
         used = dict(self.prompter.variables()) if self.prompter else {}
         if self.submit is not None:
@@ -81,6 +95,10 @@ class Environment:
         if problems:
             raise SpecError(problems)
         assert self.prompter is not None and self.submit is not None
+        self.files: dict[str, Path] = _files(loaded, self.source.files(), templates)
+        """Every file the environment was made of, by its path relative to the spec's folder
+        (POSIX, may start with ``../``): the spec and its bases, the data files, and the template
+        files of the prompt and the graders. Packs, content hashes and catalogs use this list."""
         self.tools_listing = ListToolsOutput(
             tools=[self.submit.tool_spec],
             terminal_tool=None,

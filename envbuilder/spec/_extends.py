@@ -81,7 +81,9 @@ def resolve_extends(
             "extends_invalid",
         )
     base, base_positions = resolve_extends(base, base_positions, path.parent, (*chain, path))
-    return _merge(base, base_positions, data, positions)
+    merged, merged_positions = _merge(base, base_positions, data, positions)
+    merged_positions.bases = [path, *base_positions.bases]
+    return merged, merged_positions
 
 
 def _shown(path: Path) -> str:

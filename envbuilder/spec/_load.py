@@ -41,6 +41,12 @@ class LoadedSpec:
         return self.positions.problem(loc, message, code=code, value=value, has_value=has_value,
                                       hint=hint)
 
+    @property
+    def files(self) -> list[Path]:
+        """The spec files read to load it: its own file, then the bases it ``extends:``."""
+        own = [self.path.resolve()] if self.path is not None else []
+        return [*own, *self.positions.bases]
+
 
 def load_spec(path: str | os.PathLike[str]) -> LoadedSpec:
     """Load and validate the spec at ``path``; raises :class:`SpecError` listing every problem."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -30,6 +31,8 @@ class Positions:
     """Where the key of a mapping entry starts (for unknown or duplicate keys)."""
     files: dict[Loc, str] = field(default_factory=dict)
     """The file holding a key when it is not ``file`` (a key inherited through ``extends:``)."""
+    bases: list[Path] = field(default_factory=list)
+    """The base specs merged in through ``extends:`` (resolved paths, nearest first)."""
 
     def lookup(self, loc: Loc, *, key: bool = False) -> tuple[int | None, int | None]:
         """The position of ``loc``'s value (of its key with ``key=True``), else of its
