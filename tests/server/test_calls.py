@@ -32,14 +32,3 @@ def test_replay_then_evict() -> None:
     calls.evict()
     assert calls.lookup("b") is None and calls.lookup("unknown") is None
 
-
-def test_evict_stops_at_the_first_young_result_in_completion_order() -> None:
-    clock = Clock()
-    calls = CallRegistry(linger=10.0, clock=clock)
-    calls.finished("old", b"1")
-    clock.now += 5
-    calls.finished("young", b"2")
-    calls.finished("old", b"3")  # finished again: moves to the end, young again
-    clock.now += 6
-    calls.evict()
-    assert calls.lookup("young") is None and calls.lookup("old") == b"3"
