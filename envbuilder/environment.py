@@ -9,7 +9,16 @@ from typing import Any
 from envbuilder.data import SplitView, Task
 from envbuilder.data._build import open_splits
 from envbuilder.episode import Episode, SubmitTool
-from envbuilder.errors import DataError, EnvbuilderError, Loc, Problem, SpecError, TaskNotFound, TemplateError
+from envbuilder.errors import (
+    DataError,
+    EnvbuilderError,
+    Loc,
+    Problem,
+    SpecError,
+    TaskNotFound,
+    TemplateError,
+    name_hint,
+)
 from envbuilder.graders import GraderContext, graders
 from envbuilder.prompting import Prompter
 from envbuilder.protocol import (
@@ -43,7 +52,9 @@ def _files(loaded: LoadedSpec, data: list[Path], templates: dict[str, Path]) -> 
 class Environment:
     """Everything a server needs to serve one spec; raises SpecError listing every problem."""
 
-    def __init__(self, loaded: LoadedSpec):
+    def __init__(self, loaded: LoadedSpec, *, strict: bool = True):
+        """Compile ``loaded``; with ``strict=False`` (for ``validate``) problems are kept in
+        :attr:`problems` instead of raised, and the environment is only good for more checks."""
         self.loaded = loaded
         spec = self.spec = loaded.spec
         self.name = spec.name
@@ -83,17 +94,22 @@ class Environment:
         """The task fields the prompt and the grader read: a client's `task_spec` must have them."""
         if self.splits:
             fields = {f for view in self.splits.values() for f in view.shaper.fields}
+            if any(p.loc[:1] == ("task",) for p in problems):
+                fields |= set(spec.task.rename.values())  # a misnamed column: reported once, above
             for loc, names in used.items():
                 for var in sorted(set(names) - fields - template_globals()):
                     fail(
                         loc,
                         TemplateError(
                             f"the template uses {var!r}, which the tasks lack",
-                            hint=f"Task fields: {', '.join(sorted(fields))}",
+                            hint=name_hint(var, sorted(fields), "Task fields"),
                         ),
                     )
+        self.problems = problems
         if problems:
-            raise SpecError(problems)
+            if strict:
+                raise SpecError(problems)
+            return
         assert self.prompter is not None and self.submit is not None
         self.files: dict[str, Path] = _files(loaded, self.source.files(), templates)
         """Every file the environment was made of, by its path relative to the spec's folder

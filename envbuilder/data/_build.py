@@ -16,7 +16,7 @@ from envbuilder.data._base import Source, Table, sources
 from envbuilder.data._filter import RowFilter, filter_rows
 from envbuilder.data._maps import Complement, Gather, Identity, IndexMap, Permutation, Window, slice_bounds
 from envbuilder.data._splits import SplitView, TaskShaper
-from envbuilder.errors import DataError, EnvbuilderError, Loc
+from envbuilder.errors import DataError, EnvbuilderError, Loc, name_hint
 
 if TYPE_CHECKING:  # spec imports data at run time (its dataset models), so data names it only here
     from envbuilder.spec import Spec, SplitSpec, TaskShape
@@ -75,9 +75,7 @@ def open_splits(spec: Spec, base_dir: Path) -> tuple[Source, dict[str, SplitView
             index = Permutation(index, split.seed)
         if split.limit is not None:
             index = Window(index, 0, min(split.limit, len(index)))
-        shaper = _shaper(spec.task, label, table, errors)
-        if shaper is not None:
-            views[name] = SplitView(name, split.type, table, shaper, index)
+        views[name] = SplitView(name, split.type, table, _shaper(spec.task, label, table, errors), index)
     return source, views, errors
 
 
@@ -113,14 +111,14 @@ def _pool(
         try:
             index = Gather(index, filter_rows(table, RowFilter(split.filter, f"splits.{name}.filter")))
         except EnvbuilderError as exc:
+            # Reported; the split is still opened unfiltered so its columns can be checked.
             errors.append((("splits", name, "filter"), exc))
-            return None
     if split.slice is not None:
         index = Window(index, *slice_bounds(split.slice, len(index)))
     return table, index, label
 
 
-def _shaper(shape: TaskShape, label: str, table: Table, errors: Errors) -> TaskShaper | None:
+def _shaper(shape: TaskShape, label: str, table: Table, errors: Errors) -> TaskShaper:
     columns = table.columns
     wanted: list[tuple[Loc, str]] = [
         *((("task", "include", i), c) for i, c in enumerate(shape.include or [])),
@@ -129,13 +127,21 @@ def _shaper(shape: TaskShape, label: str, table: Table, errors: Errors) -> TaskS
         *([(("task", "id"), shape.id)] if shape.id else []),
     ]
     missing = [(loc, c) for loc, c in wanted if c not in columns]
+    reported = {loc for loc, _ in errors}
     for loc, column in missing:
+        if loc in reported:
+            continue  # the same key, already reported for another split
         errors.append((loc, DataError(
             f"split {label!r} has no column {column!r}",
-            hint=f"Its columns are: {', '.join(columns)}", code="unknown_column")))
-    if missing:
-        return None
+            hint=name_hint(column, columns, "Its columns are"), code="unknown_column")))
+    # Reported; the shaper leaves the missing columns out (and a broken `include` keeps every
+    # column), so templates are still checked without the same mistake reported again.
+    absent = {c for _, c in missing}
     return TaskShaper(
-        label, id_column=shape.id, include=shape.include, exclude=shape.exclude, rename=shape.rename,
+        label,
+        id_column=shape.id if shape.id not in absent else None,
+        include=None if absent.intersection(shape.include or ()) else shape.include,
+        exclude=[c for c in shape.exclude if c not in absent],
+        rename={k: v for k, v in shape.rename.items() if k not in absent},
         columns=columns,
     )

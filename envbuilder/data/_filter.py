@@ -24,7 +24,7 @@ import jinja2.meta
 from envbuilder.data._base import Table
 from envbuilder.data._cache import atomic_write, cache_key, cache_path
 from envbuilder.data._convert import needs_conversion, to_json
-from envbuilder.errors import DataError, TemplateError
+from envbuilder.errors import DataError, TemplateError, name_hint
 from envbuilder.templating import jinja_env
 
 log = logging.getLogger("envbuilder.data")
@@ -50,7 +50,7 @@ class RowFilter:
         if missing:
             raise DataError(
                 f"the filter uses {missing[0]!r}, which the rows lack",
-                hint=f"Row columns: {', '.join(columns)}",
+                hint=name_hint(missing[0], columns, "Row columns"),
                 code="filter_unknown_column",
             )
 

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from envbuilder.errors import Loc, Problem, did_you_mean
 from envbuilder.spec._yaml import Positions
 
-__all__ = ["spec_problems"]
+__all__ = ["misspelled_keys", "spec_problems"]
 
 _QUOTED = re.compile(r"'([^']*)'")
 
@@ -41,8 +41,11 @@ _EXPECTED = {
 }
 
 
-def spec_problems(exc: ValidationError, positions: Positions, data: Any) -> list[Problem]:
-    """One located :class:`Problem` per error (errors of one union at one key merged)."""
+def spec_problems(
+    exc: ValidationError, positions: Positions, data: Any, *, keep_missing: bool = False
+) -> list[Problem]:
+    """One located :class:`Problem` per error (errors of one union at one key merged); a
+    required key that is missing because it is misspelled is left out unless ``keep_missing``."""
     groups: dict[Loc, list[Any]] = {}
     members: dict[Loc, bool] = {}
     for err in exc.errors():
@@ -60,7 +63,23 @@ def spec_problems(exc: ValidationError, positions: Positions, data: Any) -> list
             problems.append(_union_problem(loc, errs, positions))
         else:
             problems.extend(_problem(loc, err, positions, data) for err in errs)
-    return problems
+    # A misspelled required key is one mistake: "unknown key 'promt' Did you mean 'prompt'?"
+    # says it all, so its "missing required key 'prompt'" is left out.
+    fixed = set() if keep_missing else set(misspelled_keys(problems).values())
+    return [p for p in problems if not (p.code == "missing" and p.loc in fixed)]
+
+
+def misspelled_keys(problems: Sequence[Problem]) -> dict[Loc, Loc]:
+    """``{loc of an unknown key: loc of the missing key it is a misspelling of}``."""
+    missing = {p.loc for p in problems if p.code == "missing"}
+    out: dict[Loc, Loc] = {}
+    for p in problems:
+        if p.code != "extra_forbidden" or not p.hint or not p.loc:
+            continue
+        meant = _QUOTED.findall(p.hint)
+        if meant and (*p.loc[:-1], meant[0]) in missing:
+            out[p.loc] = (*p.loc[:-1], meant[0])
+    return out
 
 
 def _union_problem(loc: Loc, errs: Sequence[dict[str, Any]], positions: Positions) -> Problem:

@@ -49,3 +49,20 @@ def test_valid_specs_exit_0_and_all_specs_are_reported(monkeypatch: pytest.Monke
 def test_bad_usage_exits_2(tmp_path: Path) -> None:
     assert runner.invoke(app, ["validate"]).exit_code == 2
     assert runner.invoke(app, ["validate", str(tmp_path / "nope.yaml")]).exit_code == 2
+
+
+def test_seven_mistakes_of_seven_kinds_in_one_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    from envbuilder.authoring import validate_spec
+
+    monkeypatch.chdir(INVALID)
+    result = validate_spec("seven_mistakes.yaml")
+    assert [(p.line, p.code) for p in result.problems] == [
+        (9, "filter_unknown_column"),
+        (10, "value_error"),
+        (12, "unknown_column"),
+        (13, "extra_forbidden"),
+        (14, "template_error"),
+        (16, "union_tag_invalid"),
+        (21, "test_index"),
+    ]
+    assert result.skipped == ["grader", "splits.test.slice"]

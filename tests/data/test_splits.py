@@ -104,15 +104,19 @@ def test_task_shape_include_exclude_rename_and_id(data: Path) -> None:
      "spec.yaml:8:12 splits.train.slice: expected `[start:stop]` in rows or percent, e.g. `[:1000]` or "
      "`[10%:20%]` (got '[a:b]')"),
     ({"train": {"filter": "levle > 1"}}, None,
-     "spec.yaml:8:13 splits.train.filter: the filter uses 'levle', which the rows lack. "
+     "spec.yaml:8:13 splits.train.filter: the filter uses 'levle', which the rows lack "
+     "Did you mean 'level'?"),
+    ({"train": {"filter": "grade > 1"}}, None,
+     "spec.yaml:8:13 splits.train.filter: the filter uses 'grade', which the rows lack. "
      "Row columns: question, answer, level"),
     ({"train": {"filter": "level >"}}, None,
      "spec.yaml:8:13 splits.train.filter: filter syntax error: unexpected 'end of template'"),
     ({"train": {}, "val": {"carve_from": "trian", "fraction": 0.5}}, None,
      "spec.yaml:9:17 splits.val.carve_from: no split 'trian' to carve from. Name one of: train"),
     ({"train": {}}, {"include": ["question", "answr"]},
-     "spec.yaml:11:5 task.include[1]: split 'train' has no column 'answr'. "
-     "Its columns are: question, answer, level"),
+     "spec.yaml:11:5 task.include[1]: split 'train' has no column 'answr' Did you mean 'answer'?"),
+    ({"train": {}}, {"id": "uid"},
+     "spec.yaml:9:7 task.id: split 'train' has no column 'uid'. Its columns are: question, answer, level"),
 ])
 def test_errors_name_the_spec_key(data: Path, splits: dict, task: dict | None, expected: str) -> None:
     with pytest.raises(SpecError) as exc:
