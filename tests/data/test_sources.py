@@ -84,3 +84,53 @@ def test_bad_path_names_the_key(tmp_path: Path) -> None:
     with pytest.raises(SpecError) as exc:
         make_env({"type": "parquet", "files": {"train": "nope/*.parquet"}}, {"train": {}}, tmp_path)
     assert str(exc.value).startswith("spec.yaml:5:12 dataset.files.train: no Parquet file")
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "json", "csv"])
+def test_text_formats_stream_in_blocks_without_reading_files_whole(
+    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from envbuilder.data import _files
+
+    monkeypatch.setattr(_files, "_BLOCK", 4096)  # many blocks from a small file
+    monkeypatch.setattr(_files, "_JSON_ROWS", 100)
+
+    def whole(*_: object) -> None:
+        raise AssertionError("read the file whole")
+
+    for source in (_files.JsonlSource, _files.JsonSource, _files.CsvSource):
+        monkeypatch.setattr(source, "read", whole)
+    rows = [{"question": f"q{i}", "answer": i, "note": "x" * (i % 7)} for i in range(5000)]
+    path = tmp_path / f"rows.{kind}"
+    if kind == "jsonl":
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    elif kind == "json":
+        path.write_text(json.dumps(rows, indent=1))
+    else:
+        lines = [f"q{i},{i},{'x' * (i % 7)}\n" for i in range(5000)]
+        path.write_text("question,answer,note\n" + "".join(lines))
+    split = make_env({"type": kind, "files": {"test": f"rows.{kind}"}}, {"test": {}}, tmp_path).split("test")
+    assert len(split) == 5000
+    assert [(t["question"], int(t["answer"])) for t in split.task_range(4990, 5000)] == [
+        (f"q{i}", i) for i in range(4990, 5000)
+    ]
+
+
+def test_a_later_block_with_other_keys_falls_back_to_reading_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from envbuilder.data import _files
+
+    monkeypatch.setattr(_files, "_BLOCK", 4096)
+    rows = [{"question": f"q{i}", "answer": str(i)} for i in range(2000)]
+    rows[-1] = {"question": "last", "answer": "1.5", "extra": [1, 2]}  # a key the first block lacks
+    (tmp_path / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    split = make_env({"type": "jsonl", "files": {"test": "rows.jsonl"}}, {"test": {}}, tmp_path).split("test")
+    assert len(split) == 2000
+    assert split.task(-1)["extra"] == [1, 2] and split.task(0)["extra"] is None
+
+
+def test_an_empty_file_gives_an_empty_split(tmp_path: Path) -> None:
+    (tmp_path / "rows.csv").write_text("question,answer\n")
+    env = make_env({"type": "csv", "files": {"test": "rows.csv"}}, {"test": {}}, tmp_path)
+    assert len(env.split("test")) == 0
