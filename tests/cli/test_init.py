@@ -201,3 +201,22 @@ def test_init_hub_id_without_a_reachable_hub_fails_fast(monkeypatch: pytest.Monk
     )
     assert "HF_HUB_OFFLINE=1" in result.output
     assert time.monotonic() - started < 10  # not datasets's retries (about 25 s)
+
+
+def test_the_readme_init_example_is_what_init_prints(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import re
+    import shutil
+
+    from tests.conftest import ROOT
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"```\n\$ envbuilder init (tests/fixtures/\S+) --out (\S+)\n(.*?)\$ grep", readme, re.S)
+    assert block is not None
+    source, out, printed = block.groups()
+    shutil.copytree(ROOT / "tests" / "fixtures", tmp_path / "tests" / "fixtures")
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["init", source, "--out", out])
+    assert (result.exit_code, result.output) == (0, printed)
+    assert "splits:\n  test: {type: test, filter: \"reference is not none and reference != ''\"}\n" in (
+        tmp_path / out
+    ).read_text(encoding="utf-8")
