@@ -3,7 +3,7 @@
 Writes a JSONL file of ``--rows`` GSM8K-shaped rows, then, each in a fresh process so peak memory
 is its own, interleaved over ``--rounds``:
 
-* ``stream``: envbuilder's first open (the conversion, a 16 MB block at a time), its peak RSS;
+* ``stream``: envbuilder's first open (the conversion, a 4 MB block at a time), its peak RSS;
 * ``whole``: what the conversion did before, ``pyarrow.json.read_json`` of the whole file;
 * ``reopen``: a second open (the cached row file) and 1,000 random task reads.
 

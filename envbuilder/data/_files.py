@@ -4,7 +4,7 @@ The first open streams the files, a block at a time, into an Arrow IPC file of s
 keyed by the files' identity (see ``_cache``); every later open, and every row read, goes to that
 file, as Parquet does (`_parquet`): start-up reads no rows and a task reads one small batch.
 
-Streaming takes the columns and their types from the first block (16 MB) of the first file.
+Streaming takes the columns and their types from the first block (4 MB) of the first file.
 A later block that disagrees (a new key, an int column turning into text) makes the conversion
 start again reading each file whole, whose types pyarrow then unifies: correct, at the memory
 cost of one file, and only for such files.
@@ -12,6 +12,7 @@ cost of one file, and only for such files.
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -96,7 +97,7 @@ class _FileSource(Source):
         raise NotImplementedError
 
 
-_BLOCK = 16 << 20  # bytes per parsed block: bounds the memory of a conversion
+_BLOCK = 4 << 20  # bytes per parsed block: bounds the memory of a conversion
 _JSON_ROWS = 8192  # rows per batch of a JSON array
 
 
@@ -142,7 +143,18 @@ class JsonlSource(_FileSource):
     suffix = ".jsonl"
 
     def stream(self, path: Path) -> Iterator[pa.RecordBatch]:
-        yield from pjson.open_json(path, read_options=pjson.ReadOptions(block_size=_BLOCK))
+        # Whole lines, a block at a time, each parsed on its own with the first block's columns:
+        # pyarrow's own streaming JSON reader reads ahead without bound (its peak memory grows
+        # with the file), this stays at a few blocks.
+        schema: pa.Schema | None = None
+        for block in _line_blocks(path, _BLOCK):
+            if schema is None:
+                table = pjson.read_json(io.BytesIO(block))
+                schema = table.schema
+            else:
+                options = pjson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="error")
+                table = pjson.read_json(io.BytesIO(block), parse_options=options)
+            yield from table.to_batches()
 
     def read(self, path: Path) -> pa.Table:
         return pjson.read_json(path)
@@ -183,6 +195,23 @@ class CsvSource(_FileSource):
 
     def read(self, path: Path) -> pa.Table:
         return pcsv.read_csv(path)
+
+
+def _line_blocks(path: Path, size: int) -> Iterator[bytes]:
+    """The bytes of ``path`` in blocks of about ``size`` that end at a line break."""
+    with open(path, "rb") as f:
+        rest = b""
+        while True:
+            data = f.read(size)
+            if not data:
+                if rest.strip():
+                    yield rest
+                return
+            data = rest + data
+            cut = data.rfind(b"\n") + 1
+            rest, block = (data, b"") if cut == 0 else (data[cut:], data[:cut])
+            if block.strip():
+                yield block
 
 
 def _batched(items: Iterable[dict[str, Any]], n: int) -> Iterator[list[dict[str, Any]]]:
