@@ -66,8 +66,12 @@ def write_rows(path: Path, n: int) -> None:
 
 
 def run(mode: str, folder: Path, cache: Path) -> dict[str, float]:
-    out = subprocess.run([sys.executable, "-c", CHILD, mode, str(folder), str(cache)],
-                         check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, mode, str(folder), str(cache)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -89,15 +93,23 @@ def main() -> None:
             results["whole"].append(run("whole", folder, cache))
             results["reopen"].append(run("reopen", folder, cache))
     med = {k: {m: statistics.median(x[m] for x in v) for m in v[0]} for k, v in results.items()}
-    print(f"{args.rows:,} rows, {size / 2**20:,.0f} MiB of JSONL; medians of {args.rounds} interleaved"
-          f" rounds, {os.cpu_count()} cores\n")
+    print(
+        f"{args.rows:,} rows, {size / 2**20:,.0f} MiB of JSONL; medians of {args.rounds} interleaved"
+        f" rounds, {os.cpu_count()} cores\n"
+    )
     print("| step | seconds | peak RSS MB | 1,000 random task reads ms |\n|---|---|---|---|")
-    print(f"| first open: streamed conversion to the row file | {med['stream']['seconds']:.2f} "
-          f"| {med['stream']['peak_mb']:,.0f} | {med['stream']['reads_ms']:.0f} |")
-    print(f"| (before: `read_json` of the whole file, no reads) | {med['whole']['seconds']:.2f} "
-          f"| {med['whole']['peak_mb']:,.0f} | — |")
-    print(f"| second open: the cached row file | {med['reopen']['seconds']:.3f} "
-          f"| {med['reopen']['peak_mb']:,.0f} | {med['reopen']['reads_ms']:.0f} |")
+    print(
+        f"| first open: streamed conversion to the row file | {med['stream']['seconds']:.2f} "
+        f"| {med['stream']['peak_mb']:,.0f} | {med['stream']['reads_ms']:.0f} |"
+    )
+    print(
+        f"| (before: `read_json` of the whole file, no reads) | {med['whole']['seconds']:.2f} "
+        f"| {med['whole']['peak_mb']:,.0f} | — |"
+    )
+    print(
+        f"| second open: the cached row file | {med['reopen']['seconds']:.3f} "
+        f"| {med['reopen']['peak_mb']:,.0f} | {med['reopen']['reads_ms']:.0f} |"
+    )
     print(f"\nPeak memory, streamed / whole file: {med['stream']['peak_mb'] / med['whole']['peak_mb']:.2f}×")
 
 

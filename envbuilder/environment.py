@@ -35,6 +35,7 @@ from envbuilder.templating import recording_files, template_globals
 
 __all__ = ["Environment", "Episode", "load_environment"]
 
+
 def _files(loaded: LoadedSpec, data: list[Path], templates: dict[str, Path]) -> dict[str, Path]:
     """Name every file read; a template found outside the spec's folder (one shipped with
     envbuilder) keeps the name the spec gave it, so a pack that puts it there serves that file."""

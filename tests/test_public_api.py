@@ -15,9 +15,17 @@ import envbuilder.spec
 
 
 def test_top_level_api() -> None:
-    assert sorted(envbuilder.__all__) == sorted([
-        "Environment", "EnvbuilderError", "Episode", "SpecError", "__version__",
-        "load_environment", "load_spec"])
+    assert sorted(envbuilder.__all__) == sorted(
+        [
+            "Environment",
+            "EnvbuilderError",
+            "Episode",
+            "SpecError",
+            "__version__",
+            "load_environment",
+            "load_spec",
+        ]
+    )
 
 
 def _isort_key(name: str) -> tuple[int, str]:
@@ -55,16 +63,54 @@ def test_the_sort_check_can_fail() -> None:
 
 def test_client_api() -> None:
     assert envbuilder.client.__all__ == [
-        "AsyncClient", "AsyncRemoteEnvironment", "AsyncSession", "Client", "ClientError",
-        "EpisodeFinished", "InputValidation", "NotFound", "RemoteEnvironment", "ResponseError",
-        "RetryPolicy", "ServerError", "Session", "SessionGone", "ToolCallError", "ToolFailed",
-        "ToolInputInvalid", "ToolNotFound", "TransportError", "convert_messages", "convert_tools"]
+        "AsyncClient",
+        "AsyncRemoteEnvironment",
+        "AsyncSession",
+        "Client",
+        "ClientError",
+        "EpisodeFinished",
+        "InputValidation",
+        "NotFound",
+        "RemoteEnvironment",
+        "ResponseError",
+        "RetryPolicy",
+        "ServerError",
+        "Session",
+        "SessionGone",
+        "ToolCallError",
+        "ToolFailed",
+        "ToolInputInvalid",
+        "ToolNotFound",
+        "TransportError",
+        "convert_messages",
+        "convert_tools",
+    ]
     assert issubclass(envbuilder.client.ClientError, envbuilder.EnvbuilderError)
 
 
 def test_eval_api() -> None:
     assert envbuilder.eval.__all__ == [
-        "OUTCOMES", "ChatModel", "Comparison", "Difference", "Estimate", "EvalPlan", "LocalBackend",
-        "ModelError", "RemoteBackend", "ResultsFile", "RunIdentity", "RunMismatch", "Sampling", "Summary",
-        "clustered_mean", "compare_runs", "outcome_of", "paired_difference", "pass_at_k", "plan_eval",
-        "run_eval", "summarize", "write_report"]
+        "OUTCOMES",
+        "ChatModel",
+        "Comparison",
+        "Difference",
+        "Estimate",
+        "EvalPlan",
+        "LocalBackend",
+        "ModelError",
+        "RemoteBackend",
+        "ResultsFile",
+        "RunIdentity",
+        "RunMismatch",
+        "Sampling",
+        "Summary",
+        "clustered_mean",
+        "compare_runs",
+        "outcome_of",
+        "paired_difference",
+        "pass_at_k",
+        "plan_eval",
+        "run_eval",
+        "summarize",
+        "write_report",
+    ]

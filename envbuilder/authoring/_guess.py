@@ -63,8 +63,10 @@ class Guess:
         """``grader math``, ``grader exact_match, extract: number``, ``grader choice (options: x)``."""
         if self.grader == "choice":
             return f"grader choice (options: {self.choices})"
-        return "grader exact_match, extract: number" if self.grader == "exact_match" and self.numeric else (
-            f"grader {self.grader}"
+        return (
+            "grader exact_match, extract: number"
+            if self.grader == "exact_match" and self.numeric
+            else (f"grader {self.grader}")
         )
 
 

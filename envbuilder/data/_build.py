@@ -48,9 +48,16 @@ def open_splits(spec: Spec, base_dir: Path) -> tuple[Source, dict[str, SplitView
         if parent not in pools:
             if parent not in spec.splits or spec.splits[parent].carve_from is not None:
                 others = [n for n, s in spec.splits.items() if s.carve_from is None]
-                errors.append((("splits", name, "carve_from"), DataError(
-                    f"no split {parent!r} to carve from",
-                    hint=f"Name one of: {', '.join(others)}", code="unknown_split")))
+                errors.append(
+                    (
+                        ("splits", name, "carve_from"),
+                        DataError(
+                            f"no split {parent!r} to carve from",
+                            hint=f"Name one of: {', '.join(others)}",
+                            code="unknown_split",
+                        ),
+                    )
+                )
             continue
         table, pool, label = pools[parent]
         assert split.fraction is not None  # SplitSpec: `carve_from` and `fraction` go together
@@ -95,9 +102,16 @@ def _pool(
         else:
             label = split.source or name
             if label not in source_splits:
-                errors.append((("splits", name, "source") if split.source else ("splits", name), DataError(
-                    f"the dataset has no split {label!r}",
-                    hint=f"Its splits are: {', '.join(source_splits)}", code="unknown_split")))
+                errors.append(
+                    (
+                        ("splits", name, "source") if split.source else ("splits", name),
+                        DataError(
+                            f"the dataset has no split {label!r}",
+                            hint=f"Its splits are: {', '.join(source_splits)}",
+                            code="unknown_split",
+                        ),
+                    )
+                )
                 return None
             if label not in tables:
                 tables[label] = source.open(label)
@@ -131,9 +145,16 @@ def _shaper(shape: TaskShape, label: str, table: Table, errors: Errors) -> TaskS
     for loc, column in missing:
         if loc in reported:
             continue  # the same key, already reported for another split
-        errors.append((loc, DataError(
-            f"split {label!r} has no column {column!r}",
-            hint=name_hint(column, columns, "Its columns are"), code="unknown_column")))
+        errors.append(
+            (
+                loc,
+                DataError(
+                    f"split {label!r} has no column {column!r}",
+                    hint=name_hint(column, columns, "Its columns are"),
+                    code="unknown_column",
+                ),
+            )
+        )
     # Reported; the shaper leaves the missing columns out (and a broken `include` keeps every
     # column), so templates are still checked without the same mistake reported again.
     absent = {c for _, c in missing}

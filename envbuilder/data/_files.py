@@ -76,16 +76,21 @@ class _FileSource(Source):
                     _same_columns(paths, [t.schema for t in tables])
                     write_ipc(path, tables[0].schema, _unified(tables, tables[0].schema))
             except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError, OSError) as exc:
-                raise DataError(f"cannot read {self.type_name} data: {exc}", code="data_unreadable",
-                                hint=f"Check that the files are valid {self.suffix} files") from None
+                raise DataError(
+                    f"cannot read {self.type_name} data: {exc}",
+                    code="data_unreadable",
+                    hint=f"Check that the files are valid {self.suffix} files",
+                ) from None
         return IpcTable(path)
 
     def location(self, split: str) -> tuple[str | int, ...]:
         return ("dataset", "files", split)
 
     def files(self) -> list[Path]:
-        found = (resolve_paths(p, self.base_dir, f"dataset.files.{s}", suffix=self.suffix)
-                 for s, p in self.config.files.items())
+        found = (
+            resolve_paths(p, self.base_dir, f"dataset.files.{s}", suffix=self.suffix)
+            for s, p in self.config.files.items()
+        )
         return sorted({path for paths in found for path in paths})
 
     def stream(self, path: Path) -> Iterator[pa.RecordBatch]:
@@ -105,9 +110,7 @@ class _Disagrees(ValueError):
     """A later block does not fit the columns of the first: convert whole files instead."""
 
 
-def _conformed(
-    paths: list[Path], schema: pa.Schema, stream: Any
-) -> Iterator[pa.RecordBatch]:
+def _conformed(paths: list[Path], schema: pa.Schema, stream: Any) -> Iterator[pa.RecordBatch]:
     """Every block of every file, cast to ``schema`` (raises :class:`_Disagrees` if one cannot be)."""
     for path in paths:
         for batch in stream(path):
@@ -129,7 +132,8 @@ def _same_columns(paths: list[Path], schemas: list[pa.Schema]) -> None:
         if schema.names != schemas[0].names:
             raise DataError(
                 f"{str(p)!r} has columns {schema.names}, but {str(paths[0])!r} has {schemas[0].names}",
-                hint="All files of one split must share columns", code="data_schema_mismatch",
+                hint="All files of one split must share columns",
+                code="data_schema_mismatch",
             )
 
 
@@ -182,7 +186,7 @@ class JsonSource(_FileSource):
         if isinstance(data, dict) and isinstance(data.get("data"), list):
             data = data["data"]
         if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
-            raise ValueError(f"{str(path)!r} must hold an array of objects (or {{\"data\": [...]}})")
+            raise ValueError(f'{str(path)!r} must hold an array of objects (or {{"data": [...]}})')
         return pa.Table.from_pylist(data)
 
 
@@ -265,6 +269,6 @@ def _array_items(path: Path) -> Iterator[dict[str, Any]]:
                     if eof or not fill():
                         raise ValueError(f"{str(path)!r} is not valid JSON") from None
             if not isinstance(item, dict):
-                raise ValueError(f"{str(path)!r} must hold an array of objects (or {{\"data\": [...]}})")
+                raise ValueError(f'{str(path)!r} must hold an array of objects (or {{"data": [...]}})')
             pos = end
             yield item

@@ -15,8 +15,15 @@ from collections.abc import Sequence
 from typing import Protocol
 
 __all__ = [
-    "Complement", "Gather", "Identity", "IndexMap", "Permutation", "Window",
-    "parse_slice", "runs", "slice_bounds",
+    "Complement",
+    "Gather",
+    "Identity",
+    "IndexMap",
+    "Permutation",
+    "Window",
+    "parse_slice",
+    "runs",
+    "slice_bounds",
 ]
 
 

@@ -82,8 +82,9 @@ def load_spec_partially(path: str | os.PathLike[str]) -> PartialLoad:
         if usable is None:
             return PartialLoad(None, problems)
         partial, skipped = usable
-        return PartialLoad(LoadedSpec(spec=partial, path=p, base_dir=base_dir, positions=positions),
-                           problems, skipped)
+        return PartialLoad(
+            LoadedSpec(spec=partial, path=p, base_dir=base_dir, positions=positions), problems, skipped
+        )
     return PartialLoad(LoadedSpec(spec=spec, path=p, base_dir=base_dir, positions=positions), [])
 
 

@@ -69,10 +69,17 @@ def test_guesses_on_other_datasets(tmp_path: Path) -> None:
     # AIME-shaped: integer answers written as strings, some with leading zeros.
     aime = tmp_path / "aime"
     aime.mkdir()
-    pq.write_table(pa.table({
-        "id": [0, 1, 2], "problem": ["Find $x$.", "Find $y$.", "Find $z$."],
-        "solution": ["So $x=25$.", "So $y=73$.", "So $z=204$."], "answer": ["025", "073", "204"],
-    }), aime / "test-00000-of-00001.parquet")
+    pq.write_table(
+        pa.table(
+            {
+                "id": [0, 1, 2],
+                "problem": ["Find $x$.", "Find $y$.", "Find $z$."],
+                "solution": ["So $x=25$.", "So $y=73$.", "So $z=204$."],
+                "answer": ["025", "073", "204"],
+            }
+        ),
+        aime / "test-00000-of-00001.parquet",
+    )
     guess = scaffold_spec(str(aime))
     assert (guess.answer_column, guess.numeric, guess.splits) == ("answer", True, ["test"])
 

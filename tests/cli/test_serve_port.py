@@ -25,8 +25,9 @@ def listening() -> Iterator[int]:
 
 
 def test_a_taken_port_is_refused_with_its_holder(listening: int) -> None:
-    result = runner.invoke(app, ["serve", str(ENVS / "gsm8k.yaml"), "--host", "127.0.0.1",
-                                 "--port", str(listening)])
+    result = runner.invoke(
+        app, ["serve", str(ENVS / "gsm8k.yaml"), "--host", "127.0.0.1", "--port", str(listening)]
+    )
     assert result.exit_code == 1
     assert result.output.startswith(f"error: 127.0.0.1:{listening} is already in use by pid {os.getpid()} (")
     assert result.output.endswith(". Stop it, or pass --port with a free port (0: any)\n")

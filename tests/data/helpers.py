@@ -11,11 +11,23 @@ from envbuilder.spec import parse_spec
 
 
 def make_env(
-    dataset: dict, splits: dict, base_dir: Path, *, task: dict | None = None,
-    template: str = "{{ question }}", target: str = "{{ answer }}",
+    dataset: dict,
+    splits: dict,
+    base_dir: Path,
+    *,
+    task: dict | None = None,
+    template: str = "{{ question }}",
+    target: str = "{{ answer }}",
 ) -> Environment:
-    text = yaml.safe_dump({
-        "name": "t", "dataset": dataset, "splits": splits, **({"task": task} if task else {}),
-        "prompt": {"template": template}, "grader": {"type": "exact_match", "target": target},
-    }, sort_keys=False)
+    text = yaml.safe_dump(
+        {
+            "name": "t",
+            "dataset": dataset,
+            "splits": splits,
+            **({"task": task} if task else {}),
+            "prompt": {"template": template},
+            "grader": {"type": "exact_match", "target": target},
+        },
+        sort_keys=False,
+    )
     return Environment(parse_spec(text, file="spec.yaml", base_dir=base_dir))

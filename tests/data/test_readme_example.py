@@ -17,8 +17,9 @@ def test_readme_datasets_example(hub_gsm8k: Path) -> None:
     assert block is not None
     example = yaml.safe_load(block.group(1))
     example["dataset"]["path"] = str(hub_gsm8k)
-    env = make_env(example["dataset"], example["splits"], ROOT, task=example["task"],
-                   template="{{ problem }}")
+    env = make_env(
+        example["dataset"], example["splits"], ROOT, task=example["task"], template="{{ problem }}"
+    )
     sizes = {name: len(view) for name, view in env.splits.items()}
     assert sizes["train"] + sizes["validation"] == 7473 and sizes["validation"] == round(0.05 * 7473)
     assert sizes["head"] == 131 and 0 < sizes["hard"] <= 100

@@ -13,8 +13,9 @@ ROWS = [{"question": f"q{i}", "answer": str(i), "tags": ["a", "b"][: i % 3]} for
 
 
 def test_parquet_gsm8k() -> None:
-    env = make_env({"type": "parquet", "files": {"train": "gsm8k/train-*.parquet"}},
-                   {"train": {"type": "train"}}, DATA)
+    env = make_env(
+        {"type": "parquet", "files": {"train": "gsm8k/train-*.parquet"}}, {"train": {"type": "train"}}, DATA
+    )
     train = env.split("train")
     assert len(train) == 7473
     first = train.task(0)
@@ -22,25 +23,31 @@ def test_parquet_gsm8k() -> None:
 
 
 def test_huggingface_local_hub_folder(hub_gsm8k: Path) -> None:
-    env = make_env({"type": "huggingface", "path": str(hub_gsm8k), "config": "main"},
-                   {"train": {"type": "train"}, "test": {}}, DATA)
+    env = make_env(
+        {"type": "huggingface", "path": str(hub_gsm8k), "config": "main"},
+        {"train": {"type": "train"}, "test": {}},
+        DATA,
+    )
     assert {n: len(v) for n, v in env.splits.items()} == {"train": 7473, "test": 1319}
     assert [p.name for p in env.source.files()] == [
-        "test-00000-of-00001.parquet", "train-00000-of-00001.parquet"]
+        "test-00000-of-00001.parquet",
+        "train-00000-of-00001.parquet",
+    ]
     assert env.split("test").task(-1)["id"] == "test-1318"
 
 
 def test_huggingface_relative_path_and_data_files(hub_gsm8k: Path) -> None:
-    env = make_env({"type": "huggingface", "path": "hf/openai__gsm8k",
-                    "data_files": {"eval": "main/test-*.parquet"}},
-                   {"test": {"source": "eval"}}, hub_gsm8k.parent.parent)
+    env = make_env(
+        {"type": "huggingface", "path": "hf/openai__gsm8k", "data_files": {"eval": "main/test-*.parquet"}},
+        {"test": {"source": "eval"}},
+        hub_gsm8k.parent.parent,
+    )
     assert len(env.split("test")) == 1319
 
 
 def test_huggingface_unknown_config_names_the_key(hub_gsm8k: Path) -> None:
     with pytest.raises(SpecError) as exc:
-        make_env({"type": "huggingface", "path": str(hub_gsm8k), "config": "mian"},
-                 {"train": {}}, DATA)
+        make_env({"type": "huggingface", "path": str(hub_gsm8k), "config": "mian"}, {"train": {}}, DATA)
     assert "spec.yaml:" in str(exc.value) and " dataset: cannot load dataset" in str(exc.value)
     assert "'main'" in str(exc.value)
 

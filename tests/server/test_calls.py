@@ -31,4 +31,3 @@ def test_replay_then_evict() -> None:
     clock.now += 30
     calls.evict()
     assert calls.lookup("b") is None and calls.lookup("unknown") is None
-
