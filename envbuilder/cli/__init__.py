@@ -34,10 +34,11 @@ def _flag_type(display_type_rich: Callable[[Any, Any], str | None]) -> Callable[
     return patched
 
 
-if not getattr(typer.core.TyperOption.display_type_rich, "__wrapped__", None):
-    typer.core.TyperOption.display_type_rich = _flag_type(  # type: ignore[assignment,method-assign]
-        typer.core.TyperOption.display_type_rich
-    )
+# Typer has no setting for this; wrap its method once (tests/cli/test_help.py checks the result,
+# and a Typer without the method is left alone: help then only shows the labels again).
+_Option: Any = getattr(typer.core, "TyperOption", None)
+if hasattr(_Option, "display_type_rich") and not hasattr(_Option.display_type_rich, "__wrapped__"):
+    _Option.display_type_rich = _flag_type(_Option.display_type_rich)
 
 app = typer.Typer(
     name="envbuilder",
