@@ -108,19 +108,18 @@ def _usable(
                 return None
             for err in errors:
                 loc = _existing(data, tuple(err["loc"]))
+                while loc and isinstance(loc[-1], int):
+                    loc = loc[:-1]  # a bad list entry: the whole list, so later entries keep their index
                 if not loc:
                     unchecked.add(str(err["loc"][0]))  # a required top-level block is missing
                     continue
                 parent = _at(data, loc[:-1])
-                if isinstance(parent, dict) and loc[-1] in parent:
-                    del parent[loc[-1]]
-                elif isinstance(parent, list) and isinstance(loc[-1], int) and loc[-1] < len(parent):
-                    parent[loc[-1]] = None  # keep later indexes: mark, then drop below
+                if isinstance(parent, dict):
+                    parent.pop(loc[-1], None)
                 skipped.append(loc)
                 top = Spec.model_fields.get(str(loc[0]))
                 if len(loc) == 1 and top is not None and top.is_required():
                     unchecked.add(str(loc[0]))
-            _drop_marked(data)
             continue
         for key in unchecked:
             object.__setattr__(spec, key, Unchecked(key))
@@ -176,14 +175,3 @@ def _has(node: Any, part: Any) -> bool:
     if isinstance(node, dict):
         return part in node
     return isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)
-
-
-def _drop_marked(node: Any) -> None:
-    """Remove the list entries marked None by a round of :func:`_usable`."""
-    if isinstance(node, dict):
-        for value in node.values():
-            _drop_marked(value)
-    elif isinstance(node, list):
-        node[:] = [item for item in node if item is not None]
-        for item in node:
-            _drop_marked(item)
