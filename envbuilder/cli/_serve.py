@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from envbuilder.cli._output import fail_on_errors
+from envbuilder.cli._port import port_taken
 
 
 def serve(
@@ -84,6 +85,10 @@ def serve(
     from envbuilder.cli._catalog import load_or_exit
     from envbuilder.server import ServerSettings, create_app, read_api_keys, uvicorn_options
 
+    taken = port_taken(host, port)
+    if taken is not None:
+        typer.echo(f"error: {taken}. Stop it, or pass --port with a free port (0: any)", err=True)
+        raise typer.Exit(1)
     with fail_on_errors():
         keys = read_api_keys(api_key or [], api_key_file, os.environ.get("ENVBUILDER_API_KEYS"))
     loopback = host in ("127.0.0.1", "::1", "localhost") or host.startswith("127.")
