@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -343,7 +344,7 @@ class Environment:
         """Whether a call of tool ``name`` may wait on I/O (then it streams with keep-alive pings)."""
         return self.toolbox.blocking(name)
 
-    @property
+    @functools.cached_property
     def inline_prompt(self) -> bool:
         """Whether the prompt may render on the event loop (see ``Prompter.inline``)."""
         assert self.prompter is not None

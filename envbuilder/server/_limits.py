@@ -33,8 +33,10 @@ class GuardedProtocol(HttpToolsProtocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._header_bytes = 0
+        self._headers_done = False
         self._rejected = False
         self._reading = False
+        self._packet = 0
         self._timer: asyncio.TimerHandle | None = self.loop.call_later(self.read_timeout, self._timed_out)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -44,26 +46,34 @@ class GuardedProtocol(HttpToolsProtocol):
     def data_received(self, data: bytes) -> None:
         if self._rejected:
             return
+        self._packet = len(data)
         super().data_received(data)
-        if self._reading and self._timer is None and not self._rejected:
+        if self._rejected:
+            return
+        if self._reading and not self._headers_done:
+            # Still inside the request line and headers after this packet: all of it counts
+            # (counted per packet, not per header, to keep the common path cheap).
+            self._header_bytes += len(data)
+            if self._header_bytes > self.max_header_bytes:
+                self._reject()
+                return
+        if self._reading and self._timer is None:
             self._timer = self.loop.call_later(self.read_timeout, self._timed_out)
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self._header_bytes = 0
+        self._headers_done = False
         self._reading = True
 
-    def on_url(self, url: bytes) -> None:
-        if self._count(len(url)):
-            super().on_url(url)
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        if self._count(len(name) + len(value) + 4):
-            super().on_header(name, value)
-
     def on_headers_complete(self) -> None:
-        if not self._rejected:
-            super().on_headers_complete()
+        self._headers_done = True
+        if self._header_bytes + self._packet > self.max_header_bytes:  # only then count exactly
+            size = len(self.url) + sum(len(n) + len(v) + 4 for n, v in self.headers)
+            if size > self.max_header_bytes:
+                self._reject()
+                return
+        super().on_headers_complete()
 
     def on_body(self, body: bytes) -> None:
         if not self._rejected:
@@ -75,19 +85,13 @@ class GuardedProtocol(HttpToolsProtocol):
         if not self._rejected:
             super().on_message_complete()
 
-    def _count(self, size: int) -> bool:
-        """Add to the header bytes; past the limit answer 431 and close. False once rejected."""
-        if self._rejected:
-            return False
-        self._header_bytes += size
-        if self._header_bytes <= self.max_header_bytes:
-            return True
+    def _reject(self) -> None:
+        """Answer 431 and close: the request line and headers passed the limit."""
         self._rejected = True
         self._disarm()
         body = b'{"detail":"the request line and headers are larger than %d bytes"}' % self.max_header_bytes
         self.transport.write(_TOO_LARGE % (len(body), body))
         self.transport.close()
-        return False
 
     def _disarm(self) -> None:
         if self._timer is not None:

@@ -43,7 +43,7 @@ FREEZE = (
     '{% endfor %}{% endif %}{{ question }}"'
 )
 EXACT = "{type: exact_match, target: \"{{ answer.split('####')[-1] }}\", extract: number}"
-REDOS = '{type: regex, pattern: "^(a|aa)+$", mode: fullmatch, timeout: 5, max_answer_chars: 100}'
+REDOS = '{type: regex, pattern: "^(a|aa)+$", mode: fullmatch, timeout: 2, max_answer_chars: 100}'
 
 
 def _env(template: str, grader: str) -> Environment:
@@ -133,8 +133,8 @@ def test_a_redos_answer_does_not_slow_health(hostile_url: str) -> None:
     assert out["metadata"]["outcome"] == "ungradeable"
     assert out["metadata"]["reason"] == "matching the pattern took too long on this answer"
     assert "pattern" not in out["metadata"]  # built from the task: gold until the episode ends
-    assert took >= 4  # the match really ran for its 5 s timeout...
-    assert len(times) >= 20 and _answers_fast(times), times  # ...and nobody else waited for it
+    assert took >= 1.5  # the match really ran for its 2 s timeout...
+    assert len(times) >= 10 and _answers_fast(times), times  # ...and nobody else waited for it
 
 
 def test_a_100_mb_body_gets_413_at_once(hostile_url: str) -> None:

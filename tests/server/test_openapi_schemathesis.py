@@ -17,7 +17,7 @@ schema = schemathesis.openapi.from_asgi("/openapi.json", app)
 
 
 @schema.parametrize()
-@settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck), database=None)
 def test_every_operation_conforms(case: schemathesis.Case) -> None:
     # Every other check runs (5xx, status codes, content types, response schemas, negative data
     # rejected). Not "valid data accepted": a schema-valid split name, index or session id that
