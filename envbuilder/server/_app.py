@@ -70,6 +70,7 @@ def create_app(envs: list[Environment], settings: ServerSettings | None = None) 
             task.cancel()
             for env in state.envs.values():
                 await env.aclose()
+            await state.sessions.aclose()
 
     app = ORSApp(
         title="envbuilder",

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from envbuilder.environment import Environment
 from envbuilder.errors import RequestError
 from envbuilder.server._calls import CallRegistry
+from envbuilder.server._redis import RedisStore
 from envbuilder.server._sessions import SessionStore
 
 log = logging.getLogger("envbuilder.server")
@@ -26,6 +27,8 @@ class ServerSettings:
     """Keep-alive comment interval on streaming tool calls."""
     call_linger: float = 60.0
     """How long a finished call's result can be replayed by ``task_id``."""
+    store: str = "memory"
+    """Where sessions live: ``memory`` (this process) or ``redis://host:port/db`` (shared)."""
 
 
 class State:
@@ -42,8 +45,12 @@ class State:
             self.envs[key] = env
         self.default = next(iter(self.envs))
         self.settings = settings
-        self.sessions = SessionStore()
         self.calls = CallRegistry(settings.call_linger)
+        self.sessions: SessionStore | RedisStore = (
+            SessionStore(self.calls)
+            if settings.store == "memory"
+            else RedisStore(settings.store, settings.session_timeout, settings.call_linger)
+        )
         self.locks: dict[str, asyncio.Lock] = {}
         # Static answers, serialised once.
         self.tools_json = {k: e.tools_listing.model_dump_json().encode() for k, e in self.envs.items()}
@@ -58,12 +65,16 @@ class State:
             raise RequestError(404, f"unknown environment {name!r}")
         return env
 
-    def delete(self, sid: str) -> None:
-        self.sessions.delete(sid)
+    async def delete(self, sid: str) -> None:
+        await self.sessions.delete(sid)
         self.locks.pop(sid, None)
 
     def reap(self) -> None:
-        for sid in self.sessions.idle(self.settings.session_timeout):
-            log.info("session expired after %.0f s without requests", self.settings.session_timeout)
-            self.delete(sid)
+        expired = self.sessions.sweep(self.settings.session_timeout)
+        if expired:
+            log.info(
+                "%d session(s) expired after %.0f s without requests", expired, self.settings.session_timeout
+            )
+        # A session's lock only matters while a call holds it.
+        self.locks = {sid: lock for sid, lock in self.locks.items() if lock.locked()}
         self.calls.evict()

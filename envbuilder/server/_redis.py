@@ -1,0 +1,200 @@
+"""The shared session store on Redis (or Valkey): several workers and replicas serve one set of
+sessions.
+
+Keys (all under ``eb:``):
+
+``s:<sid>``       ``b"<version>:" + JSON of Session.to_dict()``, expiring after the session
+                  timeout; every read renews it (``GETEX``), so the TTL is the reaper.
+``c:<task_id>``   the SSE frames of a finished call, for the re-attach window (``call_linger``).
+``q:<task_id>``   a running call that a client may re-attach to: ``{"sid", "name", "input"}``.
+``l:<task_id>``   the lease of the worker running it, renewed while it runs. A worker that is
+                  killed stops renewing; the next re-attach takes the lease and runs the call
+                  again on the session as last saved, so the dead worker's attempt never counts.
+``grades``        a hash outcome → count of the grades saved (each exactly once).
+
+An episode update is one Lua script (:data:`_SAVE`): it compares the version the caller read,
+and only then writes the session, the call's result and the grade count together. Two calls on
+one session that read the same version cannot both be saved; the loser re-reads and re-runs
+(``_ops.run_call``), and sees the answer the winner counted.
+
+Round trips per GSM8K episode: ``create`` 1 (``SET NX``), ``prompt`` 1, ``call`` 2 (read,
+save), ``delete`` 1. Redis unreachable: every request that needs a session answers 503 with
+``Retry-After``; the pool reconnects by itself when Redis is back.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from envbuilder.errors import RequestError
+from envbuilder.server._sessions import Session
+
+PREFIX = "eb:"
+LEASE_MS = 3000
+"""A running call's lease; renewed every third of it, so a dead worker's call is free after ≤3 s."""
+RETRY_AFTER = "1"
+
+# KEYS: session, result, grades. ARGV: version read, new record, session ttl ms, frames,
+# linger ms, outcome ('' when nothing was graded).
+_SAVE = """
+local cur = redis.call('GET', KEYS[1])
+if not cur then return 0 end
+if string.match(cur, '^(%d+):') ~= ARGV[1] then return -1 end
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+redis.call('SET', KEYS[2], ARGV[4], 'PX', ARGV[5])
+if ARGV[6] ~= '' then redis.call('HINCRBY', KEYS[3], ARGV[6], 1) end
+return 1
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class PendingCall:
+    """A call some worker started and a client re-attaches to."""
+
+    sid: str
+    name: str
+    input: dict[str, Any]
+    ours: bool
+    """Whether this worker now holds the lease (its owner is gone): it must run the call."""
+
+
+def check_url(url: str) -> str | None:
+    """Why ``url`` is not a usable store URL (None when it is)."""
+    if not url.startswith(("redis://", "rediss://", "unix://")):
+        return f"unsupported store {url!r}: expected memory or redis://host:port/db"
+    try:
+        import redis.asyncio  # noqa: F401
+    except ImportError:
+        return "the redis store needs the redis client: pip install 'envbuilder[redis]'"
+    return None
+
+
+class RedisStore:
+    """Sessions and call results in Redis, shared by every process that points at it."""
+
+    shared = True
+
+    def __init__(self, url: str, session_timeout: float, call_linger: float):
+        import redis.asyncio as aioredis
+        from redis.asyncio.retry import Retry
+        from redis.backoff import NoBackoff
+
+        self.url = url
+        # One immediate retry rides over a connection Redis closed (a restart); more would
+        # only delay the 503 that tells the client to come back.
+        self._redis = aioredis.Redis.from_url(
+            url, socket_connect_timeout=1.0, socket_timeout=5.0, retry=Retry(NoBackoff(), 1)
+        )
+        self._errors: tuple[type[Exception], ...] = (aioredis.ConnectionError, aioredis.TimeoutError)
+        self._ttl_ms = max(1, int(session_timeout * 1000))
+        self._linger_ms = max(1, int(call_linger * 1000))
+        self._save = self._redis.register_script(_SAVE)
+        self._owner = f"{os.uname().nodename}:{os.getpid()}".encode()
+
+    def __len__(self) -> int:
+        return 0  # not known locally; Redis holds them
+
+    def _down(self) -> RequestError:
+        return RequestError(
+            503, "the session store is unavailable; retry shortly", headers={"Retry-After": RETRY_AFTER}
+        )
+
+    async def _do(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await getattr(self._redis, method)(*args, **kwargs)
+        except self._errors:
+            raise self._down() from None
+
+    # -- sessions ---------------------------------------------------------------------------------
+
+    async def get(self, sid: str) -> Session | None:
+        raw = await self._do("getex", PREFIX + "s:" + sid, px=self._ttl_ms)
+        if raw is None:
+            return None
+        version, _, record = raw.partition(b":")
+        return Session.from_dict(orjson.loads(record), int(version))
+
+    async def add(self, session: Session) -> bool:
+        value = b"0:" + orjson.dumps(session.to_dict())
+        return bool(await self._do("set", PREFIX + "s:" + session.sid, value, px=self._ttl_ms, nx=True))
+
+    async def latest(self, session: Session) -> Session | None:
+        return session  # just read; ``save`` checks its version
+
+    async def save(self, session: Session, task_id: str, frames: bytes, outcome: str | None) -> bool:
+        new = b"%d:" % (session.version + 1) + orjson.dumps(session.to_dict())
+        keys = [PREFIX + "s:" + session.sid, PREFIX + "c:" + task_id, PREFIX + "grades"]
+        args: list[bytes | str | int] = [
+            session.version,
+            new,
+            self._ttl_ms,
+            frames,
+            self._linger_ms,
+            outcome or "",
+        ]
+        try:
+            done = await self._save(keys=keys, args=args)
+        except self._errors:
+            raise self._down() from None
+        if done == 1:
+            session.version += 1
+        return bool(done == 1)
+
+    async def delete(self, sid: str) -> None:
+        await self._do("delete", PREFIX + "s:" + sid)
+
+    # -- calls ------------------------------------------------------------------------------------
+
+    async def record(self, task_id: str, frames: bytes) -> None:
+        await self._do("set", PREFIX + "c:" + task_id, frames, px=self._linger_ms)
+
+    async def result(self, task_id: str) -> bytes | None:
+        frames: bytes | None = await self._do("get", PREFIX + "c:" + task_id)
+        return frames
+
+    async def claim(self, task_id: str, sid: str, name: str, tool_input: dict[str, Any]) -> None:
+        """Announce a running call (re-attachable from any worker) and take its lease."""
+        request = orjson.dumps({"sid": sid, "name": name, "input": tool_input})
+        try:
+            async with self._redis.pipeline(transaction=False) as pipe:
+                pipe.set(PREFIX + "q:" + task_id, request, px=self._linger_ms + LEASE_MS)
+                pipe.set(PREFIX + "l:" + task_id, self._owner, px=LEASE_MS)
+                await pipe.execute()
+        except self._errors:
+            raise self._down() from None
+
+    async def renew(self, task_id: str) -> None:
+        await self._do("pexpire", PREFIX + "l:" + task_id, LEASE_MS)
+
+    async def pending(self, task_id: str) -> PendingCall | None:
+        """A call started somewhere and not finished; ``ours`` when its lease lapsed and this
+        worker took it."""
+        raw = await self._do("get", PREFIX + "q:" + task_id)
+        if raw is None:
+            return None
+        ours = bool(await self._do("set", PREFIX + "l:" + task_id, self._owner, px=LEASE_MS, nx=True))
+        request = orjson.loads(raw)
+        return PendingCall(request["sid"], request["name"], request["input"], ours)
+
+    # -- the store itself -------------------------------------------------------------------------
+
+    async def grades(self) -> dict[str, int]:
+        """Grades saved so far, by outcome (each answer exactly once)."""
+        counts = await self._do("hgetall", PREFIX + "grades")
+        return {k.decode(): int(v) for k, v in counts.items()}
+
+    async def healthy(self) -> bool:
+        try:
+            return bool(await self._redis.ping())
+        except self._errors:
+            return False
+
+    async def aclose(self) -> None:
+        await self._redis.aclose()
+
+    def sweep(self, seconds: float) -> int:
+        return 0  # keys expire by themselves
