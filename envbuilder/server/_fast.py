@@ -163,8 +163,8 @@ class FastFront:
         sid = _sid(headers)
         request = _parse(CallRequest, headers, body)
         session = await _ops.session_of(self.state, sid)
-        if self.state.envs[session.env].blocking:
-            raise _Fallback  # waits on I/O: FastAPI streams it with keep-alive pings
+        if _ops.streamed(self.state, session):
+            raise _Fallback  # FastAPI streams it with keep-alive pings
         task_id, result = await _ops.start_call(
             self.state, session, request.name, request.input, request.task_id
         )

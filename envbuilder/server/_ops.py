@@ -246,6 +246,13 @@ async def run_call(
     raise RequestError(503, "too many concurrent calls on this session", headers={"Retry-After": "1"})
 
 
+def streamed(state: State, session: Session) -> bool:
+    """Whether a new call on ``session`` is answered as a stream (``task_id`` first, then keep-
+    alive pings): a grader that waits on I/O, or any call with a shared store, where a client
+    whose worker dies re-attaches to the call on another worker (which replays or takes it over)."""
+    return state.sessions.shared or state.envs[session.env].blocking
+
+
 async def start_call(
     state: State, session: Session, name: str, tool_input: dict[str, Any], task_id: str | None
 ) -> tuple[str, Awaitable[bytes] | bytes | None]:
@@ -255,7 +262,7 @@ async def start_call(
     if task_id is not None:
         return task_id, await _reattach(state, task_id)
     task_id = uuid.uuid4().hex
-    if state.envs[session.env].blocking:
+    if streamed(state, session):
         return task_id, state.calls.start(task_id, _leased(state, session, name, tool_input, task_id))
     return task_id, _ordinary(state, session, name, tool_input, task_id)
 
@@ -276,7 +283,7 @@ async def _leased(
     lease that is renewed while it runs (``_redis``)."""
     store = state.sessions
     await store.claim(task_id, session.sid, name, tool_input)
-    if not store.shared:
+    if not (store.shared and state.envs[session.env].blocking):  # the others finish at once
         return await run_call(state, session, name, tool_input, task_id)
 
     async def renew() -> None:

@@ -119,8 +119,13 @@ class RedisStore:
         return Session.from_dict(orjson.loads(record), int(version))
 
     async def add(self, session: Session) -> bool:
+        """Store a new session; True too for a retried create whose first try was saved but
+        not answered (a worker killed meanwhile): the stored session is untouched and equal."""
         value = b"0:" + orjson.dumps(session.to_dict())
-        return bool(await self._do("set", PREFIX + "s:" + session.sid, value, px=self._ttl_ms, nx=True))
+        key = PREFIX + "s:" + session.sid
+        if await self._do("set", key, value, px=self._ttl_ms, nx=True):
+            return True
+        return bool(await self._do("get", key) == value)
 
     async def latest(self, session: Session) -> Session | None:
         return session  # just read; ``save`` checks its version
