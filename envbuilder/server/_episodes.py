@@ -127,13 +127,7 @@ def _stream(interval: float, task_id: str, fut: asyncio.Future[bytes]) -> Respon
             if done:
                 break
             yield _sse.ping()
-        exc = fut.exception()
-        if exc is None:
-            yield fut.result()
-        elif isinstance(exc, _ops.SessionGone):
-            yield _sse.event("error", "Session deleted")
-        else:
-            yield _sse.event("error", type(exc).__name__)
+        yield _ops.final_frames(fut)
 
     return StreamingResponse(events(), media_type=_sse.MEDIA_TYPE, headers=_sse.HEADERS)
 

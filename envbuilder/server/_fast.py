@@ -101,6 +101,8 @@ class FastFront:
                 orjson.dumps({"detail": f"Internal Server Error ({type(exc).__name__})"}), _ops.JSON, 500
             )
         self.served += 1
+        if reply.rest is not None:
+            return await _stream(send, reply, reply.rest, self.state.settings.ping_interval)
         headers = [(b"content-type", reply.media_type), (b"content-length", b"%d" % len(reply.body))]
         if reply.media_type is _ops.SSE:
             headers += _SSE_HEADERS
@@ -163,17 +165,29 @@ class FastFront:
         sid = _sid(headers)
         request = _parse(CallRequest, headers, body)
         session = await _ops.session_of(self.state, sid)
-        if _ops.streamed(self.state, session):
-            raise _Fallback  # FastAPI streams it with keep-alive pings
         task_id, result = await _ops.start_call(
             self.state, session, request.name, request.input, request.task_id
         )
         if result is None:
             return _ops.Reply(_ops.UNKNOWN_TASK, _ops.SSE)
-        if isinstance(result, asyncio.Future):
-            raise _Fallback  # re-attached to a call still running: FastAPI streams it
+        if isinstance(result, asyncio.Future):  # streamed: task_id now, the rest when done
+            return _ops.Reply(_sse.event("task_id", task_id), _ops.SSE, rest=result)
         frames = result if isinstance(result, bytes) else await result
         return _ops.Reply(_sse.event("task_id", task_id) + frames, _ops.SSE)
+
+
+async def _stream(send: Any, reply: _ops.Reply, rest: asyncio.Future[bytes], interval: float) -> None:
+    """A streamed SSE reply (chunked): its first frames now, keep-alive pings while ``rest``
+    runs, then its frames; the same events as the FastAPI route's stream."""
+    headers = [(b"content-type", reply.media_type), *_SSE_HEADERS]
+    await send({"type": "http.response.start", "status": reply.status, "headers": headers})
+    await send({"type": "http.response.body", "body": reply.body, "more_body": True})
+    while True:
+        done, _ = await asyncio.wait({rest}, timeout=interval)
+        if done:
+            break
+        await send({"type": "http.response.body", "body": _sse.ping(), "more_body": True})
+    await send({"type": "http.response.body", "body": _ops.final_frames(rest)})
 
 
 def _headers(scope: dict[str, Any]) -> dict[bytes, bytes]:

@@ -38,6 +38,8 @@ class Reply:
     body: bytes
     media_type: bytes = JSON
     status: int = 200
+    rest: asyncio.Future[bytes] | None = None
+    """A streamed reply: ``body`` is sent at once, the rest when this future is done."""
 
 
 HEALTH = Reply(b'{"status":"ok"}')
@@ -339,3 +341,15 @@ LEASE_RENEW = 1.0
 FOLLOW_POLL = 0.1
 """Seconds between looks at a call running on another worker."""
 UNKNOWN_TASK = _sse.event("error", "unknown task_id")
+
+
+def final_frames(fut: asyncio.Future[bytes]) -> bytes:
+    """The last frames of a streamed call, once ``fut`` is done (an error event if it failed)."""
+    exc = fut.exception()
+    if exc is None:
+        return fut.result()
+    if isinstance(exc, SessionGone):
+        return _sse.event("error", "Session deleted")
+    if isinstance(exc, RequestError):
+        return _sse.event("error", exc.message)
+    return _sse.event("error", type(exc).__name__)

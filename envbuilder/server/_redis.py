@@ -37,6 +37,8 @@ PREFIX = "eb:"
 LEASE_MS = 3000
 """A running call's lease; renewed every third of it, so a dead worker's call is free after ≤3 s."""
 RETRY_AFTER = "1"
+MAX_CONNECTIONS = 32
+"""Connections per worker: enough to keep Redis busy, few enough to keep its CPU for commands."""
 
 # KEYS: session, result, grades. ARGV: version read, new record, session ttl ms, frames,
 # linger ms, outcome ('' when nothing was graded).
@@ -86,9 +88,17 @@ class RedisStore:
         self.url = url
         # One immediate retry rides over a connection Redis closed (a restart); more would
         # only delay the 503 that tells the client to come back.
-        self._redis = aioredis.Redis.from_url(
-            url, socket_connect_timeout=1.0, socket_timeout=5.0, retry=Retry(NoBackoff(), 1)
+        # A bounded pool that waits for a free connection: redis-py runs one command per
+        # connection, and its default pool fails (rather than waits) past 100 at once.
+        pool = aioredis.BlockingConnectionPool.from_url(
+            url,
+            max_connections=MAX_CONNECTIONS,
+            timeout=5.0,
+            socket_connect_timeout=1.0,
+            socket_timeout=5.0,
+            retry=Retry(NoBackoff(), 1),
         )
+        self._redis = aioredis.Redis.from_pool(pool)  # closes the pool with the client
         self._errors: tuple[type[Exception], ...] = (aioredis.ConnectionError, aioredis.TimeoutError)
         self._ttl_ms = max(1, int(session_timeout * 1000))
         self._linger_ms = max(1, int(call_linger * 1000))
