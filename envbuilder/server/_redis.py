@@ -17,13 +17,15 @@ and only then writes the session, the call's result and the grade count together
 one session that read the same version cannot both be saved; the loser re-reads and re-runs
 (``_ops.run_call``), and sees the answer the winner counted.
 
-Round trips per GSM8K episode: ``create`` 1 (``SET NX``), ``prompt`` 1, ``call`` 2 (read,
-save), ``delete`` 1. Redis unreachable: every request that needs a session answers 503 with
-``Retry-After``; the pool reconnects by itself when Redis is back.
+Commands per GSM8K episode: ``create`` 1 (``SET NX``), ``prompt`` 1 (``GETEX``), ``call`` 4
+(read; announce and lease, pipelined; save), ``delete`` 1; the connection (``_resp``) writes
+the commands of concurrent requests together. Redis unreachable: every request that needs a
+session answers 503 with ``Retry-After``; the next command reconnects.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -31,14 +33,14 @@ from typing import Any
 import orjson
 
 from envbuilder.errors import RequestError
+from envbuilder.server._resp import Address, Connection, StoreDown
 from envbuilder.server._sessions import Session
 
 PREFIX = "eb:"
 LEASE_MS = 3000
 """A running call's lease; renewed every third of it, so a dead worker's call is free after ≤3 s."""
 RETRY_AFTER = "1"
-MAX_CONNECTIONS = 32
-"""Connections per worker: enough to keep Redis busy, few enough to keep its CPU for commands."""
+
 
 # KEYS: session, result, grades. ARGV: version read, new record, session ttl ms, frames,
 # linger ms, outcome ('' when nothing was graded).
@@ -51,6 +53,12 @@ redis.call('SET', KEYS[2], ARGV[4], 'PX', ARGV[5])
 if ARGV[6] ~= '' then redis.call('HINCRBY', KEYS[3], ARGV[6], 1) end
 return 1
 """
+
+
+def _down() -> RequestError:
+    return RequestError(
+        503, "the session store is unavailable; retry shortly", headers={"Retry-After": RETRY_AFTER}
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,9 +77,13 @@ def check_url(url: str) -> str | None:
     if not url.startswith(("redis://", "rediss://", "unix://")):
         return f"unsupported store {url!r}: expected memory or redis://host:port/db"
     try:
-        import redis.asyncio  # noqa: F401
+        import hiredis  # noqa: F401
     except ImportError:
-        return "the redis store needs the redis client: pip install 'envbuilder[redis]'"
+        return "the redis store needs hiredis: pip install 'envbuilder[redis]'"
+    try:
+        Address.parse(url)
+    except ValueError as exc:
+        return f"invalid store URL {url!r}: {exc}"
     return None
 
 
@@ -81,48 +93,25 @@ class RedisStore:
     shared = True
 
     def __init__(self, url: str, session_timeout: float, call_linger: float):
-        import redis.asyncio as aioredis
-        from redis.asyncio.retry import Retry
-        from redis.backoff import NoBackoff
-
         self.url = url
-        # One immediate retry rides over a connection Redis closed (a restart); more would
-        # only delay the 503 that tells the client to come back.
-        # A bounded pool that waits for a free connection: redis-py runs one command per
-        # connection, and its default pool fails (rather than waits) past 100 at once.
-        pool = aioredis.BlockingConnectionPool.from_url(
-            url,
-            max_connections=MAX_CONNECTIONS,
-            timeout=5.0,
-            socket_connect_timeout=1.0,
-            socket_timeout=5.0,
-            retry=Retry(NoBackoff(), 1),
-        )
-        self._redis = aioredis.Redis.from_pool(pool)  # closes the pool with the client
-        self._errors: tuple[type[Exception], ...] = (aioredis.ConnectionError, aioredis.TimeoutError)
+        self._redis = Connection(url)
         self._ttl_ms = max(1, int(session_timeout * 1000))
         self._linger_ms = max(1, int(call_linger * 1000))
-        self._save = self._redis.register_script(_SAVE)
         self._owner = f"{os.uname().nodename}:{os.getpid()}".encode()
 
     def __len__(self) -> int:
         return 0  # not known locally; Redis holds them
 
-    def _down(self) -> RequestError:
-        return RequestError(
-            503, "the session store is unavailable; retry shortly", headers={"Retry-After": RETRY_AFTER}
-        )
-
-    async def _do(self, method: str, *args: Any, **kwargs: Any) -> Any:
+    async def _do(self, *command: Any) -> Any:
         try:
-            return await getattr(self._redis, method)(*args, **kwargs)
-        except self._errors:
-            raise self._down() from None
+            return await self._redis.call(*command)
+        except StoreDown:
+            raise _down() from None
 
     # -- sessions ---------------------------------------------------------------------------------
 
     async def get(self, sid: str) -> Session | None:
-        raw = await self._do("getex", PREFIX + "s:" + sid, px=self._ttl_ms)
+        raw = await self._do(b"GETEX", PREFIX + "s:" + sid, b"PX", self._ttl_ms)
         if raw is None:
             return None
         version, _, record = raw.partition(b":")
@@ -133,9 +122,9 @@ class RedisStore:
         not answered (a worker killed meanwhile): the stored session is untouched and equal."""
         value = b"0:" + orjson.dumps(session.to_dict())
         key = PREFIX + "s:" + session.sid
-        if await self._do("set", key, value, px=self._ttl_ms, nx=True):
+        if await self._do(b"SET", key, value, b"PX", self._ttl_ms, b"NX"):
             return True
-        return bool(await self._do("get", key) == value)
+        return bool(await self._do(b"GET", key) == value)
 
     async def latest(self, session: Session) -> Session | None:
         return session  # just read; ``save`` checks its version
@@ -152,46 +141,43 @@ class RedisStore:
             outcome or "",
         ]
         try:
-            done = await self._save(keys=keys, args=args)
-        except self._errors:
-            raise self._down() from None
+            done = await self._redis.eval(_SAVE, keys, args)
+        except StoreDown:
+            raise _down() from None
         if done == 1:
             session.version += 1
         return bool(done == 1)
 
     async def delete(self, sid: str) -> None:
-        await self._do("delete", PREFIX + "s:" + sid)
+        await self._do(b"DEL", PREFIX + "s:" + sid)
 
     # -- calls ------------------------------------------------------------------------------------
 
     async def record(self, task_id: str, frames: bytes) -> None:
-        await self._do("set", PREFIX + "c:" + task_id, frames, px=self._linger_ms)
+        await self._do(b"SET", PREFIX + "c:" + task_id, frames, b"PX", self._linger_ms)
 
     async def result(self, task_id: str) -> bytes | None:
-        frames: bytes | None = await self._do("get", PREFIX + "c:" + task_id)
+        frames: bytes | None = await self._do(b"GET", PREFIX + "c:" + task_id)
         return frames
 
     async def claim(self, task_id: str, sid: str, name: str, tool_input: dict[str, Any]) -> None:
         """Announce a running call (re-attachable from any worker) and take its lease."""
         request = orjson.dumps({"sid": sid, "name": name, "input": tool_input})
-        try:
-            async with self._redis.pipeline(transaction=False) as pipe:
-                pipe.set(PREFIX + "q:" + task_id, request, px=self._linger_ms + LEASE_MS)
-                pipe.set(PREFIX + "l:" + task_id, self._owner, px=LEASE_MS)
-                await pipe.execute()
-        except self._errors:
-            raise self._down() from None
+        await asyncio.gather(  # one write: the connection pipelines them
+            self._do(b"SET", PREFIX + "q:" + task_id, request, b"PX", self._linger_ms + LEASE_MS),
+            self._do(b"SET", PREFIX + "l:" + task_id, self._owner, b"PX", LEASE_MS),
+        )
 
     async def renew(self, task_id: str) -> None:
-        await self._do("pexpire", PREFIX + "l:" + task_id, LEASE_MS)
+        await self._do(b"PEXPIRE", PREFIX + "l:" + task_id, LEASE_MS)
 
     async def pending(self, task_id: str) -> PendingCall | None:
         """A call started somewhere and not finished; ``ours`` when its lease lapsed and this
         worker took it."""
-        raw = await self._do("get", PREFIX + "q:" + task_id)
+        raw = await self._do(b"GET", PREFIX + "q:" + task_id)
         if raw is None:
             return None
-        ours = bool(await self._do("set", PREFIX + "l:" + task_id, self._owner, px=LEASE_MS, nx=True))
+        ours = bool(await self._do(b"SET", PREFIX + "l:" + task_id, self._owner, b"PX", LEASE_MS, b"NX"))
         request = orjson.loads(raw)
         return PendingCall(request["sid"], request["name"], request["input"], ours)
 
@@ -199,13 +185,13 @@ class RedisStore:
 
     async def grades(self) -> dict[str, int]:
         """Grades saved so far, by outcome (each answer exactly once)."""
-        counts = await self._do("hgetall", PREFIX + "grades")
-        return {k.decode(): int(v) for k, v in counts.items()}
+        flat = await self._do(b"HGETALL", PREFIX + "grades")
+        return {flat[i].decode(): int(flat[i + 1]) for i in range(0, len(flat), 2)}
 
     async def healthy(self) -> bool:
         try:
-            return bool(await self._redis.ping())
-        except self._errors:
+            return bool(await self._redis.call(b"PING") == b"PONG")
+        except StoreDown:
             return False
 
     async def aclose(self) -> None:
