@@ -62,6 +62,26 @@ def atomic_write(path: Path) -> Iterator[Path]:
             tmp.unlink()
 
 
+@contextmanager
+def build_lock(path: Path) -> Iterator[None]:
+    """Hold the host-wide lock for building the entry ``path``. The worker processes of one
+    host share this cache, so the first to need an entry builds it while the others wait here
+    and then read it: each entry is built once per host, not once per worker. (An advisory
+    ``flock`` on a file beside the entry, released by the kernel if its holder dies.)"""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        import fcntl
+    except ImportError:  # Windows: no lock; each process may build the entry itself
+        yield
+        return
+    with open(path.with_name(f".{path.name}.lock"), "a+b") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 def _remove_abandoned(path: Path) -> None:
     """Delete temporary files of ``path`` left by processes that died while writing them."""
     for tmp in path.parent.glob(f".{path.name}.*.tmp"):
