@@ -66,3 +66,26 @@ def test_both_reference_clients_across_two_replicas(
     assert min(balancer.sent) > 4 * EPISODES  # both replicas answered about half the requests
     grades = redis.Redis.from_url(redis_url).hgetall("eb:grades")
     assert grades == {b"correct": b"%d" % EPISODES, b"incorrect": b"%d" % EPISODES}
+
+
+def test_two_workers_serve_the_shipped_catalog(redis_url: str) -> None:
+    import httpx
+
+    with (
+        serve_process(str(ENVS), "--store", redis_url, "--workers", "2") as (url, _),
+        httpx.Client(base_url=url) as c,
+    ):
+        names = c.get("/list_environments").json()
+        assert {"gsm8k", "gsm8k-cot", "mmlu_stem", "digits", "hh_rlhf"} <= set(names)
+        for name in names:
+            split = c.get(f"/{name}/splits").json()[0]["name"]
+            for k in range(4):  # several sessions, so that both workers answer some
+                h = {"X-Session-ID": f"{name}-{k}"}
+                assert c.post(
+                    "/create", headers=h, json={"env_name": name, "split": split, "index": k}
+                ).json() == {"sid": f"{name}-{k}"}
+                assert c.get(f"/{name}/prompt", headers=h).status_code == 200
+                if name == "gsm8k":
+                    r = c.post(f"/{name}/call", headers=h, json={"name": "submit", "input": {"answer": "72"}})
+                    assert r.text.startswith("event: task_id") and "event: end" in r.text
+                assert c.post("/delete", headers=h).status_code == 200
