@@ -6,7 +6,8 @@ Keys (all under ``eb:``):
 ``s:<sid>``       ``b"<version>:" + JSON of Session.to_dict()``, expiring after the session
                   timeout; every read renews it (``GETEX``), so the TTL is the reaper.
 ``c:<task_id>``   the SSE frames of a finished call, for the re-attach window (``call_linger``).
-``q:<task_id>``   a running call that a client may re-attach to: ``{"sid", "name", "input"}``.
+``q:<task_id>``   a running call that a client may re-attach to: ``{"sid", "name", "input"}``,
+                  deleted when its result is saved.
 ``l:<task_id>``   the lease of the worker running it, renewed while it runs. A worker that is
                   killed stops renewing; the next re-attach takes the lease and runs the call
                   again on the session as last saved, so the dead worker's attempt never counts.
@@ -42,14 +43,16 @@ LEASE_MS = 3000
 RETRY_AFTER = "1"
 
 
-# KEYS: session, result, grades. ARGV: version read, new record, session ttl ms, frames,
-# linger ms, outcome ('' when nothing was graded).
+# KEYS: session, result, grades, running call. ARGV: version read, new record, session ttl ms,
+# frames, linger ms, outcome ('' when nothing was graded). The running call's record goes with
+# the save: from then on the result answers a re-attach, and the call is never run again.
 _SAVE = """
 local cur = redis.call('GET', KEYS[1])
 if not cur then return 0 end
 if string.match(cur, '^(%d+):') ~= ARGV[1] then return -1 end
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 redis.call('SET', KEYS[2], ARGV[4], 'PX', ARGV[5])
+redis.call('DEL', KEYS[4])
 if ARGV[6] ~= '' then redis.call('HINCRBY', KEYS[3], ARGV[6], 1) end
 return 1
 """
@@ -131,7 +134,12 @@ class RedisStore:
 
     async def save(self, session: Session, task_id: str, frames: bytes, outcome: str | None) -> bool:
         new = b"%d:" % (session.version + 1) + orjson.dumps(session.to_dict())
-        keys = [PREFIX + "s:" + session.sid, PREFIX + "c:" + task_id, PREFIX + "grades"]
+        keys = [
+            PREFIX + "s:" + session.sid,
+            PREFIX + "c:" + task_id,
+            PREFIX + "grades",
+            PREFIX + "q:" + task_id,
+        ]
         args: list[bytes | str | int] = [
             session.version,
             new,
@@ -154,7 +162,10 @@ class RedisStore:
     # -- calls ------------------------------------------------------------------------------------
 
     async def record(self, task_id: str, frames: bytes) -> None:
-        await self._do(b"SET", PREFIX + "c:" + task_id, frames, b"PX", self._linger_ms)
+        await asyncio.gather(
+            self._do(b"SET", PREFIX + "c:" + task_id, frames, b"PX", self._linger_ms),
+            self._do(b"DEL", PREFIX + "q:" + task_id),
+        )
 
     async def result(self, task_id: str) -> bytes | None:
         frames: bytes | None = await self._do(b"GET", PREFIX + "c:" + task_id)
@@ -169,7 +180,10 @@ class RedisStore:
         )
 
     async def renew(self, task_id: str) -> None:
-        await self._do(b"PEXPIRE", PREFIX + "l:" + task_id, LEASE_MS)
+        await asyncio.gather(
+            self._do(b"PEXPIRE", PREFIX + "l:" + task_id, LEASE_MS),
+            self._do(b"PEXPIRE", PREFIX + "q:" + task_id, self._linger_ms + LEASE_MS),
+        )
 
     async def pending(self, task_id: str) -> PendingCall | None:
         """A call started somewhere and not finished; ``ours`` when its lease lapsed and this
