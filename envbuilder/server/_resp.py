@@ -50,14 +50,15 @@ class Address:
     def parse(cls, url: str) -> Address:
         u = urllib.parse.urlsplit(url)
         query = urllib.parse.parse_qs(u.query)
+        user = u.username or None
         if u.scheme == "unix":
             db = int(query.get("db", ["0"])[0])
-            return cls(None, 0, u.path, db, u.password, u.username, False)
+            return cls(None, 0, u.path, db, u.password, user, False)
         if u.scheme not in ("redis", "rediss"):
             raise ValueError(f"unsupported scheme {u.scheme!r}")
         db = int(u.path.strip("/") or query.get("db", ["0"])[0])
         return cls(
-            u.hostname or "localhost", u.port or 6379, None, db, u.password, u.username, u.scheme == "rediss"
+            u.hostname or "localhost", u.port or 6379, None, db, u.password, user, u.scheme == "rediss"
         )
 
 
