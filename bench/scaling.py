@@ -68,8 +68,21 @@ def redis_server(url: str | None) -> Iterator[tuple[str, psutil.Process | None]]
     port = free_port()
     tmp = tempfile.mkdtemp(prefix="scaling-redis-")
     proc = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-         "--dir", tmp], stdout=subprocess.DEVNULL)
+        [
+            "redis-server",
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            tmp,
+        ],
+        stdout=subprocess.DEVNULL,
+    )
     time.sleep(0.5)
     try:
         yield f"redis://127.0.0.1:{port}/0", psutil.Process(proc.pid)
@@ -90,11 +103,30 @@ def tree_cpu(root: psutil.Process, extra: psutil.Process | None) -> float:
 
 
 @contextlib.contextmanager
-def serve(spec: Path, store: str, workers: int) -> Iterator[tuple[str, psutil.Process]]:
+def serve(
+    spec: Path, store: str, workers: int, code: Path | None = None
+) -> Iterator[tuple[str, psutil.Process]]:
+    """``envbuilder serve`` (from ``code``, a checkout of another commit, when given)."""
     port = free_port()
-    cmd = [sys.executable, "-m", "envbuilder", "serve", str(spec), "--host", "127.0.0.1", "--port", str(port),
-           "--store", store, "--workers", str(workers)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, start_new_session=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "envbuilder",
+        "serve",
+        str(spec),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--store",
+        store,
+        "--workers",
+        str(workers),
+    ]
+    env = {**os.environ, "PYTHONPATH": str(code)} if code else None
+    if code:
+        cmd = cmd[:-4]  # an older commit has no --store/--workers: its in-memory default
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, start_new_session=True, env=env)
     url = f"http://127.0.0.1:{port}"
     import urllib.request
 
@@ -102,7 +134,9 @@ def serve(spec: Path, store: str, workers: int) -> Iterator[tuple[str, psutil.Pr
     while True:
         try:
             with urllib.request.urlopen(url + "/health", timeout=1) as r:
-                if r.status == 200 and len(psutil.Process(proc.pid).children()) >= (workers if workers > 1 else 0):
+                if r.status == 200 and len(psutil.Process(proc.pid).children()) >= (
+                    workers if workers > 1 else 0
+                ):
                     break
         except OSError:
             pass
@@ -118,10 +152,30 @@ def serve(spec: Path, store: str, workers: int) -> Iterator[tuple[str, psutil.Pr
 
 
 def orsbench(shared: Path, url: str, concurrency: list[int], episodes: int) -> list[dict[str, Any]]:
-    argv = [sys.executable, str(shared / "bench" / "orsbench.py"), "--url", url, "--env", "gsm8k",
-            "--split", "train", "--repeat", "1", "--micro-kinds", "", "--micro-concurrency", "",
-            "--episodes", str(episodes), "--episode-concurrency", ",".join(map(str, concurrency)),
-            "--tool", "submit", "--tool-input", '{"answer": "0"}']
+    argv = [
+        sys.executable,
+        str(shared / "bench" / "orsbench.py"),
+        "--url",
+        url,
+        "--env",
+        "gsm8k",
+        "--split",
+        "train",
+        "--repeat",
+        "1",
+        "--micro-kinds",
+        "",
+        "--micro-concurrency",
+        "",
+        "--episodes",
+        str(episodes),
+        "--episode-concurrency",
+        ",".join(map(str, concurrency)),
+        "--tool",
+        "submit",
+        "--tool-input",
+        '{"answer": "0"}',
+    ]
     out = subprocess.run(argv, check=True, capture_output=True, text=True).stdout
     return json.loads(out)["median"]["episodes"]  # type: ignore[no-any-return]
 
@@ -140,7 +194,14 @@ def main() -> None:
     ap.add_argument("--episodes", type=int, default=2000, help="episodes per concurrency level")
     ap.add_argument("--redis", default=None, help="use this Redis (default: start one)")
     ap.add_argument("--no-memory", action="store_true", help="skip the in-memory baseline")
-    default_shared = next((p for p in (ROOT.parent / "shared", ROOT.parent.parent / "shared") if p.is_dir()), None)
+    ap.add_argument(
+        "--base",
+        default=None,
+        help="also serve in memory from this git commit (e.g. main), to check the default path did not slow down",
+    )
+    default_shared = next(
+        (p for p in (ROOT.parent / "shared", ROOT.parent.parent / "shared") if p.is_dir()), None
+    )
     ap.add_argument("--shared", type=Path, default=default_shared, help="the shared folder (orsbench)")
     args = ap.parse_args()
     workers = [int(w) for w in args.workers.split(",")]
@@ -148,6 +209,15 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="scaling-"))
     specs = {"exact_match": GSM8K, "math": math_spec(tmp)}
     configs = [(g, "memory", 1) for g in args.graders.split(",") if not args.no_memory]
+    base = None
+    if args.base:
+        base = tmp / "base"
+        base.mkdir()
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", args.base], check=True, capture_output=True
+        )
+        subprocess.run(["tar", "-x", "-C", str(base)], input=archive.stdout, check=True)
+        configs = [(g, f"memory@{args.base}", 1) for g in args.graders.split(",")] + configs
     configs += [(g, "redis", w) for g in args.graders.split(",") for w in workers]
     rows: dict[tuple[str, str, int], list[dict[str, float]]] = {c: [] for c in configs}
     loads = []
@@ -156,7 +226,11 @@ def main() -> None:
             for grader, store, n in configs:
                 print(f"[scaling] round {rnd + 1}: {grader} {store} x{n}", file=sys.stderr, flush=True)
                 loads.append(machine_busy())
-                with serve(specs[grader], redis_url if store == "redis" else "memory", n) as (url, proc):
+                code = base if store.startswith("memory@") else None
+                with serve(specs[grader], redis_url if store == "redis" else "memory", n, code) as (
+                    url,
+                    proc,
+                ):
                     before = tree_cpu(proc, redis_proc if store == "redis" else None)
                     eps = orsbench(args.shared, url, conc, args.episodes)
                     cpu = tree_cpu(proc, redis_proc if store == "redis" else None) - before
@@ -172,9 +246,11 @@ def main() -> None:
     med = {k: {m: statistics.median(r[m] for r in v) for m in v[0]} for k, v in rows.items()}
     cols = list(next(iter(med.values())))
     when = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    print(f"Run {when} on {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
-          f"medians of {args.rounds} interleaved round(s), {args.episodes} episodes per level; load average "
-          f"per core during the run {min(loads):.1f}–{max(loads):.1f}.\n")
+    print(
+        f"Run {when} on {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
+        f"medians of {args.rounds} interleaved round(s), {args.episodes} episodes per level; load average "
+        f"per core during the run {min(loads):.1f}–{max(loads):.1f}.\n"
+    )
     print("| grader | store | workers | " + " | ".join(cols) + " |")
     print("|---|---|---|" + "---|" * len(cols))
     for (grader, store, n), m in med.items():
@@ -184,6 +260,9 @@ def main() -> None:
     for grader in args.graders.split(","):
         for c in conc:
             key = f"episodes/s c={c}"
+            if args.base and (grader, f"memory@{args.base}", 1) in med and (grader, "memory", 1) in med:
+                ratio = med[(grader, "memory", 1)][key] / med[(grader, f"memory@{args.base}", 1)][key]
+                print(f"{grader}: memory x1 / memory x1 at {args.base} at c={c}: {ratio:.2f}x")
             if (grader, "memory", 1) in med and (grader, "redis", 1) in med:
                 ratio = med[(grader, "redis", 1)][key] / med[(grader, "memory", 1)][key]
                 print(f"{grader}: redis x1 / memory x1 at c={c}: {ratio:.2f}x")
@@ -191,8 +270,10 @@ def main() -> None:
             for n in workers:
                 if n > 1 and one and (grader, "redis", n) in med:
                     eff = med[(grader, "redis", n)][key] / (n * one[key])
-                    print(f"{grader}: {n} workers at c={c}: {med[(grader, 'redis', n)][key] / one[key]:.2f}x "
-                          f"of 1 worker, efficiency {eff:.2f}")
+                    print(
+                        f"{grader}: {n} workers at c={c}: {med[(grader, 'redis', n)][key] / one[key]:.2f}x "
+                        f"of 1 worker, efficiency {eff:.2f}"
+                    )
 
 
 if __name__ == "__main__":

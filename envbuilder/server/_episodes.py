@@ -107,8 +107,7 @@ async def call(request: Request, sid: Sid, body: CallRequest) -> Response:
     JSON result (or ``error``). Re-POST with ``task_id`` to re-attach after a dropped
     connection; results stay replayable for 60 s."""
     state = _state(request)
-    session = await _ops.session_of(state, sid)
-    task_id, result = await _ops.start_call(state, session, body.name, body.input, body.task_id)
+    task_id, result = await _ops.open_call(state, sid, body.name, body.input, body.task_id)
     if result is None:
         return _sse_response(_ops.UNKNOWN_TASK)
     if isinstance(result, bytes):

@@ -164,10 +164,7 @@ class FastFront:
     async def _call(self, headers: dict[bytes, bytes], body: bytes, env: str) -> _ops.Reply:
         sid = _sid(headers)
         request = _parse(CallRequest, headers, body)
-        session = await _ops.session_of(self.state, sid)
-        task_id, result = await _ops.start_call(
-            self.state, session, request.name, request.input, request.task_id
-        )
+        task_id, result = await _ops.open_call(self.state, sid, request.name, request.input, request.task_id)
         if result is None:
             return _ops.Reply(_ops.UNKNOWN_TASK, _ops.SSE)
         if isinstance(result, asyncio.Future):  # streamed: task_id now, the rest when done

@@ -255,6 +255,20 @@ def streamed(state: State, session: Session) -> bool:
     return state.sessions.shared or state.envs[session.env].blocking
 
 
+async def open_call(
+    state: State, sid: str, name: str, tool_input: dict[str, Any], task_id: str | None
+) -> tuple[str, Awaitable[bytes] | bytes | None]:
+    """Resolve a ``/call``'s session and begin the call (see :func:`start_call`). With a shared
+    store a new call is read, announced and leased in one round trip."""
+    if task_id is None and state.sessions.shared:
+        task_id = uuid.uuid4().hex
+        session = await state.sessions.begin(sid, task_id, name, tool_input)
+        if session is None:
+            raise RequestError(404, "Active environment not found")
+        return task_id, state.calls.start(task_id, _leased(state, session, name, tool_input, task_id, True))
+    return await start_call(state, await session_of(state, sid), name, tool_input, task_id)
+
+
 async def start_call(
     state: State, session: Session, name: str, tool_input: dict[str, Any], task_id: str | None
 ) -> tuple[str, Awaitable[bytes] | bytes | None]:
@@ -279,12 +293,18 @@ async def _ordinary(
 
 
 async def _leased(
-    state: State, session: Session, name: str, tool_input: dict[str, Any], task_id: str
+    state: State,
+    session: Session,
+    name: str,
+    tool_input: dict[str, Any],
+    task_id: str,
+    claimed: bool = False,
 ) -> bytes:
     """A call a client may re-attach to, from any worker of a shared store: announced with a
-    lease that is renewed while it runs (``_redis``)."""
+    lease (unless ``claimed`` already) that is renewed while it runs (``_redis``)."""
     store = state.sessions
-    await store.claim(task_id, session.sid, name, tool_input)
+    if not claimed:
+        await store.claim(task_id, session.sid, name, tool_input)
     if not (store.shared and state.envs[session.env].blocking):  # the others finish at once
         return await run_call(state, session, name, tool_input, task_id)
 

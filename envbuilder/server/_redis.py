@@ -18,8 +18,8 @@ and only then writes the session, the call's result and the grade count together
 one session that read the same version cannot both be saved; the loser re-reads and re-runs
 (``_ops.run_call``), and sees the answer the winner counted.
 
-Commands per GSM8K episode: ``create`` 1 (``SET NX``), ``prompt`` 1 (``GETEX``), ``call`` 4
-(read; announce and lease, pipelined; save), ``delete`` 1; the connection (``_resp``) writes
+Round trips per GSM8K episode: ``create`` 1 (``SET NX``), ``prompt`` 1 (``GETEX``), ``call`` 2
+(:data:`_BEGIN`: read, announce and lease; :data:`_SAVE`), ``delete`` 1; the connection (``_resp``) writes
 the commands of concurrent requests together. Redis unreachable: every request that needs a
 session answers 503 with ``Retry-After``; the next command reconnects.
 """
@@ -58,10 +58,27 @@ return 1
 """
 
 
+def _session(raw: bytes) -> Session:
+    version, _, record = raw.partition(b":")
+    return Session.from_dict(orjson.loads(record), int(version))
+
+
 def _down() -> RequestError:
     return RequestError(
         503, "the session store is unavailable; retry shortly", headers={"Retry-After": RETRY_AFTER}
     )
+
+
+# KEYS: session, running call, lease. ARGV: session ttl ms, request, its ttl ms, owner, lease ms.
+# A new call in one round trip: read the session (renewing it), announce the call, take its lease.
+_BEGIN = """
+local cur = redis.call('GET', KEYS[1])
+if not cur then return false end
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
+redis.call('SET', KEYS[3], ARGV[4], 'PX', ARGV[5])
+return cur
+"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,10 +132,24 @@ class RedisStore:
 
     async def get(self, sid: str) -> Session | None:
         raw = await self._do(b"GETEX", PREFIX + "s:" + sid, b"PX", self._ttl_ms)
-        if raw is None:
-            return None
-        version, _, record = raw.partition(b":")
-        return Session.from_dict(orjson.loads(record), int(version))
+        return None if raw is None else _session(raw)
+
+    async def begin(self, sid: str, task_id: str, name: str, tool_input: dict[str, Any]) -> Session | None:
+        """The session of a new call, with the call announced and leased (:meth:`claim`)."""
+        request = orjson.dumps({"sid": sid, "name": name, "input": tool_input})
+        keys = [PREFIX + "s:" + sid, PREFIX + "q:" + task_id, PREFIX + "l:" + task_id]
+        args: list[bytes | str | int] = [
+            self._ttl_ms,
+            request,
+            self._linger_ms + LEASE_MS,
+            self._owner,
+            LEASE_MS,
+        ]
+        try:
+            raw = await self._redis.eval(_BEGIN, keys, args)
+        except StoreDown:
+            raise _down() from None
+        return None if raw is None else _session(raw)
 
     async def add(self, session: Session) -> bool:
         """Store a new session; True too for a retried create whose first try was saved but

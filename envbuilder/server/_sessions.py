@@ -103,6 +103,9 @@ class SessionStore:
     async def delete(self, sid: str) -> None:
         self._sessions.pop(sid, None)
 
+    async def begin(self, sid: str, task_id: str, name: str, tool_input: dict[str, Any]) -> Session | None:
+        return await self.get(sid)  # (used with shared stores only)
+
     async def claim(self, task_id: str, sid: str, name: str, tool_input: dict[str, Any]) -> None:
         return None  # only this process can re-attach, through the CallRegistry
 
