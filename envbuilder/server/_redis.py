@@ -119,9 +119,6 @@ class RedisStore:
         self._linger_ms = max(1, int(call_linger * 1000))
         self._owner = f"{os.uname().nodename}:{os.getpid()}".encode()
 
-    def __len__(self) -> int:
-        return 0  # not known locally; Redis holds them
-
     async def _do(self, *command: Any) -> Any:
         try:
             return await self._redis.call(*command)
