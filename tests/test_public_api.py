@@ -37,3 +37,7 @@ def test_eval_api() -> None:
     assert envbuilder.eval.__all__ == [
         "ChatModel", "EvalPlan", "LocalBackend", "ModelError", "RemoteBackend", "Summary",
         "load_records", "plan_eval", "run_eval", "summarize"]
+
+
+def test_server_api() -> None:
+    assert envbuilder.server.__all__ == ["ServerSettings", "check_store_url", "create_app"]
