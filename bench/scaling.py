@@ -197,7 +197,7 @@ def main() -> None:
     ap.add_argument(
         "--base",
         default=None,
-        help="also serve in memory from this git commit (e.g. main), to check the default path did not slow down",
+        help="also serve in memory from this git commit (e.g. main): did the default path slow down?",
     )
     default_shared = next(
         (p for p in (ROOT.parent / "shared", ROOT.parent.parent / "shared") if p.is_dir()), None
