@@ -73,7 +73,16 @@ def serve(
     )
     if workers > 1:
         typer.echo(f"envbuilder: {workers} workers, sessions in {store}")
-        run_workers(specs, strict=strict, cache_dir=cache_dir, settings=settings, workers=workers,
-                    host=host, port=port, access_log=access_log, log_level=log_level)
+        run_workers(
+            specs,
+            strict=strict,
+            cache_dir=cache_dir,
+            settings=settings,
+            workers=workers,
+            host=host,
+            port=port,
+            access_log=access_log,
+            log_level=log_level,
+        )
         return
     uvicorn.run(app, host=host, port=port, access_log=access_log, log_level=log_level)
