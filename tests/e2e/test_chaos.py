@@ -26,9 +26,9 @@ from envbuilder.environment import Environment
 from tests.conftest import ENVS
 from tests.processes import serve_process
 
-SECONDS = float(os.environ.get("CHAOS_SECONDS", "12"))
+SECONDS = float(os.environ.get("CHAOS_SECONDS", "8"))
 CONCURRENCY = int(os.environ.get("CHAOS_CONCURRENCY", "32"))
-KILL_EVERY = float(os.environ.get("CHAOS_KILL_EVERY", "3"))
+KILL_EVERY = float(os.environ.get("CHAOS_KILL_EVERY", "2.5"))
 
 
 @dataclass
