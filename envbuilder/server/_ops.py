@@ -244,6 +244,8 @@ async def run_call(
             frames = _sse.result_events(result.model_dump_json())
             if await store.save(current, task_id, frames, _outcome(result)):
                 return frames
+            if not store.shared:
+                raise SessionGone  # in memory a save fails only for a deleted (or replaced) session
             current = await store.get(session.sid)
     raise RequestError(503, "too many concurrent calls on this session", headers={"Retry-After": "1"})
 

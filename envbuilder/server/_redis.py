@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import secrets
 from dataclasses import dataclass
 from typing import Any
 
@@ -150,12 +151,17 @@ class RedisStore:
 
     async def add(self, session: Session) -> bool:
         """Store a new session; True too for a retried create whose first try was saved but
-        not answered (a worker killed meanwhile): the stored session is untouched and equal."""
-        value = b"0:" + orjson.dumps(session.to_dict())
+        not answered (a worker killed meanwhile): the stored record is equal (untouched)."""
+        # A random first version: a session deleted and created again under the same id while
+        # a call on the old one runs cannot be overwritten by that call's save.
+        version = secrets.randbits(48)
+        record = orjson.dumps(session.to_dict())
         key = PREFIX + "s:" + session.sid
-        if await self._do(b"SET", key, value, b"PX", self._ttl_ms, b"NX"):
+        if await self._do(b"SET", key, b"%d:" % version + record, b"PX", self._ttl_ms, b"NX"):
+            session.version = version
             return True
-        return bool(await self._do(b"GET", key) == value)
+        stored = await self._do(b"GET", key)
+        return stored is not None and stored.partition(b":")[2] == record
 
     async def latest(self, session: Session) -> Session | None:
         return session  # just read; ``save`` checks its version

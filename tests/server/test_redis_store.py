@@ -96,16 +96,23 @@ async def test_a_save_checks_the_version_it_read(redis_url: str, gsm8k: Environm
         assert await store.add(Session("s", "gsm8k", Episode(task=task)))  # a retry: equal
         assert not await store.add(Session("s", "gsm8k", Episode(task=task, attempts=1)))
         one, two = await store.get("s"), await store.get("s")
-        assert one is not None and two is not None and one.version == two.version == 0
+        assert one is not None and two is not None and one.version == two.version
+        first = one.version
         one.episode.attempts = two.episode.attempts = 1
         assert await store.save(one, "t1", b"frames-1", "correct")
         assert not await store.save(two, "t2", b"frames-2", "incorrect")  # read the old version
         assert await store.result("t1") == b"frames-1" and await store.result("t2") is None
         latest = await store.get("s")
-        assert latest is not None and latest.version == 1 and latest.to_dict() == one.to_dict()
+        assert latest is not None and latest.version == first + 1 and latest.to_dict() == one.to_dict()
         assert await store.grades() == {"correct": 1}
         await store.delete("s")
         assert not await store.save(one, "t3", b"", "correct")  # deleted: nothing is written
+        # Deleted and created again while a call on the old session ran: its save must not land.
+        old = await store.get("s")
+        assert old is None
+        assert await store.add(Session("s", "gsm8k", Episode(task=task)))
+        stale = Session("s", "gsm8k", Episode(task=task, attempts=1), version=first)
+        assert not await store.save(stale, "t4", b"", "correct")
         assert await store.grades() == {"correct": 1}
     finally:
         await store.aclose()
