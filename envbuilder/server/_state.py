@@ -10,7 +10,7 @@ from envbuilder.environment import Environment
 from envbuilder.errors import RequestError
 from envbuilder.server._calls import CallRegistry
 from envbuilder.server._redis import RedisStore
-from envbuilder.server._sessions import SessionStore
+from envbuilder.server._sessions import SessionStore, Store
 
 log = logging.getLogger("envbuilder.server")
 
@@ -46,7 +46,7 @@ class State:
         self.default = next(iter(self.envs))
         self.settings = settings
         self.calls = CallRegistry(settings.call_linger)
-        self.sessions: SessionStore | RedisStore = (
+        self.sessions: Store = (
             SessionStore(self.calls)
             if settings.store == "memory"
             else RedisStore(settings.store, settings.session_timeout, settings.call_linger)
