@@ -155,7 +155,7 @@ class RedisStore:
         # A random first version: a session deleted and created again under the same id while
         # a call on the old one runs cannot be overwritten by that call's save.
         version = secrets.randbits(48)
-        record = orjson.dumps(session.to_dict())
+        record = session.to_json()
         key = PREFIX + "s:" + session.sid
         if await self._do(b"SET", key, b"%d:" % version + record, b"PX", self._ttl_ms, b"NX"):
             session.version = version
@@ -167,7 +167,7 @@ class RedisStore:
         return session  # just read; ``save`` checks its version
 
     async def save(self, session: Session, task_id: str, frames: bytes, outcome: str | None) -> bool:
-        new = b"%d:" % (session.version + 1) + orjson.dumps(session.to_dict())
+        new = b"%d:" % (session.version + 1) + session.to_json()
         keys = [
             PREFIX + "s:" + session.sid,
             PREFIX + "c:" + task_id,

@@ -173,3 +173,14 @@ def test_workers_without_a_shared_store_are_refused() -> None:
     result = CliRunner().invoke(app, ["serve", "envs/gsm8k.yaml", "--store", "mysql://x"])
     assert result.exit_code == 2
     assert "unsupported store 'mysql://x': expected memory or redis://host:port/db" in result.output
+
+
+def test_the_stored_json_is_the_session_record(gsm8k: Environment) -> None:
+    """``Session.to_json`` (orjson of the episode dataclass, the store's fast path) must stay
+    the JSON of ``Session.to_dict`` whatever ``Episode`` grows."""
+    import orjson
+
+    episode = Episode(task=gsm8k.split("test").task(3), secrets={"K": "v"}, attempts=2, ungradeable=1)
+    session = Session("s", "gsm8k", episode, last_seen=1.5)
+    assert orjson.loads(session.to_json()) == orjson.loads(orjson.dumps(session.to_dict()))
+    assert Session.from_dict(orjson.loads(session.to_json())) == session
