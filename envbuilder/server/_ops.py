@@ -193,13 +193,17 @@ async def prompt(state: State, sid: str) -> Reply:
 
 
 async def messages(state: State, sid: str) -> Reply:
+    """The conversation so far: the prompt, then each tool call and its result."""
     session = await session_of(state, sid)
-    return models_reply(_render(state.envs[session.env].messages, session.episode.task))
+    return models_reply(_render(state.envs[session.env].conversation, session.episode))
 
 
 async def task_tools(state: State, sid: str) -> Reply:
     session = await session_of(state, sid)
-    return Reply(state.tools_json[session.env])
+    env = state.envs[session.env]
+    if env.toolbox.varies:  # some tools exist only for some tasks (`only_for`)
+        return json_reply(env.task_tools(session.episode.task))
+    return Reply(state.task_tools_json[session.env])
 
 
 async def score_group(state: State, sid: str) -> Reply:
@@ -250,11 +254,11 @@ async def run_call(
     raise RequestError(503, "too many concurrent calls on this session", headers={"Retry-After": "1"})
 
 
-def streamed(state: State, session: Session) -> bool:
+def streamed(state: State, session: Session, name: str) -> bool:
     """Whether a new call on ``session`` is answered as a stream (``task_id`` first, then keep-
     alive pings): a grader that waits on I/O, or any call with a shared store, where a client
     whose worker dies re-attaches to the call on another worker (which replays or takes it over)."""
-    return state.sessions.shared or state.envs[session.env].blocking
+    return state.sessions.shared or state.envs[session.env].is_blocking(name)
 
 
 async def open_call(
@@ -280,7 +284,7 @@ async def start_call(
     if task_id is not None:
         return task_id, await _reattach(state, task_id)
     task_id = uuid.uuid4().hex
-    if streamed(state, session):
+    if streamed(state, session, name):
         return task_id, state.calls.start(task_id, _leased(state, session, name, tool_input, task_id))
     return task_id, _ordinary(state, session, name, tool_input, task_id)
 
@@ -307,7 +311,7 @@ async def _leased(
     store = state.sessions
     if not claimed:
         await store.claim(task_id, session.sid, name, tool_input)
-    if not (store.shared and state.envs[session.env].blocking):  # the others finish at once
+    if not (store.shared and state.envs[session.env].is_blocking(name)):  # the others finish at once
         return await run_call(state, session, name, tool_input, task_id)
 
     async def renew() -> None:

@@ -245,5 +245,5 @@ class RedisStore:
     async def aclose(self) -> None:
         await self._redis.aclose()
 
-    def sweep(self, seconds: float) -> int:
-        return 0  # keys expire by themselves
+    def sweep(self, seconds: float) -> list[Session]:
+        return []  # keys expire by themselves

@@ -85,7 +85,7 @@ class Store(Protocol):
     async def result(self, task_id: str) -> bytes | None: ...
     async def healthy(self) -> bool: ...
     async def aclose(self) -> None: ...
-    def sweep(self, seconds: float) -> int: ...
+    def sweep(self, seconds: float) -> list[Session]: ...
 
 
 class SessionStore:
@@ -158,9 +158,6 @@ class SessionStore:
         cutoff = time.monotonic() - seconds
         return [sid for sid, s in self._sessions.items() if s.last_seen < cutoff]
 
-    def sweep(self, seconds: float) -> int:
-        """Delete the sessions idle for more than ``seconds``; how many."""
-        idle = self.idle(seconds)
-        for sid in idle:
-            self._sessions.pop(sid, None)
-        return len(idle)
+    def sweep(self, seconds: float) -> list[Session]:
+        """Delete the sessions idle for more than ``seconds``; return them."""
+        return [self._sessions.pop(sid) for sid in self.idle(seconds)]
