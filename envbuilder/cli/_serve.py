@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from envbuilder.cli._output import fail_on_errors
+from envbuilder.cli._port import port_taken
 
 
 def serve(
@@ -56,6 +57,10 @@ def serve(
     from envbuilder.cli._workers import run_workers, store_problem
     from envbuilder.server import ServerSettings, create_app
 
+    taken = port_taken(host, port)
+    if taken is not None:
+        typer.echo(f"error: {taken}. Stop it, or pass --port with a free port (0: any)", err=True)
+        raise typer.Exit(1)
     problem = store_problem(store, workers)
     if problem:
         typer.echo(f"error: {problem}", err=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 
 LINGER_SECONDS = 60.0
 
@@ -15,8 +15,9 @@ LINGER_SECONDS = 60.0
 class CallRegistry:
     """Process-wide, like the reference servers: any live session may replay a task_id."""
 
-    def __init__(self, linger: float = LINGER_SECONDS):
+    def __init__(self, linger: float = LINGER_SECONDS, clock: Callable[[], float] = time.monotonic):
         self.linger = linger
+        self._clock = clock  # tests pass a fake one: the linger must not depend on a loaded machine
         self._running: dict[str, asyncio.Future[bytes]] = {}
         self._done: dict[str, tuple[bytes, float]] = {}
 
@@ -24,7 +25,7 @@ class CallRegistry:
         """Record the SSE frames (after the ``task_id`` event) of a finished call."""
         self._running.pop(task_id, None)
         self._done.pop(task_id, None)  # keep completion order: a replaced entry moves to the end
-        self._done[task_id] = (frames, time.monotonic())
+        self._done[task_id] = (frames, self._clock())
 
     def start(self, task_id: str, work: Awaitable[bytes]) -> asyncio.Future[bytes]:
         """Run ``work`` (which yields the result frames and records them in the session
@@ -40,7 +41,7 @@ class CallRegistry:
     def replay(self, task_id: str) -> bytes | None:
         """The frames of a call finished within the linger."""
         done = self._done.get(task_id)
-        if done is not None and time.monotonic() - done[1] <= self.linger:
+        if done is not None and self._clock() - done[1] <= self.linger:
             return done[0]
         return None
 
@@ -50,7 +51,7 @@ class CallRegistry:
     def evict(self) -> None:
         """Forget results older than the linger. ``_done`` is in completion order (insertion
         order of a dict), so this stops at the first result still young enough."""
-        cutoff = time.monotonic() - self.linger
+        cutoff = self._clock() - self.linger
         expired = []
         for task_id, (_, at) in self._done.items():
             if at >= cutoff:

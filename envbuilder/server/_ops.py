@@ -211,7 +211,7 @@ async def score_group(state: State, sid: str) -> Reply:
     raise RequestError(404, f"Environment {session.env!r} does not implement score_group")
 
 
-class SessionGone(Exception):
+class SessionDeleted(Exception):
     """The session was deleted while a call waited for it."""
 
 
@@ -238,7 +238,7 @@ async def run_call(
         current = await store.latest(session)
         for _ in range(SAVE_TRIES):
             if current is None:
-                raise SessionGone
+                raise SessionDeleted
             try:
                 result = await state.envs[current.env].call_tool(current.episode, name, tool_input)
             except Exception as exc:  # a bug in a tool: report it on the stream, keep serving
@@ -249,7 +249,7 @@ async def run_call(
             if await store.save(current, task_id, frames, _outcome(result)):
                 return frames
             if not store.shared:
-                raise SessionGone  # in memory a save fails only for a deleted (or replaced) session
+                raise SessionDeleted  # in memory a save fails only for a deleted (or replaced) session
             current = await store.get(session.sid)
     raise RequestError(503, "too many concurrent calls on this session", headers={"Retry-After": "1"})
 
@@ -294,7 +294,7 @@ async def _ordinary(
 ) -> bytes:
     try:
         return await run_call(state, session, name, tool_input, task_id)
-    except SessionGone:
+    except SessionDeleted:
         raise RequestError(410, "Session deleted") from None
 
 
@@ -353,7 +353,7 @@ async def _follow(state: State, task_id: str, pending: Any) -> bytes:
                 return frames
             session = await store.get(pending.sid)
             if session is None:
-                raise SessionGone
+                raise SessionDeleted
             return await _leased(state, session, pending.name, pending.input, task_id)
         await asyncio.sleep(FOLLOW_POLL)
         frames = await store.result(task_id)
@@ -374,7 +374,7 @@ def final_frames(fut: asyncio.Future[bytes]) -> bytes:
     exc = fut.exception()
     if exc is None:
         return fut.result()
-    if isinstance(exc, SessionGone):
+    if isinstance(exc, SessionDeleted):
         return _sse.event("error", "Session deleted")
     if isinstance(exc, RequestError):
         return _sse.event("error", exc.message)

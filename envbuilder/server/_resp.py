@@ -23,7 +23,10 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-import hiredis
+try:
+    import hiredis
+except ImportError:  # the `redis` extra: `check_url` tells how to install it before any use
+    hiredis = None  # type: ignore[assignment]
 
 
 class StoreDown(Exception):
