@@ -37,24 +37,57 @@ def serve(
             help="Where packs are extracted (default: $ENVBUILDER_CACHE_DIR or ~/.cache/envbuilder)."
         ),
     ] = None,
+    # -- scale-out (issue 16) ----------------------------------------------------------------
+    store: Annotated[
+        str,
+        typer.Option(
+            envvar="ENVBUILDER_STORE",
+            help="Where sessions live: memory (this process) or redis://host:port/db (shared by "
+            "workers and replicas).",
+        ),
+    ] = "memory",
+    workers: Annotated[
+        int, typer.Option(min=1, help="Worker processes on this host (above 1 needs --store redis://).")
+    ] = 1,
 ) -> None:
     """Serve the environments of SPECS over the ORS HTTP protocol."""
     import uvicorn
 
     from envbuilder.cli._catalog import load_or_exit
+    from envbuilder.cli._workers import run_workers, store_problem
     from envbuilder.server import ServerSettings, create_app
 
     taken = port_taken(host, port)
     if taken is not None:
         typer.echo(f"error: {taken}. Stop it, or pass --port with a free port (0: any)", err=True)
         raise typer.Exit(1)
+    problem = store_problem(store, workers)
+    if problem:
+        typer.echo(f"error: {problem}", err=True)
+        raise typer.Exit(2)
+    settings = ServerSettings(session_timeout=session_timeout, store=store)
     envs = load_or_exit(specs, strict=strict, cache_dir=cache_dir)
-    with fail_on_errors():
-        app = create_app(envs, ServerSettings(session_timeout=session_timeout))
+    if workers == 1:
+        with fail_on_errors():
+            app = create_app(envs, settings)
     shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
     for env in envs:
         typer.echo(f"envbuilder: serving {env.name} ({env.summary()} tasks)")
     typer.echo(
         f"envbuilder: listening on http://{host}:{port}  (try: curl http://{shown}:{port}/{envs[0].name}/splits)"
     )
+    if workers > 1:
+        typer.echo(f"envbuilder: {workers} workers, sessions in {store}")
+        run_workers(
+            specs,
+            strict=strict,
+            cache_dir=cache_dir,
+            settings=settings,
+            workers=workers,
+            host=host,
+            port=port,
+            access_log=access_log,
+            log_level=log_level,
+        )
+        return
     uvicorn.run(app, host=host, port=port, access_log=access_log, log_level=log_level)

@@ -52,19 +52,19 @@ async def create(
     request: Request, sid: Sid, body: CreateRequest, x_secrets: Annotated[str | None, Header()] = None
 ) -> Response:
     """Start an episode on a task given by ``task_spec`` or by ``split`` and ``index``."""
-    return respond(_ops.create(_state(request), sid, body, x_secrets))
+    return respond(await _ops.create(_state(request), sid, body, x_secrets))
 
 
 @router.post("/ping", response_model=StatusResponse, tags=["sessions"])
 async def ping(request: Request, sid: Sid) -> Response:
     """Keep a session alive (sessions idle for 15 minutes are deleted)."""
-    return respond(_ops.ping(_state(request), sid))
+    return respond(await _ops.ping(_state(request), sid))
 
 
 @router.post("/delete", response_model=SidResponse, tags=["sessions"])
 async def delete(request: Request, sid: Sid) -> Response:
     """End a session (idempotent)."""
-    return respond(_ops.delete(_state(request), sid))
+    return respond(await _ops.delete(_state(request), sid))
 
 
 @router.post("/delete_session", response_model=SidResponse, tags=["sessions"])
@@ -76,25 +76,25 @@ async def delete_session(sid: Sid) -> Response:
 @router.get("/{env_name}/prompt", response_model=list[TextBlock | ImageBlock], tags=["episode"])
 async def prompt(request: Request, sid: Sid) -> Response:
     """The task's prompt as content blocks."""
-    return respond(_ops.prompt(_state(request), sid))
+    return respond(await _ops.prompt(_state(request), sid))
 
 
 @router.get("/{env_name}/messages", response_model=list[Message], tags=["episode"])
 async def messages(request: Request, sid: Sid) -> Response:
     """The task's prompt as a role-tagged conversation."""
-    return respond(_ops.messages(_state(request), sid))
+    return respond(await _ops.messages(_state(request), sid))
 
 
 @router.get("/{env_name}/task_tools", response_model=ListToolsOutput, tags=["episode"])
 async def task_tools(request: Request, sid: Sid) -> Response:
     """The tools of this session's task."""
-    return respond(_ops.task_tools(_state(request), sid))
+    return respond(await _ops.task_tools(_state(request), sid))
 
 
 @router.post("/{env_name}/score_group", tags=["episode"])
 async def score_group(request: Request, sid: Sid) -> Response:
     """Group scoring is not offered by envbuilder environments."""
-    return respond(_ops.score_group(_state(request), sid))
+    return respond(await _ops.score_group(_state(request), sid))
 
 
 def _sse_response(body: bytes) -> Response:
@@ -107,8 +107,7 @@ async def call(request: Request, sid: Sid, body: CallRequest) -> Response:
     JSON result (or ``error``). Re-POST with ``task_id`` to re-attach after a dropped
     connection; results stay replayable for 60 s."""
     state = _state(request)
-    session = _ops.session_of(state, sid)
-    task_id, result = _ops.start_call(state, session, body.name, body.input, body.task_id)
+    task_id, result = await _ops.open_call(state, sid, body.name, body.input, body.task_id)
     if result is None:
         return _sse_response(_ops.UNKNOWN_TASK)
     if isinstance(result, bytes):
@@ -127,13 +126,7 @@ def _stream(interval: float, task_id: str, fut: asyncio.Future[bytes]) -> Respon
             if done:
                 break
             yield _sse.ping()
-        exc = fut.exception()
-        if exc is None:
-            yield fut.result()
-        elif isinstance(exc, _ops.SessionDeleted):
-            yield _sse.event("error", "Session deleted")
-        else:
-            yield _sse.event("error", type(exc).__name__)
+        yield _ops.final_frames(fut)
 
     return StreamingResponse(events(), media_type=_sse.MEDIA_TYPE, headers=_sse.HEADERS)
 

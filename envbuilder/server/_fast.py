@@ -87,30 +87,33 @@ class FastFront:
                 message = await receive()
                 body += message.get("body", b"")
                 more = message.get("more_body", False)
+        extra: list[tuple[bytes, bytes]] = []
         try:
             reply = await handler(_headers(scope), body, *args)
         except _Fallback:
             return await self.app(scope, _replay(body, receive), send)
         except RequestError as exc:
-            if exc.headers:
-                return await self.app(scope, _replay(body, receive), send)
             reply = _ops.Reply(orjson.dumps({"detail": exc.message}), _ops.JSON, exc.status)
+            extra = [(k.lower().encode(), v.encode("latin-1")) for k, v in exc.headers.items()]
         except Exception as exc:  # same answer as the FastAPI app's handler
             _log.error("unhandled %s on %s %s", type(exc).__name__, method, path)
             reply = _ops.Reply(
                 orjson.dumps({"detail": f"Internal Server Error ({type(exc).__name__})"}), _ops.JSON, 500
             )
         self.served += 1
+        if reply.rest is not None:
+            return await _stream(send, reply, reply.rest, self.state.settings.ping_interval)
         headers = [(b"content-type", reply.media_type), (b"content-length", b"%d" % len(reply.body))]
         if reply.media_type is _ops.SSE:
             headers += _SSE_HEADERS
+        headers += extra
         await send({"type": "http.response.start", "status": reply.status, "headers": headers})
         await send({"type": "http.response.body", "body": reply.body})
 
     # -- root routes -------------------------------------------------------------------------
 
     async def _health(self, headers: dict[bytes, bytes], body: bytes) -> _ops.Reply:
-        return _ops.HEALTH
+        return await _ops.health(self.state)
 
     async def _create_session(self, headers: dict[bytes, bytes], body: bytes) -> _ops.Reply:
         return _ops.create_session()
@@ -119,13 +122,13 @@ class FastFront:
         sid = _sid(headers)
         request = _parse(CreateRequest, headers, body)
         secrets = headers.get(b"x-secrets")
-        return _ops.create(self.state, sid, request, secrets.decode("latin-1") if secrets else None)
+        return await _ops.create(self.state, sid, request, secrets.decode("latin-1") if secrets else None)
 
     async def _ping(self, headers: dict[bytes, bytes], body: bytes) -> _ops.Reply:
-        return _ops.ping(self.state, _sid(headers))
+        return await _ops.ping(self.state, _sid(headers))
 
     async def _delete(self, headers: dict[bytes, bytes], body: bytes) -> _ops.Reply:
-        return _ops.delete(self.state, _sid(headers))
+        return await _ops.delete(self.state, _sid(headers))
 
     async def _delete_session(self, headers: dict[bytes, bytes], body: bytes) -> _ops.Reply:
         return _ops.delete_session(_sid(headers))
@@ -150,27 +153,38 @@ class FastFront:
         return _ops.get_task_range(self.state, env, req.split, req.start, req.stop)
 
     async def _prompt(self, headers: dict[bytes, bytes], body: bytes, env: str) -> _ops.Reply:
-        return _ops.prompt(self.state, _sid(headers))
+        return await _ops.prompt(self.state, _sid(headers))
 
     async def _messages(self, headers: dict[bytes, bytes], body: bytes, env: str) -> _ops.Reply:
-        return _ops.messages(self.state, _sid(headers))
+        return await _ops.messages(self.state, _sid(headers))
 
     async def _task_tools(self, headers: dict[bytes, bytes], body: bytes, env: str) -> _ops.Reply:
-        return _ops.task_tools(self.state, _sid(headers))
+        return await _ops.task_tools(self.state, _sid(headers))
 
     async def _call(self, headers: dict[bytes, bytes], body: bytes, env: str) -> _ops.Reply:
         sid = _sid(headers)
         request = _parse(CallRequest, headers, body)
-        session = _ops.session_of(self.state, sid)
-        if self.state.envs[session.env].is_blocking(request.name):
-            raise _Fallback  # waits on I/O: FastAPI streams it with keep-alive pings
-        task_id, result = _ops.start_call(self.state, session, request.name, request.input, request.task_id)
+        task_id, result = await _ops.open_call(self.state, sid, request.name, request.input, request.task_id)
         if result is None:
             return _ops.Reply(_ops.UNKNOWN_TASK, _ops.SSE)
-        if isinstance(result, asyncio.Future):
-            raise _Fallback  # re-attached to a call still running: FastAPI streams it
+        if isinstance(result, asyncio.Future):  # streamed: task_id now, the rest when done
+            return _ops.Reply(_sse.event("task_id", task_id), _ops.SSE, rest=result)
         frames = result if isinstance(result, bytes) else await result
         return _ops.Reply(_sse.event("task_id", task_id) + frames, _ops.SSE)
+
+
+async def _stream(send: Any, reply: _ops.Reply, rest: asyncio.Future[bytes], interval: float) -> None:
+    """A streamed SSE reply (chunked): its first frames now, keep-alive pings while ``rest``
+    runs, then its frames; the same events as the FastAPI route's stream."""
+    headers = [(b"content-type", reply.media_type), *_SSE_HEADERS]
+    await send({"type": "http.response.start", "status": reply.status, "headers": headers})
+    await send({"type": "http.response.body", "body": reply.body, "more_body": True})
+    while True:
+        done, _ = await asyncio.wait({rest}, timeout=interval)
+        if done:
+            break
+        await send({"type": "http.response.body", "body": _sse.ping(), "more_body": True})
+    await send({"type": "http.response.body", "body": _ops.final_frames(rest)})
 
 
 def _headers(scope: dict[str, Any]) -> dict[bytes, bytes]:
