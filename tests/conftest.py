@@ -21,6 +21,7 @@ import pytest
 
 from envbuilder.environment import Environment, load_environment
 from envbuilder.server import ServerSettings, create_app
+from tests.redisd import RedisServer, redis_server
 from tests.servers import serve_app
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,3 +54,19 @@ def gsm8k_url(gsm8k: Environment) -> Iterator[str]:
     app = create_app([gsm8k], ServerSettings(ping_interval=0.2))
     with serve_app(app) as url:
         yield url
+
+
+@pytest.fixture(scope="session")
+def redis_session() -> Iterator[RedisServer]:
+    """One real redis-server for the test session (skipped where it is not installed)."""
+    with redis_server() as server:
+        yield server
+
+
+@pytest.fixture
+def redis_url(redis_session: RedisServer) -> str:
+    """An empty Redis database for one test."""
+    if redis_session.process is None:  # a test stopped it to simulate an outage
+        redis_session.start()
+    redis_session.flush()
+    return redis_session.url

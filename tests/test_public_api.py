@@ -150,3 +150,13 @@ def test_sandbox_api() -> None:
         "shared_slots",
     ]
     assert "unit_tests" in envbuilder.graders.graders.names()
+
+
+def test_server_api() -> None:
+    assert envbuilder.server.__all__ == [
+        "ServerSettings",
+        "check_store_url",
+        "create_app",
+        "read_api_keys",
+        "uvicorn_options",
+    ]

@@ -78,17 +78,34 @@ def serve(
     graceful_timeout: Annotated[
         float, typer.Option(help="Seconds SIGTERM waits for running requests.", min=0)
     ] = 10.0,
+    # -- scale-out (issue 16) ----------------------------------------------------------------
+    store: Annotated[
+        str,
+        typer.Option(
+            envvar="ENVBUILDER_STORE",
+            help="Where sessions live: memory (this process) or redis://host:port/db (shared by "
+            "workers and replicas).",
+        ),
+    ] = "memory",
+    workers: Annotated[
+        int, typer.Option(min=1, help="Worker processes on this host (above 1 needs --store redis://).")
+    ] = 1,
 ) -> None:
     """Serve the environments of SPECS over the ORS HTTP protocol."""
     import uvicorn
 
     from envbuilder.cli._catalog import load_or_exit
+    from envbuilder.cli._workers import run_workers, store_problem
     from envbuilder.server import ServerSettings, create_app, read_api_keys, uvicorn_options
 
     taken = port_taken(host, port)
     if taken is not None:
         typer.echo(f"error: {taken}. Stop it, or pass --port with a free port (0: any)", err=True)
         raise typer.Exit(1)
+    problem = store_problem(store, workers)
+    if problem:
+        typer.echo(f"error: {problem}", err=True)
+        raise typer.Exit(2)
     with fail_on_errors():
         keys = read_api_keys(api_key or [], api_key_file, os.environ.get("ENVBUILDER_API_KEYS"))
     loopback = host in ("127.0.0.1", "::1", "localhost") or host.startswith("127.")
@@ -104,7 +121,8 @@ def serve(
             f"envbuilder: warning: serving {host} with no API key: anyone who can reach it can use it",
             err=True,
         )
-    # A served spec reads files only inside its folder, an extracted pack, or a --data-root.
+    # A served spec reads files only inside its folder, an extracted pack, or a --data-root
+    # (worker processes started inside the block inherit the setting).
     from envbuilder import paths
 
     packs = (cache_dir or paths.cache_dir()) / "packs"
@@ -112,7 +130,8 @@ def serve(
         envs = load_or_exit(specs, strict=strict, cache_dir=cache_dir)
         settings = ServerSettings(
             session_timeout=session_timeout,
-            api_keys=keys,
+            store=store,
+            api_keys=tuple(sorted(keys)),
             accept_task_spec=not no_task_spec,
             max_body_bytes=max_body_bytes,
             max_sessions=max_sessions,
@@ -120,8 +139,9 @@ def serve(
             read_timeout=read_timeout,
             graceful_timeout=graceful_timeout,
         )
-        with fail_on_errors():
-            app = create_app(envs, settings)
+        if workers == 1:
+            with fail_on_errors():
+                app = create_app(envs, settings)
         shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
         for env in envs:
             typer.echo(f"envbuilder: serving {env.name} ({env.summary()} tasks)")
@@ -130,6 +150,20 @@ def serve(
         )
         if access_log and log_level == "warning":
             log_level = "info"  # uvicorn logs each request at info: --access-log alone must show them
+        if workers > 1:
+            typer.echo(f"envbuilder: {workers} workers, sessions in {store}")
+            run_workers(
+                specs,
+                strict=strict,
+                cache_dir=cache_dir,
+                settings=settings,
+                workers=workers,
+                host=host,
+                port=port,
+                access_log=access_log,
+                log_level=log_level,
+            )
+            return
         uvicorn.run(
             app, host=host, port=port, access_log=access_log, log_level=log_level, **uvicorn_options(settings)
         )

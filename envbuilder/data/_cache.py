@@ -60,6 +60,28 @@ def atomic_write(path: Path) -> Iterator[Path]:
             tmp.unlink()
 
 
+@contextmanager
+def build_lock(path: Path) -> Iterator[None]:
+    """Hold the host-wide lock for building the entry ``path``. The worker processes of one
+    host share this cache, so the first to need an entry builds it while the others wait here
+    and then read it: each entry is built once per host, not once per worker. (An advisory
+    ``flock`` on a file in ``locks/``, released by the kernel if its holder dies.)"""
+    try:
+        import fcntl
+    except ImportError:  # Windows: no lock; each process may build the entry itself
+        yield
+        return
+    locks = cache_dir() / "locks"  # apart from the entries, which readers list
+    locks.mkdir(parents=True, exist_ok=True)
+    name = hashlib.blake2b(str(path).encode(), digest_size=16).hexdigest()
+    with open(locks / f"{name}.lock", "a+b") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 def _remove_abandoned(path: Path) -> None:
     """Delete temporary files of ``path`` left by processes that died while writing them."""
     for tmp in path.parent.glob(f".{path.name}.*.tmp"):

@@ -22,7 +22,7 @@ import jinja2
 import jinja2.meta
 
 from envbuilder.data._base import Table
-from envbuilder.data._cache import atomic_write, cache_key, cache_path
+from envbuilder.data._cache import atomic_write, build_lock, cache_key, cache_path
 from envbuilder.data._convert import needs_conversion, to_json
 from envbuilder.errors import DataError, TemplateError, name_hint
 from envbuilder.templating import jinja_env
@@ -70,8 +70,17 @@ def filter_rows(table: Table, flt: RowFilter) -> Sequence[int]:
     flt.check_columns(table.columns)
     identity = table.identity()
     path = cache_path("filters", cache_key("filter", identity, flt.expression), ".idx") if identity else None
-    if path is not None and path.exists():
+    if path is None:
+        return _filter(table, flt, None)
+    if path.exists():
         return _load(path)
+    with build_lock(path):  # the other workers of this host wait, then read it
+        if path.exists():
+            return _load(path)
+        return _filter(table, flt, path)
+
+
+def _filter(table: Table, flt: RowFilter, path: Path | None) -> Sequence[int]:
     started = time.monotonic()
     kept = array("q")
     n = len(table)

@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 from pydantic import Field
 
 from envbuilder.data._base import Row, Source, SourceConfig, Table
-from envbuilder.data._cache import cache_key, cache_path, file_identity
+from envbuilder.data._cache import build_lock, cache_key, cache_path, file_identity
 from envbuilder.data._ipc import IpcTable, write_ipc
 from envbuilder.errors import DataError
 from envbuilder.paths import check_inside
@@ -176,16 +176,21 @@ class ParquetTable(Table):
         """Whether random rows are served from the row index."""
         return self._fast is not None
 
-    def _start_index(self) -> None:
-        path = self.index_path
-        if path.exists():
+    def _built_index(self) -> IpcTable | None:
+        """The row index already in the cache (built by an earlier or another process)."""
+        if self.index_path.exists():
             try:
-                self._fast = IpcTable(path)
-                if len(self._fast) == self._len:
-                    return
+                fast = IpcTable(self.index_path)
+                if len(fast) == self._len:
+                    return fast
             except DataError:
                 pass
-            self._fast = None
+        return None
+
+    def _start_index(self) -> None:
+        self._fast = self._built_index()
+        if self._fast is not None:
+            return
         self.index_thread = threading.Thread(
             target=self._build_index, name="envbuilder-row-index", daemon=True
         )
@@ -202,8 +207,11 @@ class ParquetTable(Table):
             # Linux threads have their own niceness: let request handling win the CPU.
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
         try:
-            write_ipc(self.index_path, self._schema, self._groups_iter())
-            fast = IpcTable(self.index_path)
+            with build_lock(self.index_path):  # once per host: other workers wait, then read it
+                fast = self._built_index()
+                if fast is None:
+                    write_ipc(self.index_path, self._schema, self._groups_iter())
+                    fast = IpcTable(self.index_path)
         except (OSError, pa.ArrowException, DataError) as exc:
             log.warning("row index for %s not built (%s); rows come from the row groups", self.paths[0], exc)
             return

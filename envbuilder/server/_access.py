@@ -10,6 +10,7 @@ Keys are compared in constant time and never logged or echoed.
 from __future__ import annotations
 
 import hmac
+from collections.abc import Iterable
 from pathlib import Path
 
 from envbuilder.errors import DataError, RequestError
@@ -24,7 +25,7 @@ CHALLENGE = {"www-authenticate": 'Bearer realm="envbuilder"'}
 class Keys:
     """The keys a server accepts (none: access is open)."""
 
-    def __init__(self, keys: frozenset[str] | set[str] | list[str]):
+    def __init__(self, keys: Iterable[str]):
         self._keys = [k.encode() for k in keys if k]
 
     def __bool__(self) -> bool:

@@ -79,6 +79,7 @@ def create_app(envs: list[Environment], settings: ServerSettings | None = None) 
             await state.drain()
             for env in state.envs.values():
                 await env.aclose()
+            await state.sessions.aclose()
 
     app = ORSApp(
         title="envbuilder",

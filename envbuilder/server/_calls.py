@@ -1,4 +1,7 @@
-"""Tool calls by ``task_id``: running ones can be re-attached to, finished ones replayed for 60 s."""
+"""Tool calls by ``task_id``: running ones can be re-attached to, finished ones replayed for 60 s.
+
+The running calls are always this process's own; the finished ones are kept here for the
+in-process session store (a shared store keeps them itself, see ``_redis``)."""
 
 from __future__ import annotations
 
@@ -25,24 +28,25 @@ class CallRegistry:
         self._done[task_id] = (frames, self._clock())
 
     def start(self, task_id: str, work: Awaitable[bytes]) -> asyncio.Future[bytes]:
-        """Run ``work`` (which yields the result frames) detached from the request."""
+        """Run ``work`` (which yields the result frames and records them in the session
+        store) detached from the request."""
         fut = asyncio.ensure_future(work)
         self._running[task_id] = fut
-
-        def _done(f: asyncio.Future[bytes]) -> None:
-            if not f.cancelled() and f.exception() is None:
-                self.finished(task_id, f.result())
-            else:
-                self._running.pop(task_id, None)
-
-        fut.add_done_callback(_done)
+        fut.add_done_callback(lambda _: self._running.pop(task_id, None))
         return fut
 
-    def lookup(self, task_id: str) -> bytes | asyncio.Future[bytes] | None:
+    def running(self, task_id: str) -> asyncio.Future[bytes] | None:
+        return self._running.get(task_id)
+
+    def replay(self, task_id: str) -> bytes | None:
+        """The frames of a call finished within the linger."""
         done = self._done.get(task_id)
         if done is not None and self._clock() - done[1] <= self.linger:
             return done[0]
-        return self._running.get(task_id)
+        return None
+
+    def lookup(self, task_id: str) -> bytes | asyncio.Future[bytes] | None:
+        return self.replay(task_id) or self._running.get(task_id)
 
     def evict(self) -> None:
         """Forget results older than the linger. ``_done`` is in completion order (insertion

@@ -57,9 +57,10 @@ def respond(reply: _ops.Reply) -> Response:
 
 
 @router.get("/health", response_model=StatusResponse, tags=["discovery"])
-async def health() -> Response:
-    """Liveness: ``{"status":"ok"}``."""
-    return respond(_ops.HEALTH)
+async def health(request: Request) -> Response:
+    """Liveness: ``{"status":"ok"}``; 503 ``{"status":"unavailable","store":"down"}`` while a
+    shared session store does not answer."""
+    return respond(await _ops.health(request.app.state.ors))
 
 
 @router.get("/version", responses=DISCOVERY_ERRORS, response_model=VersionResponse, tags=["discovery"])

@@ -62,19 +62,19 @@ async def create(
     request: Request, sid: Sid, body: CreateRequest, x_secrets: Annotated[str | None, Header()] = None
 ) -> Response:
     """Start an episode on a task given by ``task_spec`` or by ``split`` and ``index``."""
-    return respond(_ops.create(_state(request), sid, body, x_secrets))
+    return respond(await _ops.create(_state(request), sid, body, x_secrets))
 
 
 @router.post("/ping", responses=SESSION_ERRORS, response_model=StatusResponse, tags=["sessions"])
 async def ping(request: Request, sid: Sid) -> Response:
     """Keep a session alive (sessions idle for 15 minutes are deleted)."""
-    return respond(_ops.ping(_state(request), sid))
+    return respond(await _ops.ping(_state(request), sid))
 
 
 @router.post("/delete", responses=SESSION_ERRORS, response_model=SidResponse, tags=["sessions"])
 async def delete(request: Request, sid: Sid) -> Response:
     """End a session (idempotent)."""
-    return respond(_ops.delete(_state(request), sid))
+    return respond(await _ops.delete(_state(request), sid))
 
 
 @router.post("/delete_session", responses=SESSION_ERRORS, response_model=SidResponse, tags=["sessions"])
@@ -105,13 +105,13 @@ async def messages(env_name: str, request: Request, sid: Sid) -> Response:
 )
 async def task_tools(env_name: str, request: Request, sid: Sid) -> Response:
     """The tools of this session's task."""
-    return respond(_ops.task_tools(_state(request), sid))
+    return respond(await _ops.task_tools(_state(request), sid))
 
 
 @router.post("/{env_name}/score_group", responses=SESSION_ERRORS, tags=["episode"])
 async def score_group(env_name: str, request: Request, sid: Sid) -> Response:
     """Group scoring is not offered by envbuilder environments."""
-    return respond(_ops.score_group(_state(request), sid))
+    return respond(await _ops.score_group(_state(request), sid))
 
 
 def _sse_response(body: bytes) -> Response:
@@ -129,8 +129,7 @@ async def call(env_name: str, request: Request, sid: Sid, body: CallRequest) -> 
     JSON result (or ``error``). Re-POST with ``task_id`` to re-attach after a dropped
     connection; results stay replayable for 60 s."""
     state = _state(request)
-    session = _ops.session_of(state, sid)
-    task_id, result = _ops.start_call(state, session, body.name, body.input, body.task_id)
+    task_id, result = await _ops.open_call(state, sid, body.name, body.input, body.task_id)
     if result is None:
         return _sse_response(_ops.UNKNOWN_TASK)
     if isinstance(result, bytes):
@@ -149,13 +148,7 @@ def _stream(interval: float, task_id: str, fut: asyncio.Future[bytes]) -> Respon
             if done:
                 break
             yield _sse.ping()
-        exc = fut.exception()
-        if exc is None:
-            yield fut.result()
-        elif isinstance(exc, _ops.SessionDeleted):
-            yield _sse.event("error", "Session deleted")
-        else:
-            yield _sse.event("error", type(exc).__name__)
+        yield _ops.final_frames(fut)
 
     return StreamingResponse(events(), media_type=_sse.MEDIA_TYPE, headers=_sse.HEADERS)
 

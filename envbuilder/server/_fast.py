@@ -103,18 +103,20 @@ class FastFront:
             args = (parts[1],)
         if handler is None:
             return await self._fastapi(scope, body, receive, send)
+        extra: dict[str, str] | None = None
         try:
             reply = await handler(headers, body, *args)
         except _Fallback:
             return await self._fastapi(scope, body, receive, send)
         except RequestError as exc:
-            if exc.headers:
-                return await self._fastapi(scope, body, receive, send)
             reply = _ops.error_reply(exc.status, exc.message)
+            extra = dict(exc.headers or {})
         except Exception as exc:
             return await _answer(send, _ops.internal_error(exc, method, path), _ops.CLOSE)
         self.served += 1
-        await _answer(send, reply)
+        if reply.rest is not None:
+            return await _stream(send, reply, reply.rest, self.state.settings.ping_interval)
+        await _answer(send, reply, extra)
 
     async def _fastapi(self, scope: dict[str, Any], body: bytes, receive: Any, send: Any) -> None:
         """Hand the request (its body already read) to FastAPI. Its exception handler answers an
@@ -135,7 +137,7 @@ class FastFront:
     # -- root routes -------------------------------------------------------------------------
 
     async def _health(self, headers: dict[bytes, bytes], body: bytes) -> _ops.Reply:
-        return _ops.HEALTH
+        return await _ops.health(self.state)
 
     async def _create_session(self, headers: dict[bytes, bytes], body: bytes) -> _ops.Reply:
         return _ops.create_session()
@@ -144,13 +146,13 @@ class FastFront:
         request = _parse(CreateRequest, headers, body)  # FastAPI reads the body before the sid
         sid = _sid(headers)
         secrets = headers.get(b"x-secrets")
-        return _ops.create(self.state, sid, request, secrets.decode("latin-1") if secrets else None)
+        return await _ops.create(self.state, sid, request, secrets.decode("latin-1") if secrets else None)
 
     async def _ping(self, headers: dict[bytes, bytes], body: bytes) -> _ops.Reply:
-        return _ops.ping(self.state, _sid(headers))
+        return await _ops.ping(self.state, _sid(headers))
 
     async def _delete(self, headers: dict[bytes, bytes], body: bytes) -> _ops.Reply:
-        return _ops.delete(self.state, _sid(headers))
+        return await _ops.delete(self.state, _sid(headers))
 
     async def _delete_session(self, headers: dict[bytes, bytes], body: bytes) -> _ops.Reply:
         return _ops.delete_session(_sid(headers))
@@ -181,25 +183,36 @@ class FastFront:
         return await _ops.messages(self.state, _sid(headers))
 
     async def _task_tools(self, headers: dict[bytes, bytes], body: bytes, env: str) -> _ops.Reply:
-        return _ops.task_tools(self.state, _sid(headers))
+        return await _ops.task_tools(self.state, _sid(headers))
 
     async def _call(self, headers: dict[bytes, bytes], body: bytes, env: str) -> _ops.Reply:
         request = _parse(CallRequest, headers, body)
         sid = _sid(headers)
-        session = _ops.session_of(self.state, sid)
-        if self.state.envs[session.env].is_blocking(request.name):
-            raise _Fallback  # waits on I/O: FastAPI streams it with keep-alive pings
-        task_id, result = _ops.start_call(self.state, session, request.name, request.input, request.task_id)
+        task_id, result = await _ops.open_call(self.state, sid, request.name, request.input, request.task_id)
         if result is None:
             return _ops.Reply(_ops.UNKNOWN_TASK, _ops.SSE)
-        if isinstance(result, asyncio.Future):
-            raise _Fallback  # re-attached to a call still running: FastAPI streams it
+        if isinstance(result, asyncio.Future):  # streamed: task_id now, the rest when done
+            return _ops.Reply(_sse.event("task_id", task_id), _ops.SSE, rest=result)
         frames = result if isinstance(result, bytes) else await result
         return _ops.Reply(_sse.event("task_id", task_id) + frames, _ops.SSE)
 
 
 class _Disconnected(Exception):
     """The client went away while sending its body."""
+
+
+async def _stream(send: Any, reply: _ops.Reply, rest: asyncio.Future[bytes], interval: float) -> None:
+    """A streamed SSE reply (chunked): its first frames now, keep-alive pings while ``rest``
+    runs, then its frames; the same events as the FastAPI route's stream."""
+    headers = [(b"content-type", reply.media_type), *_SSE_HEADERS]
+    await send({"type": "http.response.start", "status": reply.status, "headers": headers})
+    await send({"type": "http.response.body", "body": reply.body, "more_body": True})
+    while True:
+        done, _ = await asyncio.wait({rest}, timeout=interval)
+        if done:
+            break
+        await send({"type": "http.response.body", "body": _sse.ping(), "more_body": True})
+    await send({"type": "http.response.body", "body": _ops.final_frames(rest)})
 
 
 def _headers(scope: dict[str, Any]) -> dict[bytes, bytes]:
@@ -236,7 +249,7 @@ async def _answer(send: Any, reply: _ops.Reply, extra: dict[str, str] | None = N
     if reply.media_type is _ops.SSE:
         headers += _SSE_HEADERS
     if extra:
-        headers += [(k.encode(), v.encode()) for k, v in extra.items()]
+        headers += [(k.lower().encode(), v.encode("latin-1")) for k, v in extra.items()]
     await send({"type": "http.response.start", "status": reply.status, "headers": headers})
     await send({"type": "http.response.body", "body": reply.body})
 

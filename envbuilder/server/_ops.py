@@ -10,8 +10,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextlib
 import uuid
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sized
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,10 +39,20 @@ class Reply:
     body: bytes
     media_type: bytes = JSON
     status: int = 200
+    rest: asyncio.Future[bytes] | None = None
+    """A streamed reply: ``body`` is sent at once, the rest when this future is done."""
 
 
 HEALTH = Reply(b'{"status":"ok"}')
 OK = HEALTH
+STORE_DOWN = Reply(b'{"status":"unavailable","store":"down"}', JSON, 503)
+
+
+async def health(state: State) -> Reply:
+    """Liveness; with a shared store, whether it answers (503 while it does not)."""
+    if state.sessions.shared and not await state.sessions.healthy():
+        return STORE_DOWN
+    return HEALTH
 
 
 def json_reply(content: Any, status: int = 200) -> Reply:
@@ -120,11 +131,11 @@ def require_sid(header: str | None) -> str:
     return sid
 
 
-def session_of(state: State, sid: str) -> Session:
-    session = state.sessions.get(sid)
+async def session_of(state: State, sid: str) -> Session:
+    """The session (its timeout renewed); 404 when unknown."""
+    session = await state.sessions.get(sid)
     if session is None:
         raise RequestError(404, "Active environment not found")
-    state.sessions.touch(session)
     return session
 
 
@@ -152,11 +163,10 @@ def parse_secrets(header: str | None, body: dict[str, str] | None) -> dict[str, 
     return secrets
 
 
-def create(state: State, sid: str, body: CreateRequest, x_secrets: str | None) -> Reply:
-    if state.sessions.get(sid) is not None:
-        raise RequestError(400, "Session already exists")
+async def create(state: State, sid: str, body: CreateRequest, x_secrets: str | None) -> Reply:
     settings = state.settings
-    if len(state.sessions) >= settings.max_sessions:
+    sessions = state.sessions
+    if isinstance(sessions, Sized) and len(sessions) >= settings.max_sessions:  # a shared store has its TTL
         raise RequestError(
             503, f"the server holds its maximum of {settings.max_sessions:,} sessions; retry later"
         )
@@ -183,7 +193,9 @@ def create(state: State, sid: str, body: CreateRequest, x_secrets: str | None) -
         except TaskNotFound:
             raise RequestError(400, "Invalid index") from None
     secrets = parse_secrets(x_secrets, body.secrets)
-    state.sessions.put(Session(sid=sid, env=env.name.lower(), episode=Episode(task=task, secrets=secrets)))
+    session = Session(sid=sid, env=env.name.lower(), episode=Episode(task=task, secrets=secrets))
+    if not await state.sessions.add(session):
+        raise RequestError(400, "Session already exists")
     return Reply(orjson.dumps({"sid": sid}))
 
 
@@ -199,13 +211,13 @@ def _full_task(state: State, env: Environment, task: Any) -> Any:
     return env.find_task(task.get("id")) or task
 
 
-def ping(state: State, sid: str) -> Reply:
-    session_of(state, sid)
+async def ping(state: State, sid: str) -> Reply:
+    await session_of(state, sid)
     return OK
 
 
-def delete(state: State, sid: str) -> Reply:
-    state.delete(sid)
+async def delete(state: State, sid: str) -> Reply:
+    await state.delete(sid)
     return Reply(orjson.dumps({"sid": sid}))
 
 
@@ -226,28 +238,28 @@ async def _render(env: Environment, fn: Any, arg: Any) -> Any:
 
 
 async def prompt(state: State, sid: str) -> Reply:
-    session = session_of(state, sid)
+    session = await session_of(state, sid)
     env = state.envs[session.env]
     return models_reply(await _render(env, env.prompt, session.episode.task))
 
 
 async def messages(state: State, sid: str) -> Reply:
     """The conversation so far: the prompt, then each tool call and its result."""
-    session = session_of(state, sid)
+    session = await session_of(state, sid)
     env = state.envs[session.env]
     return models_reply(await _render(env, env.conversation, session.episode))
 
 
-def task_tools(state: State, sid: str) -> Reply:
-    session = session_of(state, sid)
+async def task_tools(state: State, sid: str) -> Reply:
+    session = await session_of(state, sid)
     env = state.envs[session.env]
     if env.toolbox.varies:  # some tools exist only for some tasks (`only_for`)
         return json_reply(env.task_tools(session.episode.task))
     return Reply(state.task_tools_json[session.env])
 
 
-def score_group(state: State, sid: str) -> Reply:
-    session = session_of(state, sid)
+async def score_group(state: State, sid: str) -> Reply:
+    session = await session_of(state, sid)
     raise RequestError(404, f"Environment {session.env!r} does not implement score_group")
 
 
@@ -255,49 +267,170 @@ class SessionDeleted(Exception):
     """The session was deleted while a call waited for it."""
 
 
-async def run_call(state: State, session: Session, name: str, tool_input: dict[str, Any]) -> bytes:
-    """Run one tool call under the session's lock; the SSE frames that follow ``task_id``."""
+SAVE_TRIES = 8
+"""Saves lost to concurrent calls on one session before a call gives up with 503."""
+
+
+def _outcome(result: Any) -> str | None:
+    output = getattr(result, "output", None)
+    return output.metadata.get("outcome") if output is not None and output.metadata else None
+
+
+async def run_call(
+    state: State, session: Session, name: str, tool_input: dict[str, Any], task_id: str
+) -> bytes:
+    """Run one tool call under the session's lock and save the episode with the call's result;
+    the SSE frames that follow ``task_id``. A save lost to a call on another worker (the
+    store's version check) re-reads the session and runs the call again on it."""
     lock = state.locks.get(session.sid)
     if lock is None:
         lock = state.locks[session.sid] = asyncio.Lock()
+    store = state.sessions
     async with lock:
-        if state.sessions.get(session.sid) is not session:
-            raise SessionDeleted
-        env = state.envs[session.env]
-        try:
-            result = await env.call_tool(session.episode, name, tool_input)
-        except Exception as exc:  # a bug in a tool: report it on the stream, keep serving
-            return _sse.event("error", f"{type(exc).__name__} while running {name!r}")
-        state.sessions.put(session)
-    return _sse.result_events(result.model_dump_json())
+        current = await store.latest(session)
+        for _ in range(SAVE_TRIES):
+            if current is None:
+                raise SessionDeleted
+            try:
+                result = await state.envs[current.env].call_tool(current.episode, name, tool_input)
+            except Exception as exc:  # a bug in a tool: report it on the stream, keep serving
+                frames = _sse.event("error", f"{type(exc).__name__} while running {name!r}")
+                await store.record(task_id, frames)
+                return frames
+            frames = _sse.result_events(result.model_dump_json())
+            if await store.save(current, task_id, frames, _outcome(result)):
+                return frames
+            if not store.shared:
+                raise SessionDeleted  # in memory a save fails only for a deleted (or replaced) session
+            current = await store.get(session.sid)
+    raise RequestError(503, "too many concurrent calls on this session", headers={"Retry-After": "1"})
 
 
-def start_call(
+def streamed(state: State, session: Session, name: str) -> bool:
+    """Whether a new call on ``session`` is answered as a stream (``task_id`` first, then keep-
+    alive pings): a grader that waits on I/O, or any call with a shared store, where a client
+    whose worker dies re-attaches to the call on another worker (which replays or takes it over)."""
+    return state.sessions.shared or state.envs[session.env].is_blocking(name)
+
+
+async def open_call(
+    state: State, sid: str, name: str, tool_input: dict[str, Any], task_id: str | None
+) -> tuple[str, Awaitable[bytes] | bytes | None]:
+    """Resolve a ``/call``'s session and begin the call (see :func:`start_call`). With a shared
+    store a new call is read, announced and leased in one round trip."""
+    if task_id is None and state.sessions.shared:
+        task_id = uuid.uuid4().hex
+        session = await state.sessions.begin(sid, task_id, name, tool_input)
+        if session is None:
+            raise RequestError(404, "Active environment not found")
+        return task_id, state.calls.start(task_id, _leased(state, session, name, tool_input, task_id, True))
+    return await start_call(state, await session_of(state, sid), name, tool_input, task_id)
+
+
+async def start_call(
     state: State, session: Session, name: str, tool_input: dict[str, Any], task_id: str | None
 ) -> tuple[str, Awaitable[bytes] | bytes | None]:
     """Begin a ``/call``: its task id and either the finished frames (bytes), a future of them
     (a running call re-attached to, or a blocking one), a coroutine of them (an ordinary call),
     or None for an unknown ``task_id``."""
     if task_id is not None:
-        found = state.calls.lookup(task_id)
-        return task_id, found
+        return task_id, await _reattach(state, task_id)
     task_id = uuid.uuid4().hex
-    work = run_call(state, session, name, tool_input)
-    if state.envs[session.env].is_blocking(name):
-        return task_id, state.calls.start(task_id, work)
-    return task_id, _recorded(state, task_id, work)
+    if streamed(state, session, name):
+        return task_id, state.calls.start(task_id, _leased(state, session, name, tool_input, task_id))
+    return task_id, _ordinary(state, session, name, tool_input, task_id)
 
 
-async def _recorded(state: State, task_id: str, work: Awaitable[bytes]) -> bytes:
+async def _ordinary(
+    state: State, session: Session, name: str, tool_input: dict[str, Any], task_id: str
+) -> bytes:
     try:
-        frames = await work
+        return await run_call(state, session, name, tool_input, task_id)
     except SessionDeleted:
         raise RequestError(410, "Session deleted") from None
-    state.calls.finished(task_id, frames)
-    return frames
 
 
+async def _leased(
+    state: State,
+    session: Session,
+    name: str,
+    tool_input: dict[str, Any],
+    task_id: str,
+    claimed: bool = False,
+) -> bytes:
+    """A call a client may re-attach to, from any worker of a shared store: announced with a
+    lease (unless ``claimed`` already) that is renewed while it runs (``_redis``)."""
+    store = state.sessions
+    if not claimed:
+        await store.claim(task_id, session.sid, name, tool_input)
+    if not (store.shared and state.envs[session.env].is_blocking(name)):  # the others finish at once
+        return await run_call(state, session, name, tool_input, task_id)
+
+    async def renew() -> None:
+        while True:
+            await asyncio.sleep(LEASE_RENEW)
+            with contextlib.suppress(RequestError):
+                await store.renew(task_id)
+
+    renewer = asyncio.ensure_future(renew())
+    try:
+        return await run_call(state, session, name, tool_input, task_id)
+    finally:
+        renewer.cancel()
+
+
+async def _reattach(state: State, task_id: str) -> Awaitable[bytes] | bytes | None:
+    running = state.calls.running(task_id)
+    if running is not None:
+        return running
+    frames = await state.sessions.result(task_id)
+    if frames is not None or not state.sessions.shared:
+        return frames
+    pending = await state.sessions.pending(task_id)
+    if pending is None:
+        return None
+    return state.calls.start(task_id, _follow(state, task_id, pending))
+
+
+async def _follow(state: State, task_id: str, pending: Any) -> bytes:
+    """Wait for a call running on another worker; take it over when its worker is gone (its
+    lease lapsed): run it again on the session as last saved, so its attempt counts once."""
+    store = state.sessions
+    while True:
+        if pending is None:
+            return UNKNOWN_TASK
+        if pending.ours:
+            frames = await store.result(task_id)  # saved just before its worker died?
+            if frames is not None:
+                return frames
+            session = await store.get(pending.sid)
+            if session is None:
+                raise SessionDeleted
+            return await _leased(state, session, pending.name, pending.input, task_id)
+        await asyncio.sleep(FOLLOW_POLL)
+        frames = await store.result(task_id)
+        if frames is not None:
+            return frames
+        pending = await store.pending(task_id)
+
+
+LEASE_RENEW = 1.0
+"""Seconds between renewals of a running call's lease (a third of ``_redis.LEASE_MS``)."""
+FOLLOW_POLL = 0.1
+"""Seconds between looks at a call running on another worker."""
 UNKNOWN_TASK = _sse.event("error", "unknown task_id")
+
+
+def final_frames(fut: asyncio.Future[bytes]) -> bytes:
+    """The last frames of a streamed call, once ``fut`` is done (an error event if it failed)."""
+    exc = fut.exception()
+    if exc is None:
+        return fut.result()
+    if isinstance(exc, SessionDeleted):
+        return _sse.event("error", "Session deleted")
+    if isinstance(exc, RequestError):
+        return _sse.event("error", exc.message)
+    return _sse.event("error", type(exc).__name__)
 
 
 # -- errors ---------------------------------------------------------------------------------------

@@ -1,12 +1,31 @@
-"""Sessions: small serialisable records in a store, with an inactivity reaper."""
+"""Sessions: small serialisable records in a store, and the in-process store.
+
+A store keeps :meth:`Session.to_dict` records and the finished results of tool calls (for the
+re-attach window). Its methods are coroutines so that a shared store (``_redis.RedisStore``,
+for several workers or replicas) can wait on the network; the in-process store never
+suspends, so on the default path each method costs one coroutine call and a dict operation.
+
+The contract every store keeps:
+
+* ``get`` returns the session and renews its inactivity timeout (None when it is unknown);
+* ``add`` stores a new session and returns False when the id is taken;
+* ``latest`` re-checks a session held across an await (None when it was deleted meanwhile);
+* ``save`` writes a session changed by a tool call together with the call's result, only if
+  nobody else saved it since it was read (else False: the caller reads it again and re-runs
+  the call), so one answer is never counted twice;
+* ``record``/``result`` keep and replay finished call results for the linger window.
+"""
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import orjson
 
 from envbuilder.episode import Episode
+from envbuilder.server._calls import CallRegistry
 
 
 @dataclass
@@ -17,6 +36,8 @@ class Session:
     env: str
     episode: Episode
     last_seen: float = 0.0
+    version: int = field(default=0, compare=False)
+    """How many times a shared store saved it (its optimistic-concurrency check); not in the record."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -26,40 +47,117 @@ class Session:
             "last_seen": self.last_seen,
         }
 
+    def to_json(self) -> bytes:
+        """JSON of :meth:`to_dict` without building it: orjson serialises the episode dataclass
+        itself (no deep copy; the same JSON, pinned by a test), for the shared store's hot path."""
+        return orjson.dumps(
+            {"sid": self.sid, "env": self.env, "episode": self.episode, "last_seen": self.last_seen}
+        )
+
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Session:
+    def from_dict(cls, data: dict[str, Any], version: int = 0) -> Session:
         return cls(
             sid=data["sid"],
             env=data["env"],
             episode=Episode.from_dict(data["episode"]),
             last_seen=data["last_seen"],
+            version=version,
         )
 
 
-class SessionStore:
-    """In-process store. A shared store (for several workers) implements the same methods
-    and keeps :meth:`Session.to_dict` records."""
+class Store(Protocol):
+    """What the routes need of a session store (:class:`SessionStore`, ``_redis.RedisStore``)."""
 
-    def __init__(self) -> None:
+    shared: bool
+
+    async def get(self, sid: str) -> Session | None: ...
+    async def add(self, session: Session) -> bool: ...
+    async def latest(self, session: Session) -> Session | None: ...
+    async def save(self, session: Session, task_id: str, frames: bytes, outcome: str | None) -> bool: ...
+    async def delete(self, sid: str) -> None: ...
+    async def begin(
+        self, sid: str, task_id: str, name: str, tool_input: dict[str, Any]
+    ) -> Session | None: ...
+    async def claim(self, task_id: str, sid: str, name: str, tool_input: dict[str, Any]) -> None: ...
+    async def renew(self, task_id: str) -> None: ...
+    async def pending(self, task_id: str) -> Any: ...
+    async def record(self, task_id: str, frames: bytes) -> None: ...
+    async def result(self, task_id: str) -> bytes | None: ...
+    async def healthy(self) -> bool: ...
+    async def aclose(self) -> None: ...
+    def sweep(self, seconds: float) -> list[Session]: ...
+
+
+class SessionStore:
+    """The in-process store: one worker's memory. Sessions are kept as live objects (a tool
+    call changes its episode in place under the session's lock), idle ones are swept by the
+    server's reaper, call results live in the :class:`CallRegistry`."""
+
+    shared = False
+    """Whether several processes can serve the same sessions through this store."""
+
+    def __init__(self, calls: CallRegistry) -> None:
         self._sessions: dict[str, Session] = {}
+        self._calls = calls
 
     def __len__(self) -> int:
         return len(self._sessions)
 
-    def get(self, sid: str) -> Session | None:
-        return self._sessions.get(sid)
+    async def get(self, sid: str) -> Session | None:
+        session = self._sessions.get(sid)
+        if session is not None:
+            session.last_seen = time.monotonic()
+        return session
 
-    def put(self, session: Session) -> None:
+    async def add(self, session: Session) -> bool:
+        if session.sid in self._sessions:
+            return False
         session.last_seen = time.monotonic()
         self._sessions[session.sid] = session
+        return True
 
-    def touch(self, session: Session) -> None:
+    async def latest(self, session: Session) -> Session | None:
+        return session if self._sessions.get(session.sid) is session else None
+
+    async def save(self, session: Session, task_id: str, frames: bytes, outcome: str | None) -> bool:
+        if self._sessions.get(session.sid) is not session:
+            return False
         session.last_seen = time.monotonic()
+        self._calls.finished(task_id, frames)
+        return True
 
-    def delete(self, sid: str) -> bool:
-        return self._sessions.pop(sid, None) is not None
+    async def record(self, task_id: str, frames: bytes) -> None:
+        self._calls.finished(task_id, frames)
+
+    async def result(self, task_id: str) -> bytes | None:
+        return self._calls.replay(task_id)
+
+    async def delete(self, sid: str) -> None:
+        self._sessions.pop(sid, None)
+
+    async def begin(self, sid: str, task_id: str, name: str, tool_input: dict[str, Any]) -> Session | None:
+        return await self.get(sid)  # (used with shared stores only)
+
+    async def claim(self, task_id: str, sid: str, name: str, tool_input: dict[str, Any]) -> None:
+        return None  # only this process can re-attach, through the CallRegistry
+
+    async def renew(self, task_id: str) -> None:
+        return None
+
+    async def pending(self, task_id: str) -> None:
+        return None
+
+    async def healthy(self) -> bool:
+        return True
+
+    async def aclose(self) -> None:
+        return None
 
     def idle(self, seconds: float) -> list[str]:
         """Sids not seen for more than ``seconds``."""
         cutoff = time.monotonic() - seconds
         return [sid for sid, s in self._sessions.items() if s.last_seen < cutoff]
+
+    def sweep(self, seconds: float) -> list[Session]:
+        """Delete the sessions idle for more than ``seconds``; return them."""
+        return [self._sessions.pop(sid) for sid in self.idle(seconds)]

@@ -12,7 +12,8 @@ from envbuilder.environment import Environment
 from envbuilder.episode import Episode
 from envbuilder.errors import RequestError
 from envbuilder.server._calls import CallRegistry
-from envbuilder.server._sessions import SessionStore
+from envbuilder.server._redis import RedisStore
+from envbuilder.server._sessions import SessionStore, Store
 
 log = logging.getLogger("envbuilder.server")
 
@@ -29,9 +30,11 @@ class ServerSettings:
     """Keep-alive comment interval on streaming tool calls."""
     call_linger: float = 60.0
     """How long a finished call's result can be replayed by ``task_id``."""
+    store: str = "memory"
+    """Where sessions live: ``memory`` (this process) or ``redis://host:port/db`` (shared)."""
 
     # -- limits and access control: every request's size and work is bounded ------------------
-    api_keys: frozenset[str] = frozenset()
+    api_keys: tuple[str, ...] = ()
     """Keys accepted on every route but ``/health`` (empty: no key needed)."""
     accept_task_spec: bool = True
     """Whether ``/create`` takes a client's ``task_spec`` (else tasks only by split and index)."""
@@ -88,8 +91,12 @@ class State:
             self.envs[key] = env
         self.default = next(iter(self.envs))
         self.settings = settings
-        self.sessions = SessionStore()
         self.calls = CallRegistry(settings.call_linger)
+        self.sessions: Store = (
+            SessionStore(self.calls)
+            if settings.store == "memory"
+            else RedisStore(settings.store, settings.session_timeout, settings.call_linger)
+        )
         self.locks: dict[str, asyncio.Lock] = {}
         self.served = ServedTasks()
         # Static answers, serialised once.
@@ -98,6 +105,7 @@ class State:
             k: e.task_tools_listing.model_dump_json().encode() for k, e in self.envs.items()
         }
         self._cleanups: set[asyncio.Task[None]] = set()
+        self._cleanup = any(env.cleanup for env in self.envs.values())
         self.splits_json = {
             k: ("[" + ",".join(s.model_dump_json() for s in e.list_splits()) + "]").encode()
             for k, e in self.envs.items()
@@ -109,9 +117,10 @@ class State:
             raise RequestError(404, f"unknown environment {name!r}")
         return env
 
-    def delete(self, sid: str) -> None:
-        session = self.sessions.get(sid)
-        self.sessions.delete(sid)
+    async def delete(self, sid: str) -> None:
+        # The session is read first only when a tool may have to clean up after it.
+        session = await self.sessions.get(sid) if self._cleanup else None
+        await self.sessions.delete(sid)
         self.locks.pop(sid, None)
         if session is not None and session.episode.tool_state:
             self._end_session(self.envs[session.env], session.episode)
@@ -130,7 +139,16 @@ class State:
             await asyncio.gather(*self._cleanups, return_exceptions=True)
 
     def reap(self) -> None:
-        for sid in self.sessions.idle(self.settings.session_timeout):
-            log.info("session expired after %.0f s without requests", self.settings.session_timeout)
-            self.delete(sid)
+        expired = self.sessions.sweep(self.settings.session_timeout)
+        if expired:
+            log.info(
+                "%d session(s) expired after %.0f s without requests",
+                len(expired),
+                self.settings.session_timeout,
+            )
+        for session in expired:  # (a shared store's sessions expire in the store, unseen here)
+            if session.episode.tool_state:
+                self._end_session(self.envs[session.env], session.episode)
+        # A session's lock only matters while a call holds it.
+        self.locks = {sid: lock for sid, lock in self.locks.items() if lock.locked()}
         self.calls.evict()

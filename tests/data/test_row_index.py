@@ -37,3 +37,42 @@ def test_background_index_serves_the_same_rows_and_is_reused(
 def test_small_tables_need_no_index(big: Path) -> None:
     t = ParquetTable([big])
     assert t.index_thread is None and not t.indexed
+
+
+def test_workers_of_one_host_build_the_index_once(
+    big: Path, monkeypatch: pytest.MonkeyPatch, cache_dir: Path
+) -> None:
+    """While one worker holds the build lock (another process, here), a second waits for it
+    and then reads the index that worker wrote instead of building its own."""
+    import subprocess
+    import sys
+    import time
+
+    from envbuilder.data._ipc import write_ipc
+
+    monkeypatch.setattr(ParquetTable, "INDEX_ABOVE_GROUP_ROWS", 100)
+    path = ParquetTable([big], index=False).index_path
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from pathlib import Path; from envbuilder.data._cache import build_lock\n"
+            "with build_lock(Path(sys.argv[1])):\n    print('held', flush=True); time.sleep(1.5)",
+            str(path),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    built: list[int] = []
+    monkeypatch.setattr("envbuilder.data._parquet.write_ipc", lambda *a: built.append(1) or write_ipc(*a))
+    t = ParquetTable([big])
+    time.sleep(0.2)
+    assert t.index_thread is not None and t.index_thread.is_alive()  # waiting for the lock
+    # The holder "builds" it: the index of another ParquetTable, written to the same path.
+    other = pq.read_table(big)
+    write_ipc(path, other.schema, iter(other.to_batches(max_chunksize=256)))
+    holder.communicate(timeout=10)
+    assert t.wait_indexed(30)
+    assert built == []  # read, not built again
+    assert t.row(4999) == {"i": 4999, "s": "row 4999"}

@@ -252,7 +252,7 @@ def test_api_keys_with_both_reference_clients(gsm8k: Environment) -> None:
     from openreward import EnvironmentsAPI
     from ors.client import ORS
 
-    settings = ServerSettings(api_keys=frozenset({KEY}))
+    settings = ServerSettings(api_keys=(KEY,))
     with serve_app(create_app([gsm8k], settings), **uvicorn_options(settings)) as url:
         assert httpx.get(f"{url}/health").status_code == 200
         for path in ("/gsm8k/splits", "/list_environments", "/openapi.json"):
@@ -285,7 +285,7 @@ def test_api_keys_with_both_reference_clients(gsm8k: Environment) -> None:
 
 def test_x_secrets_key_alone_is_accepted(gsm8k: Environment) -> None:
     """What openreward sends on streaming requests: no X-API-Key, the key in X-Secrets."""
-    settings = ServerSettings(api_keys=frozenset({KEY}))
+    settings = ServerSettings(api_keys=(KEY,))
     secrets = base64.b64encode(json.dumps({"api_key": {"value": KEY, "allowed_domains": []}}).encode())
     with serve_app(create_app([gsm8k], settings)) as url:
         r = httpx.post(f"{url}/create_session", headers={"X-Secrets": secrets.decode()})

@@ -1,0 +1,51 @@
+"""``envbuilder serve`` as a real subprocess (several workers, replicas), stopped afterwards."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import httpx
+
+from tests.servers import free_port
+
+
+def wait_healthy(url: str, process: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"envbuilder serve exited with {process.returncode}")
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(url + "/health", timeout=1).status_code == 200:
+                return
+        time.sleep(0.1)
+    raise RuntimeError("envbuilder serve did not become healthy")
+
+
+@contextlib.contextmanager
+def serve_process(*args: str) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """``envbuilder serve ARGS --port P`` on 127.0.0.1; yield its URL and process."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "envbuilder", "serve", *args, "--host", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        start_new_session=True,  # its workers form one group, stopped together below
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, process)
+        yield url, process
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(15)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(5)

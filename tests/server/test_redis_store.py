@@ -1,0 +1,186 @@
+"""The Redis session store against a real redis-server: shared sessions, versioned saves,
+call results on any server, TTLs, and an outage answered with 503 and recovered from."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Iterator
+
+import httpx
+import redis
+
+from envbuilder.environment import Environment
+from envbuilder.episode import Episode
+from envbuilder.server import ServerSettings, create_app
+from envbuilder.server._redis import RedisStore
+from envbuilder.server._sessions import Session
+from tests.redisd import RedisServer
+from tests.servers import serve_app
+
+H = {"X-Session-ID": "s1"}
+TASK = {"split": "test", "index": 0}
+
+
+def _answer(gsm8k: Environment) -> str:
+    return gsm8k.split("test").task(0)["answer"].split("####")[-1].strip()
+
+
+def _result(text: str) -> tuple[str | None, str]:
+    """(task_id, the data of the last event) of an SSE body."""
+    task_id = None
+    last = ""
+    for block in text.strip().split("\r\n\r\n"):
+        name, _, data = block.partition("\r\ndata: ")
+        if name == "event: task_id":
+            task_id = data
+        last = data
+    return task_id, last
+
+
+@contextlib.contextmanager
+def _two_servers(
+    gsm8k: Environment, url: str, **settings: float
+) -> Iterator[tuple[httpx.Client, httpx.Client]]:
+    config = ServerSettings(store=url, **settings)
+    with (
+        serve_app(create_app([gsm8k], config)) as a,
+        serve_app(create_app([gsm8k], config)) as b,
+        httpx.Client(base_url=a) as ca,
+        httpx.Client(base_url=b) as cb,
+    ):
+        yield ca, cb
+
+
+def test_a_session_is_served_by_every_server(gsm8k: Environment, redis_url: str) -> None:
+    with _two_servers(gsm8k, redis_url) as (a, b):
+        assert a.post("/create", headers=H, json=TASK).json() == {"sid": "s1"}
+        # The same create again is a retry whose answer was lost (its worker died): accepted
+        # while the episode is untouched; anything else is a second session on the id.
+        assert b.post("/create", headers=H, json=TASK).json() == {"sid": "s1"}
+        other = {"split": "test", "index": 1}
+        assert b.post("/create", headers=H, json=other).json() == {"detail": "Session already exists"}
+        assert gsm8k.split("test").task(0)["question"] in b.get("/gsm8k/prompt", headers=H).json()[0]["text"]
+        call = {"name": "submit", "input": {"answer": _answer(gsm8k)}}
+        task_id, end = _result(a.post("/gsm8k/call", headers=H, json=call).text)
+        assert '"reward":1.0' in end
+        # Re-attach on the other server: the result is replayed, not graded again.
+        replayed = b.post("/gsm8k/call", headers=H, json={**call, "task_id": task_id}).text
+        assert _result(replayed) == (task_id, end)
+        again = _result(b.post("/gsm8k/call", headers=H, json=call).text)[1]
+        assert "episode has finished" in again
+        assert a.post("/create", headers=H, json=TASK).json() == {"detail": "Session already exists"}
+        assert b.post("/delete", headers=H).json() == {"sid": "s1"}
+        assert a.post("/ping", headers=H).status_code == 404
+    assert redis.Redis.from_url(redis_url).hgetall("eb:grades") == {b"correct": b"1"}
+
+
+def test_a_session_expires_with_its_timeout(gsm8k: Environment, redis_url: str) -> None:
+    with _two_servers(gsm8k, redis_url, session_timeout=0.5) as (a, b):
+        a.post("/create", headers=H, json=TASK)
+        ttl = redis.Redis.from_url(redis_url).pttl("eb:s:s1")
+        assert 0 < ttl <= 500
+        for _ in range(4):  # each request renews it
+            time.sleep(0.2)
+            assert b.post("/ping", headers=H).status_code == 200
+        time.sleep(0.7)
+        assert a.post("/ping", headers=H).json() == {"detail": "Active environment not found"}
+
+
+async def test_a_save_checks_the_version_it_read(redis_url: str, gsm8k: Environment) -> None:
+    store = RedisStore(redis_url, session_timeout=60, call_linger=60)
+    try:
+        task = gsm8k.split("test").task(0)
+        assert await store.add(Session("s", "gsm8k", Episode(task=task)))
+        assert await store.add(Session("s", "gsm8k", Episode(task=task)))  # a retry: equal
+        assert not await store.add(Session("s", "gsm8k", Episode(task=task, attempts=1)))
+        one, two = await store.get("s"), await store.get("s")
+        assert one is not None and two is not None and one.version == two.version
+        first = one.version
+        one.episode.attempts = two.episode.attempts = 1
+        assert await store.save(one, "t1", b"frames-1", "correct")
+        assert not await store.save(two, "t2", b"frames-2", "incorrect")  # read the old version
+        assert await store.result("t1") == b"frames-1" and await store.result("t2") is None
+        latest = await store.get("s")
+        assert latest is not None and latest.version == first + 1 and latest.to_dict() == one.to_dict()
+        assert await store.grades() == {"correct": 1}
+        await store.delete("s")
+        assert not await store.save(one, "t3", b"", "correct")  # deleted: nothing is written
+        # Deleted and created again while a call on the old session ran: its save must not land.
+        old = await store.get("s")
+        assert old is None
+        assert await store.add(Session("s", "gsm8k", Episode(task=task)))
+        stale = Session("s", "gsm8k", Episode(task=task, attempts=1), version=first)
+        assert not await store.save(stale, "t4", b"", "correct")
+        assert await store.grades() == {"correct": 1}
+    finally:
+        await store.aclose()
+
+
+def test_concurrent_calls_on_one_session_grade_once(gsm8k: Environment, redis_url: str) -> None:
+    with _two_servers(gsm8k, redis_url) as (a, b):
+        a.post("/create", headers=H, json=TASK)
+        call = {"name": "submit", "input": {"answer": _answer(gsm8k)}}
+
+        async def both() -> list[str]:
+            async with (
+                httpx.AsyncClient(base_url=str(a.base_url)) as x,
+                httpx.AsyncClient(base_url=str(b.base_url)) as y,
+            ):
+                replies = await asyncio.gather(
+                    *(c.post("/gsm8k/call", headers=H, json=call) for c in (x, y, x, y))
+                )
+            return [_result(r.text)[1] for r in replies]
+
+        ends = asyncio.run(both())
+        assert sum('"reward":1.0' in e for e in ends) == 1
+        assert sum("episode has finished" in e for e in ends) == 3
+    assert redis.Redis.from_url(redis_url).hgetall("eb:grades") == {b"correct": b"1"}
+
+
+def test_store_outage_answers_503_and_recovers(
+    gsm8k: Environment, redis_url: str, redis_session: RedisServer
+) -> None:
+    with _two_servers(gsm8k, redis_url) as (a, _):
+        assert a.post("/create", headers=H, json=TASK).status_code == 200
+        redis_session.stop()
+        try:
+            for method, path in (("GET", "/gsm8k/prompt"), ("POST", "/ping"), ("POST", "/gsm8k/call")):
+                body = {"name": "submit", "input": {"answer": "1"}} if path.endswith("call") else None
+                r = a.request(method, path, headers=H, json=body)
+                assert r.status_code == 503, (path, r.text)
+                assert r.headers["retry-after"] == "1"
+                assert r.json() == {"detail": "the session store is unavailable; retry shortly"}
+            health = a.get("/health")
+            assert health.status_code == 503
+            assert health.json() == {"status": "unavailable", "store": "down"}
+        finally:
+            redis_session.start()  # an empty Redis: the session is gone, the server is not
+        assert a.get("/health").json() == {"status": "ok"}
+        assert a.post("/ping", headers=H).status_code == 404
+        assert a.post("/create", headers=H, json=TASK).status_code == 200
+
+
+def test_workers_without_a_shared_store_are_refused() -> None:
+    from typer.testing import CliRunner
+
+    from envbuilder.cli import app
+
+    result = CliRunner().invoke(app, ["serve", "envs/gsm8k.yaml", "--workers", "2"])
+    assert result.exit_code == 2
+    assert "--workers 2 needs a shared session store" in result.output
+    result = CliRunner().invoke(app, ["serve", "envs/gsm8k.yaml", "--store", "mysql://x"])
+    assert result.exit_code == 2
+    assert "unsupported store 'mysql://x': expected memory or redis://host:port/db" in result.output
+
+
+def test_the_stored_json_is_the_session_record(gsm8k: Environment) -> None:
+    """``Session.to_json`` (orjson of the episode dataclass, the store's fast path) must stay
+    the JSON of ``Session.to_dict`` whatever ``Episode`` grows."""
+    import orjson
+
+    episode = Episode(task=gsm8k.split("test").task(3), secrets={"K": "v"}, attempts=2, ungradeable=1)
+    session = Session("s", "gsm8k", episode, last_seen=1.5)
+    assert orjson.loads(session.to_json()) == orjson.loads(orjson.dumps(session.to_dict()))
+    assert Session.from_dict(orjson.loads(session.to_json())) == session
