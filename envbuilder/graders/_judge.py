@@ -106,7 +106,8 @@ class LLMJudgeConfig(GraderConfig):
     max_concurrency: int = Field(default=32, ge=1)
     """Judge calls in flight at once (more wait their turn)."""
     cache: bool = True
-    """Keep replies in the on-disk cache (`$ENVBUILDER_CACHE_DIR`)."""
+    """Keep replies that state a verdict in the on-disk cache (`$ENVBUILDER_CACHE_DIR`);
+    a reply stating none is never cached, so the judge is asked again."""
     max_answer_chars: int = Field(default=20_000, ge=1)
     """Longer answers are ungradeable rather than sent."""
 
@@ -255,7 +256,8 @@ class LLMJudgeGrader(Grader):
         key = cache_key({"base_url": self.config.base_url, **payload})
         if self._cache is not None:
             cached = await self._cache.get(key)
-            if cached is not None:
+            # Only verdicts are cached; an entry that states none (an older cache) is a miss.
+            if cached is not None and self.verdict(cached) is not None:
                 self.stats.cache_hits += 1
                 return cached, True
         state = self._state()
@@ -268,7 +270,8 @@ class LLMJudgeGrader(Grader):
         try:
             async with state.semaphore:
                 text = await self._post(state.client, payload, self._api_key(secrets))
-            if self._cache is not None:
+            # A reply stating no verdict is not cached: the judge is asked again next time.
+            if self._cache is not None and self.verdict(text) is not None:
                 await self._cache.put(key, text)
             fut.set_result(text)
             return text, False
@@ -385,4 +388,3 @@ def _content(resp: httpx.Response) -> str:
     if not isinstance(content, str) or not content.strip():
         raise JudgeUnavailable("the judge's reply is empty")
     return content
-

@@ -11,14 +11,27 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import re
+from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any, Literal
 
 from pydantic import Field
 
 from envbuilder.graders._base import Grade, Grader, GraderConfig, GraderConfigError, GraderContext, Task
+from envbuilder.graders._latex import (
+    answer_span,
+    assigned_value,
+    base_number,
+    clean_latex,
+    plain_number,
+    text_key,
+)
 from envbuilder.templating import Template
 
 INSTALL_HINT = "Install it with: pip install 'envbuilder[math]'"
+# Two words in a row outside LaTeX commands: a sentence, not an expression.
+_PROSE = re.compile(r"(?<![\\a-zA-Z])[a-zA-Z']{2,}\s+[a-zA-Z']{2,}")
 
 
 class MathConfig(GraderConfig):
@@ -70,7 +83,7 @@ class MathGrader(Grader):
         self._pred_config = {"latex_and_expr": [latex, expr], "latex": [latex], "expr": [expr]}[
             config.extract
         ]
-        self._gold_config = [latex, expr]
+        self._latex_only, self._expr_only = [latex], [expr]
 
     @property
     def fields(self) -> frozenset[str]:
@@ -79,19 +92,62 @@ class MathGrader(Grader):
     def target(self, task: Task) -> str:
         return self._target.render(task).strip()
 
-    def _check(self, answer: str, target: str) -> tuple[bool | None, str | None]:
-        """(equal, extracted); ``equal`` None when nothing could be parsed from the answer."""
+    def _read(self, text: str, *, is_answer: bool) -> _Reading:
+        """``text`` read as a final answer: its span, cleaned, and parsed (the same steps for
+        the target and the answer)."""
+        span, where = answer_span(text)
+        cleaned = assigned_value(clean_latex(span))
+        number = plain_number(cleaned)
+        if number is not None:
+            return _Reading(cleaned, number, None)
         mv = self._mv
-        gold_text = target if "$" in target or "\\boxed" in target else f"${target}$"
-        gold = mv.parse(gold_text, extraction_config=self._gold_config, parsing_timeout=None)
-        pred = mv.parse(answer, extraction_config=self._pred_config, parsing_timeout=None)
-        if not pred:
-            return None, None
-        extracted = str(pred[-1])  # [parsed, matched text]: show what was read
-        if not gold:
-            return False, extracted
-        equal = mv.verify(gold, pred, float_rounding=self.config.float_rounding, timeout_seconds=None)
-        return bool(equal), extracted
+        if is_answer and where == "whole" and _PROSE.search(cleaned):
+            # Prose with no marked answer: let math-verify find the last expression in it.
+            parsed = mv.parse(text, extraction_config=self._pred_config, parsing_timeout=None)
+        else:
+            parsed = mv.parse(f"${cleaned}$", extraction_config=self._latex_only, parsing_timeout=None)
+            if not parsed and "\\" not in cleaned:
+                parsed = mv.parse(cleaned, extraction_config=self._expr_only, parsing_timeout=None)
+        return _Reading(cleaned, None, parsed or None)
+
+    def _same_number(self, gold: _Reading, pred: _Reading) -> bool:
+        """Exactly equal, or equal to ``float_rounding`` places when a side is a decimal
+        written to at least that many places (0.333333 for 1/3; 0.33 is not)."""
+        assert gold.number is not None and pred.number is not None
+        if gold.number == pred.number:
+            return True
+        places = self.config.float_rounding
+        written = max(_decimals(gold.text), _decimals(pred.text))
+        return written >= places and round(gold.number, places) == round(pred.number, places)
+
+    def _check(self, answer: str, target: str) -> tuple[bool | None, str, str]:
+        """(equal, what was read from the answer, why); ``equal`` None when undecidable."""
+        gold = self._read(target, is_answer=False)
+        pred = self._read(answer, is_answer=True)
+        if not pred.text:
+            return None, "", "no answer could be found in the response"
+        if text_key(pred.text) == text_key(gold.text):
+            return True, pred.text, "the answer is the target, written the same way"
+        bases = base_number(gold.text), base_number(pred.text)
+        if bases != (None, None):
+            # math-verify drops a base subscript (52_8 = 52 = 52_9): compare digits and base.
+            g, p = (
+                b or (t.lstrip("0") or "0", None) for b, t in zip(bases, (gold.text, pred.text), strict=True)
+            )
+            same = g[0] == p[0] and (g[1] == p[1] or None in (g[1], p[1]))
+            return same, pred.text, "compared as numbers written in a base"
+        if gold.number is not None and pred.number is not None:
+            return self._same_number(gold, pred), pred.text, "compared as numbers"
+        gold_parsed, pred_parsed = gold.as_parsed(), pred.as_parsed()
+        if pred_parsed is None:
+            return None, pred.text, f"the answer {_quote(pred.text)} could not be read as mathematics"
+        if gold_parsed is None:
+            return None, pred.text, f"the target {_quote(gold.text)} could not be read as mathematics"
+        extracted = str(pred_parsed[-1])
+        equal = self._mv.verify(
+            gold_parsed, pred_parsed, float_rounding=self.config.float_rounding, timeout_seconds=None
+        )
+        return bool(equal), extracted, "compared symbolically"
 
     async def grade(self, answer: str, task: Task, secrets: dict[str, str]) -> Grade:
         cfg = self.config
@@ -100,13 +156,40 @@ class MathGrader(Grader):
         if too_long is not None:
             return too_long
         try:
-            equal, extracted = await asyncio.wait_for(
+            equal, extracted, why = await asyncio.wait_for(
                 asyncio.to_thread(self._check, answer, target), timeout=cfg.timeout
             )
         except TimeoutError:
             return Grade.ungradeable(f"checking the answer took over {cfg.timeout:g} s", target=target)
         if equal is None:
-            return Grade.ungradeable("no mathematical answer could be found in the response", target=target)
+            return Grade.ungradeable(why, extracted=extracted or None, target=target)
         if equal:
-            return Grade.correct("the answer is equivalent", extracted=extracted, target=target)
-        return Grade.incorrect("the answer is not equivalent", extracted=extracted, target=target)
+            return Grade.correct(f"the answer is equivalent ({why})", extracted=extracted, target=target)
+        return Grade.incorrect(f"the answer is not equivalent ({why})", extracted=extracted, target=target)
+
+
+@dataclass(frozen=True)
+class _Reading:
+    text: str
+    """The final answer's span, cleaned."""
+    number: Fraction | None
+    """Its exact value when it is one plain number."""
+    parsed: list[Any] | None
+    """math-verify's parse ([expression, text]) otherwise; None when nothing parsed."""
+
+    def as_parsed(self) -> list[Any] | None:
+        """What math-verify compares: its own parse, or the exact number as a SymPy Rational."""
+        if self.number is None:
+            return self.parsed
+        import sympy
+
+        return [sympy.Rational(self.number.numerator, self.number.denominator), self.text]
+
+
+def _decimals(text: str) -> int:
+    m = re.fullmatch(r"[-+]?\d*\.(\d+)", text.strip())
+    return len(m.group(1)) if m else 0
+
+
+def _quote(text: str, limit: int = 80) -> str:
+    return repr(text if len(text) <= limit else text[: limit - 1] + "…")
