@@ -287,16 +287,27 @@ def serve(specs: list[Path], log: Path) -> tuple[subprocess.Popen[bytes], str]:
 async def submit_all(
     base_url: str, cases: list[Case], concurrency: int, progress: Callable[[], None]
 ) -> None:
+    """One episode per answer, in the fewest ORS requests a client may send: create_session,
+    create, call ``submit``, delete (the session-level pings are skipped: each episode lasts
+    milliseconds). The client's own HTTP layer parses the SSE results."""
     gate = asyncio.Semaphore(concurrency)
     async with AsyncClient(base_url, timeout=120) as client:
+        http = client.http
 
         async def one(case: Case) -> None:
             async with gate:
-                env = client.environment(case.env)
-                async with env.session(split=case.split, index=case.index) as session:
-                    out = await session.call_tool("submit", {"answer": case.answer})
-                case.reward = out.reward
-                case.ungradeable = (out.metadata or {}).get("outcome") == "ungradeable"
+                minted = await http.stream("/create_session", {}, resumable=False)
+                sid = str(minted.task_id)
+                body = {"split": case.split, "index": case.index, "env_name": case.env}
+                await http.request("POST", "/create", json=body, sid=sid)
+                try:
+                    call = {"name": "submit", "input": {"answer": case.answer}}
+                    result = (await http.stream(f"/{case.env}/call", call, sid=sid)).result
+                finally:
+                    await http.request("POST", "/delete", sid=sid, session_route=True)
+                output = result["output"]
+                case.reward = output.get("reward")
+                case.ungradeable = (output.get("metadata") or {}).get("outcome") == "ungradeable"
                 progress()
 
         await asyncio.gather(*(one(c) for c in cases))
@@ -399,8 +410,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--shared", type=Path, default=ROOT.parent / "shared")
-    parser.add_argument("--concurrency", type=int, default=16)
+    # ../shared beside the checkout (a worktree in wt/ finds it one level further up).
+    shared = next((p / "shared" for p in (ROOT.parent, ROOT.parent.parent) if (p / "shared").is_dir()), None)
+    parser.add_argument("--shared", type=Path, default=shared, required=shared is None)
+    parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--anchor-workers", type=int, default=2)
     parser.add_argument("--only", nargs="*", default=None, help="environments to run (default: all)")
     parser.add_argument("--show-failures", type=int, default=40)

@@ -297,6 +297,12 @@ def _render(
             "  # The whole response must equal the answer column (after trimming whitespace).",
             f'  target: "{{{{ {a} }}}}"',
         ]
+    if gsm8k_style:
+        lines += [
+            "",
+            "# What `envbuilder check` submits as each task's gold answer: the whole reference.",
+            f'gold: "{{{{ {a} }}}}"',
+        ]
     lines += [
         "",
         "# Responses with the reward each must get (`envbuilder check` runs them).",

@@ -18,7 +18,17 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from envbuilder.graders._base import Grade, Grader, GraderConfig, GraderConfigError, GraderContext, Task
+from envbuilder.graders._base import (
+    Grade,
+    Grader,
+    GraderConfig,
+    GraderConfigError,
+    GraderContext,
+    MissingTarget,
+    Task,
+    render_target,
+    why_target_missing,
+)
 from envbuilder.graders._latex import (
     answer_span,
     assigned_value,
@@ -89,8 +99,14 @@ class MathGrader(Grader):
     def fields(self) -> frozenset[str]:
         return self._target.variables
 
-    def target(self, task: Task) -> str:
-        return self._target.render(task).strip()
+    def target(self, task: Task) -> str | None:
+        try:
+            return render_target(self._target, task).strip()
+        except MissingTarget:
+            return None
+
+    def missing_target(self, task: Task) -> str | None:
+        return why_target_missing([self._target], task)
 
     def _read(self, text: str, *, is_answer: bool) -> _Reading:
         """``text`` read as a final answer: its span, cleaned, and parsed (the same steps for
@@ -151,7 +167,10 @@ class MathGrader(Grader):
 
     async def grade(self, answer: str, task: Task, secrets: dict[str, str]) -> Grade:
         cfg = self.config
-        target = self.target(task)
+        try:
+            target = render_target(self._target, task).strip()
+        except MissingTarget as exc:
+            return Grade.ungradeable(exc.reason, target=None)
         too_long = Grade.too_long(answer, cfg.max_answer_chars, "parse", target=target)
         if too_long is not None:
             return too_long
