@@ -119,16 +119,37 @@ def wrong_forms(gold: str, other: str) -> dict[str, str]:
         text = m.group()
         changed = str(int(text) + 1) if text.isdigit() else f"{float(text) + 1:g}"
         out["changed number"] = gold[: m.start()] + changed + gold[m.end() :]
-        first = numbers[0]
-        if "\\pm" not in gold and not re.search(r"[_^]\{?$", gold[: first.start()]):
-            if gold[: first.start()].endswith("-"):
-                out["sign flip"] = gold[: first.start() - 1] + gold[first.start() :]
-            else:
-                out["sign flip"] = gold[: first.start()] + "-" + gold[first.start() :]
+    flipped = _sign_flip(gold)
+    if flipped is not None:
+        out["sign flip"] = flipped
     dropped = _drop_factor(gold)
     if dropped is not None:
         out["dropped factor"] = dropped
     return out
+
+
+def _sign_flip(gold: str) -> str | None:
+    """The gold with its sign (or its first element's sign) flipped; None when unsafe."""
+    if "\\pm" in gold or _zero(gold):
+        return None
+    if gold.startswith("-"):
+        return gold[1:]
+    if re.match(r"[\d.]|\\(?:d?frac|sqrt|pi)(?![a-zA-Z])", gold):
+        return "-" + gold
+    if not re.search(r",|\\cup|\\begin|\\text|\\mbox|=|<|>|_", gold):
+        return f"-({gold})"
+    # A tuple, interval or matrix: flip the first non-zero number that starts an element.
+    for m in re.finditer(r"(?:[(\[,&]|\\\\)\s*(-?)(\d+(?:\.\d+)?)", gold):
+        if float(m.group(2)) == 0:
+            continue
+        sign = "" if m.group(1) else "-"
+        start = m.start(1)
+        return gold[:start] + sign + gold[m.end(1) :]
+    return None
+
+
+def _zero(gold: str) -> bool:
+    return re.fullmatch(r"-?0*\.?0*", gold.strip()) is not None
 
 
 def _drop_factor(gold: str) -> str | None:
@@ -206,11 +227,9 @@ def mmlu_cases(rows: list[dict[str, Any]], rng: random.Random) -> Iterator[Case]
             "X) option": f"{letter}) {option}",
             "option text": option,
         }
-        if (
-            sum(" ".join(str(c).lower().split()) == " ".join(option.lower().split()) for c in row["choices"])
-            > 1
-        ):
-            del forms["option text"]  # two options with one text: it names neither
+        folded = [" ".join(str(c).lower().split()) for c in row["choices"]]
+        if folded.count(" ".join(option.lower().split())) > 1 or len(option.strip()) == 1:
+            del forms["option text"]  # two options with one text, or a text that is a letter
         for form, answer in forms.items():
             yield Case("mmlu_stem", "test", i, form, True, answer, letter)
         wrong_letter = rng.choice([x for x in "ABCD" if x != letter])

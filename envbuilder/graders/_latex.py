@@ -6,14 +6,14 @@ answer submitted verbatim always meets itself however it is written:
 1. :func:`answer_span` finds the final answer: the last ``\\boxed{}`` (braces balanced), else
    what follows "the final answer is" / "answer:", else the last ``$…$``, ``\\(…\\)`` or
    ``\\[…\\]``, else the whole text, which is then read as bare LaTeX (``3\\sqrt{13}`` is one
-   expression, not the number 3).
+   expression, not the number 3). Prose after a stated answer is cut ("5 because …").
 2. :func:`clean_latex` drops what never changes the value: ``\\$`` and other currency signs,
    thin spaces (``\\!``, ``\\,``), ``\\left``/``\\right``, ``\\dfrac``/``\\tfrac`` (as
    ``\\frac``), degrees, percent signs, units words (``5 \\text{ cm}^2``, ``10 inches``),
-   thousands separators (``32,348``) and a trailing full stop.
+   thousands separators (``32,348``, ``1{,}000``), Markdown bold and a trailing full stop.
 
 :func:`plain_number` then reads the common case, a single number (``025``, ``2.5e1``,
-``25/1``, ``-3.50``), exactly and without SymPy; :func:`text_key` gives the form compared
+``25/1``, ``-3.50``, ``six``), exactly and without SymPy; :func:`text_key` gives the form compared
 for text answers (``\\text{(C)}`` = ``C``, ``\\text{Evelyn}`` = ``Evelyn``).
 """
 
@@ -25,9 +25,20 @@ from typing import Any
 
 _BOXED = re.compile(r"\\(?:boxed|fbox)\s*")
 _STATED = re.compile(
-    r"(?:final\s+answer|the\s+answer|answer)\s*(?:is\b|:|=)\s*(?:[:=]\s*)?(?P<rest>.+)",
+    r"(?:final\s+answer|the\s+answer|answer)\s*(?:\*\*)?\s*(?:is\b|:|=)\s*(?:[:=]\s*)?(?:\*\*)?(?P<rest>.+)",
     re.IGNORECASE | re.DOTALL,
 )
+# After a stated answer, a word of four letters or more outside braces starts the prose
+# ("5 because 5 > 3"); a units word cut off with it changes nothing.
+_PROSE_WORD = re.compile(r"\s(?=[A-Za-z]{4,}\b)")
+_NUMBER_WORDS = {
+    word: value
+    for value, word in enumerate(
+        ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
+        + ("eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen")
+        + ("eighteen", "nineteen", "twenty")
+    )
+} | {"thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90}
 _MATH = re.compile(
     r"(?<!\\)\$\$(?P<d>.+?)(?<!\\)\$\$|(?<![\\$])\$(?P<i>(?:[^$\\]|\\.)+?)(?<!\\)\$"
     r"|\\\[(?P<b>.+?)\\\]|\\\((?P<p>.+?)\\\)",
@@ -131,11 +142,19 @@ def answer_span(text: str) -> tuple[str, str]:
         math = list(_MATH.finditer(rest))
         if math:
             return _math_content(math[0]), "stated"
-        return _strip_delimiters(rest.rstrip(".").rstrip()), "stated"
+        return _strip_delimiters(_cut_prose(rest).rstrip(".").rstrip()), "stated"
     math = list(_MATH.finditer(text))
     if math:
         return _math_content(math[-1]), "math"
     return _strip_delimiters(text), "whole"
+
+
+def _cut_prose(text: str) -> str:
+    for m in _PROSE_WORD.finditer(text):
+        before = text[: m.start()]
+        if before.strip() and before.count("{") == before.count("}"):
+            return before
+    return text
 
 
 def _math_content(m: re.Match[str]) -> str:
@@ -144,8 +163,8 @@ def _math_content(m: re.Match[str]) -> str:
 
 def clean_latex(span: str) -> str:
     """``span`` with what never changes its value removed (see the module docstring)."""
-    s = span.strip()
-    s = _UNIT_TEXT.sub("", s)
+    s = span.strip().strip("*").strip()
+    s = _UNIT_TEXT.sub("", s.replace("{,}", ",").replace("**", "^"))
     for pattern, repl in _REMOVE:
         s = pattern.sub(repl, s)
     s = " ".join(s.split())
@@ -165,6 +184,8 @@ def plain_number(text: str) -> Fraction | None:
     """``text`` as an exact number when it is one plain number (``025``, ``-2.5e1``, ``25/1``,
     ``\\frac{3}{4}``, ``1.5 \\times 10^{3}``); else None."""
     t = text.strip().replace("−", "-")
+    if t.lower() in _NUMBER_WORDS:
+        return Fraction(_NUMBER_WORDS[t.lower()])
     m = _TIMES_TEN.fullmatch(t)
     if m:
         t = f"{m.group(1)}e{m.group(2)}"

@@ -1,5 +1,13 @@
 """The ``math`` grader: mathematical equivalence of numeric and LaTeX answers, via ``math-verify``.
 
+The target and the answer are read the same way (``_latex``: the final-answer span, its LaTeX
+cleaned), so a gold answer meets itself bare, in ``$…$`` or in ``\\boxed{}``. Then, in order:
+equal text (``\\text{(C)}`` = ``C``); numbers in a base (``52_8``, which math-verify reads as
+52); plain numbers compared exactly (no 28-digit rounding, ``025`` = 25, ``2.5e1`` = 25);
+anything else by math-verify's symbolic ``verify``. A side that cannot be read is ungradeable
+with the reason, never a silent 0. A response with prose and no marked answer goes to
+math-verify's own extraction.
+
 ``math-verify`` (and the SymPy it brings) is the optional extra ``envbuilder[math]``; it is
 imported when a spec uses this grader, so other specs never pay for it. Its own timeouts use
 ``signal.alarm`` (main thread only), so they are off and the check runs in a worker thread
@@ -124,7 +132,9 @@ class MathGrader(Grader):
             parsed = mv.parse(f"${cleaned}$", extraction_config=self._latex_only, parsing_timeout=None)
             if not parsed and "\\" not in cleaned:
                 parsed = mv.parse(cleaned, extraction_config=self._expr_only, parsing_timeout=None)
-        return _Reading(cleaned, None, parsed or None)
+        # math-verify answers [text] alone when SymPy could not read the text: nothing parsed.
+        readable = bool(parsed) and not isinstance(parsed[0], str)
+        return _Reading(cleaned, None, parsed if readable else None)
 
     def _same_number(self, gold: _Reading, pred: _Reading) -> bool:
         """Exactly equal, or equal to ``float_rounding`` places when a side is a decimal
