@@ -34,9 +34,11 @@ _PROSE_WORD = re.compile(r"\s(?=[A-Za-z]{4,}\b)")
 _NUMBER_WORDS = {
     word: value
     for value, word in enumerate(
-        ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
-        + ("eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen")
-        + ("eighteen", "nineteen", "twenty")
+        [
+            *("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"),
+            *("eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen"),
+            *("eighteen", "nineteen", "twenty"),
+        ]
     )
 } | {"thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90}
 _MATH = re.compile(
