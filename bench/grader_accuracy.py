@@ -332,6 +332,23 @@ async def submit_all(
         await asyncio.gather(*(one(c) for c in cases))
 
 
+def _client(job: tuple[str, list[Case], int]) -> list[tuple[float | None, bool]]:
+    """One client process: submit its slice of the cases to its server."""
+    url, cases, concurrency = job
+    asyncio.run(submit_all(url, cases, concurrency, lambda: None))
+    return [(c.reward, c.ungradeable) for c in cases]
+
+
+def submit_everywhere(urls: list[str], cases: list[Case], clients: int, concurrency: int) -> None:
+    """Split the cases over ``clients`` processes, each bound to one of the servers."""
+    slices = [cases[i::clients] for i in range(clients)]
+    jobs = [(urls[i % len(urls)], part, concurrency) for i, part in enumerate(slices)]
+    with ProcessPoolExecutor(clients) as pool:
+        for part, results in zip(slices, pool.map(_client, jobs), strict=True):
+            for case, (reward, ungradeable) in zip(part, results, strict=True):
+                case.reward, case.ungradeable = reward, ungradeable
+
+
 # -- the anchor --------------------------------------------------------------------------------
 
 
@@ -361,14 +378,12 @@ def _anchor_chunk(items: list[tuple[str, str, str]]) -> list[bool | None]:
     return [_anchor_one(item) for item in items]
 
 
-def run_anchor(cases: list[Case], workers: int) -> None:
+def start_anchor(cases: list[Case], pool: ProcessPoolExecutor, workers: int) -> Iterator[list[bool | None]]:
+    """Queue the anchor's work on ``pool`` now (it runs while the answers are submitted)."""
     items = [("letter" if c.env == "mmlu_stem" else "math", c.gold, c.answer) for c in cases]
     size = max(1, len(items) // (workers * 8))
     chunks = [items[i : i + size] for i in range(0, len(items), size)]
-    with ProcessPoolExecutor(workers) as pool:
-        results = [r for chunk in pool.map(_anchor_chunk, chunks) for r in chunk]
-    for case, verdict in zip(cases, results, strict=True):
-        case.anchor = verdict
+    return pool.map(_anchor_chunk, chunks)
 
 
 # -- the table ---------------------------------------------------------------------------------
@@ -432,7 +447,9 @@ def main() -> None:
     # ../shared beside the checkout (a worktree in wt/ finds it one level further up).
     shared = next((p / "shared" for p in (ROOT.parent, ROOT.parent.parent) if (p / "shared").is_dir()), None)
     parser.add_argument("--shared", type=Path, default=shared, required=shared is None)
-    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--servers", type=int, default=2, help="`envbuilder serve` processes")
+    parser.add_argument("--clients", type=int, default=2, help="client processes")
+    parser.add_argument("--concurrency", type=int, default=32, help="episodes in flight per client")
     parser.add_argument("--anchor-workers", type=int, default=2)
     parser.add_argument("--only", nargs="*", default=None, help="environments to run (default: all)")
     parser.add_argument("--show-failures", type=int, default=40)
@@ -469,29 +486,28 @@ def main() -> None:
         chosen = {k: v for k, v in plan.items() if args.only is None or k in args.only}
         for _, make in chosen.values():
             cases.extend(make())
-        proc, url = serve([spec for spec, _ in chosen.values()], work / "serve.log")
+        specs = [spec for spec, _ in chosen.values()]
+        servers = [serve(specs, work / f"serve-{i}.log") for i in range(args.servers)]
+        anchor_pool = ProcessPoolExecutor(args.anchor_workers)
+        started = time.perf_counter()
+        anchored = start_anchor(cases, anchor_pool, args.anchor_workers)
         try:
-            done = 0
-            started = time.perf_counter()
-
-            def progress() -> None:
-                nonlocal done
-                done += 1
-                if done % 2000 == 0:
-                    print(f"  {done:,}/{len(cases):,} submitted", file=sys.stderr)
-
-            asyncio.run(submit_all(url, cases, args.concurrency, progress))
+            submit_everywhere([url for _, url in servers], cases, args.clients, args.concurrency)
             served = time.perf_counter() - started
         finally:
-            proc.terminate()
-            proc.wait(10)
-    started = time.perf_counter()
-    run_anchor(cases, args.anchor_workers)
-    anchored = time.perf_counter() - started
+            for proc, _ in servers:
+                proc.terminate()
+                proc.wait(10)
+    verdicts = [v for chunk in anchored for v in chunk]
+    anchor_pool.shutdown()
+    for case, verdict in zip(cases, verdicts, strict=True):
+        case.anchor = verdict
+    total = time.perf_counter() - started
     out = table(cases)
     header = (
-        f"{len(cases):,} answers submitted through ORS in {served:.0f} s "
-        f"(concurrency {args.concurrency}); the anchor took {anchored:.0f} s."
+        f"{len(cases):,} answers submitted through ORS in {served:.0f} s ({args.servers} servers, "
+        f"{args.clients} client processes x {args.concurrency} episodes in flight); with the anchor "
+        f"alongside, {total:.0f} s in all."
     )
     print(header)
     print(out)

@@ -20,7 +20,15 @@ import httpx
 from pydantic import Field, field_validator, model_validator
 
 from envbuilder.graders import _safe_regex
-from envbuilder.graders._base import Grade, Grader, GraderConfig, GraderContext, Outcome, Task
+from envbuilder.graders._base import (
+    Grade,
+    Grader,
+    GraderConfig,
+    GraderContext,
+    Outcome,
+    Task,
+    why_target_missing,
+)
 from envbuilder.graders._judge_cache import JudgeCache, cache_key, open_cache
 from envbuilder.plugins import ConfigModel
 from envbuilder.retry_after import parse_retry_after
@@ -190,7 +198,13 @@ class LLMJudgeGrader(Grader):
         return own.union(*(t.variables for t in task_templates))
 
     def target(self, task: Task) -> str | None:
-        return self._reference.render(task).strip() if self._reference else None
+        if self._reference is None or self.missing_target(task) is not None:
+            return None
+        return self._reference.render(task).strip()
+
+    def missing_target(self, task: Task) -> str | None:
+        # A judge needs no reference; one configured but null for this task is not "None".
+        return why_target_missing([self._reference], task) if self._reference else None
 
     # -- the request ---------------------------------------------------------------------------
 
@@ -347,6 +361,9 @@ class LLMJudgeGrader(Grader):
 
     async def grade(self, answer: str, task: Task, secrets: dict[str, str]) -> Grade:
         cfg = self.config
+        missing = self.missing_target(task)
+        if missing is not None:
+            return Grade.ungradeable(missing, target=None)
         reference = self.target(task)
         too_long = Grade.too_long(answer, cfg.max_answer_chars, "judge", target=reference)
         if too_long is not None:
