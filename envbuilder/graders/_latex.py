@@ -72,6 +72,8 @@ _REMOVE: list[tuple[re.Pattern[str], Any]] = [
     (re.compile(r"\\(?:left|right|bigl|bigr|Bigl|Bigr|big|Big)(?![A-Za-z])\s*"), ""),
     (re.compile(r"\\(?:displaystyle|textstyle)(?![A-Za-z])\s*"), ""),
     (re.compile(r"\\[dt]frac(?![A-Za-z])"), r"\\frac"),
+    # `\frac\pi2`, `\frac 59`: arguments without braces get them.
+    (re.compile(r"\\frac\s*(\\[A-Za-z]+|[0-9A-Za-z])\s*(\\[A-Za-z]+|[0-9A-Za-z])"), r"\\frac{\1}{\2}"),
     (re.compile(r"\^\s*\{?\s*\\circ\s*\}?|\\circ(?![A-Za-z])|°|\\degree(?![A-Za-z])"), ""),
     (re.compile(r"\\?%"), ""),
     (re.compile(r"\\\$|[$€£¥₹]|\\(?:textdollar|euro|pounds)(?![A-Za-z])"), ""),
@@ -165,7 +167,7 @@ def _math_content(m: re.Match[str]) -> str:
 
 def clean_latex(span: str) -> str:
     """``span`` with what never changes its value removed (see the module docstring)."""
-    s = span.strip().strip("*").strip()
+    s = span.strip().strip("*").strip().removeprefix("=").strip()
     s = _UNIT_TEXT.sub("", s.replace("{,}", ",").replace("**", "^"))
     for pattern, repl in _REMOVE:
         s = pattern.sub(repl, s)
