@@ -35,5 +35,7 @@ def test_client_api() -> None:
 
 def test_eval_api() -> None:
     assert envbuilder.eval.__all__ == [
-        "ChatModel", "EvalPlan", "LocalBackend", "ModelError", "RemoteBackend", "Summary",
-        "load_records", "plan_eval", "run_eval", "summarize"]
+        "OUTCOMES", "ChatModel", "Comparison", "Difference", "Estimate", "EvalPlan", "LocalBackend",
+        "ModelError", "RemoteBackend", "ResultsFile", "RunIdentity", "RunMismatch", "Sampling", "Summary",
+        "clustered_mean", "compare_runs", "outcome_of", "paired_difference", "pass_at_k", "plan_eval",
+        "run_eval", "summarize", "write_report"]

@@ -7,7 +7,18 @@ from typing import Annotated
 import typer
 
 from envbuilder import __version__
-from envbuilder.cli import _catalog, _check, _eval, _init, _pack, _preview, _schema, _serve, _validate
+from envbuilder.cli import (
+    _catalog,
+    _check,
+    _eval_group,
+    _init,
+    _pack,
+    _preview,
+    _schema,
+    _serve,
+    _validate,
+    _view,
+)
 
 app = typer.Typer(
     name="envbuilder",
@@ -24,7 +35,8 @@ app.command("preview")(_preview.preview)
 app.command("check")(_check.check)
 app.command("schema")(_schema.schema)
 app.command("init")(_init.init)
-app.command("eval")(_eval.eval_command)
+app.add_typer(_eval_group.eval_app, name="eval")
+app.command("view")(_view.view)
 
 
 def _version(value: bool) -> None:
