@@ -24,6 +24,7 @@ from fractions import Fraction
 from typing import Any
 
 _BOXED = re.compile(r"\\(?:boxed|fbox)\s*")
+_BOXED_WORD = re.compile(r"[^\s$]+")
 _STATED = re.compile(
     r"(?:final\s+answer|the\s+answer|answer)\s*(?:\*\*)?\s*(?:is\b|:|=)\s*(?:[:=]\s*)?(?:\*\*)?(?P<rest>.+)",
     re.IGNORECASE | re.DOTALL,
@@ -41,9 +42,10 @@ _NUMBER_WORDS = {
         ]
     )
 } | {"thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90}
+# Each body stops at the next opening delimiter, so a text full of unclosed ones costs linear time.
 _MATH = re.compile(
-    r"(?<!\\)\$\$(?P<d>.+?)(?<!\\)\$\$|(?<![\\$])\$(?P<i>(?:[^$\\]|\\.)+?)(?<!\\)\$"
-    r"|\\\[(?P<b>.+?)\\\]|\\\((?P<p>.+?)\\\)",
+    r"(?<!\\)\$\$(?P<d>(?:[^$]|\$(?!\$))+?)(?<!\\)\$\$|(?<![\\$])\$(?P<i>(?:[^$\\]|\\.)+?)(?<!\\)\$"
+    r"|\\\[(?P<b>(?:(?!\\\[).)+?)\\\]|\\\((?P<p>(?:(?!\\\().)+?)\\\)",
     re.DOTALL,
 )
 # Words that name units (or say "degrees") after a number; dropped with any power (`cm^2`).
@@ -55,7 +57,8 @@ _UNITS = (
     "percent|people|students?|points?|ways?|times|apples|cookies|books"
 )
 _UNIT_WORDS = re.compile(
-    rf"(?:(?:\s|^)(?:{_UNITS})\b(?:\^\{{?[23]\}}?|\s+squared|\s+cubed)?)+\s*$", re.IGNORECASE
+    # At most four words: an unbounded run would make the search quadratic in the answer's length.
+    rf"(?:(?:\s|^)(?:{_UNITS})\b(?:\^\{{?[23]\}}?|\s+squared|\s+cubed)?){{1,4}}\s*$", re.IGNORECASE
 )
 _UNIT_TEXT = re.compile(
     rf"\\(?:text|mbox|mathrm|textrm|textbf|rm)\s*\{{\s*(?:{_UNITS})(?:\s+(?:{_UNITS}))*\s*\}}"
@@ -90,35 +93,38 @@ _ASSIGNMENT = re.compile(r"\s*[A-Za-z](?:_\{?\w+\}?)?\s*=\s*(.+)", re.DOTALL)
 _BASE_NUMBER = re.compile(r"([0-9A-Fa-f]+)_\{?(\d+)\}?")
 # Big enough for any real answer; bounds Fraction's work on a hostile `1e999999999`.
 _MAX_EXPONENT = 400
+_MAX_CHARS = 1000
 
 
-def _braced(text: str, start: int) -> tuple[str, int] | None:
-    """The content of the ``{…}`` group opening at ``text[start]`` and the index after it."""
-    depth = 0
-    for i in range(start, len(text)):
-        ch = text[i]
-        if ch == "\\":
-            continue
-        if ch == "{" and (i == 0 or text[i - 1] != "\\"):
-            depth += 1
-        elif ch == "}" and text[i - 1] != "\\":
-            depth -= 1
-            if depth == 0:
-                return text[start + 1 : i], i + 1
-    return None
+def _brace_pairs(text: str) -> dict[int, int]:
+    """The index of the ``}`` closing each ``{`` (escaped ``\\{``/``\\}`` skipped), in one pass."""
+    pairs: dict[int, int] = {}
+    stack: list[int] = []
+    escaped = False
+    for i, ch in enumerate(text):
+        if escaped:
+            escaped = False
+        elif ch == "\\":
+            escaped = True
+        elif ch == "{":
+            stack.append(i)
+        elif ch == "}" and stack:
+            pairs[stack.pop()] = i
+    return pairs
 
 
 def last_boxed(text: str) -> str | None:
     """The content of the last ``\\boxed{…}`` (or ``\\fbox{…}``, or ``\\boxed 5``) in ``text``."""
     found = None
+    pairs: dict[int, int] | None = None
     for m in _BOXED.finditer(text):
         end = m.end()
         if end < len(text) and text[end] == "{":
-            group = _braced(text, end)
-            if group is not None:
-                found = group[0]
+            pairs = _brace_pairs(text) if pairs is None else pairs
+            if end in pairs:
+                found = text[end + 1 : pairs[end]]
         elif m.group().endswith((" ", "\t")):
-            word = re.match(r"[^\s$]+", text[end:])
+            word = _BOXED_WORD.match(text, end)
             if word:
                 found = word.group()
     return found
@@ -179,7 +185,7 @@ def clean_latex(span: str) -> str:
         s = s[: units.start()].rstrip()
     if _THOUSANDS.fullmatch(s):
         s = s.replace(",", "").replace(" ", "")
-    if s.startswith("{") and s.endswith("}") and _braced(s, 0) == (s[1:-1], len(s)):
+    if s.startswith("{") and s.endswith("}") and _brace_pairs(s).get(0) == len(s) - 1:
         s = s[1:-1].strip()
     return s
 
@@ -188,6 +194,8 @@ def plain_number(text: str) -> Fraction | None:
     """``text`` as an exact number when it is one plain number (``025``, ``-2.5e1``, ``25/1``,
     ``\\frac{3}{4}``, ``1.5 \\times 10^{3}``); else None."""
     t = text.strip().replace("−", "-")
+    if len(t) > _MAX_CHARS:
+        return None
     if t.lower() in _NUMBER_WORDS:
         return Fraction(_NUMBER_WORDS[t.lower()])
     m = _TIMES_TEN.fullmatch(t)

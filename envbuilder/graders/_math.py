@@ -48,6 +48,8 @@ from envbuilder.graders._latex import (
 from envbuilder.templating import Template
 
 INSTALL_HINT = "Install it with: pip install 'envbuilder[math]'"
+#: The longest final answer (after cleaning) handed to SymPy; MATH-500's longest is ~100 characters.
+MAX_SPAN_CHARS = 1000
 # Two words in a row outside LaTeX commands: a sentence, not an expression.
 _PROSE = re.compile(r"(?<![\\a-zA-Z])[a-zA-Z']{2,}\s+[a-zA-Z']{2,}")
 
@@ -128,6 +130,8 @@ class MathGrader(Grader):
         if is_answer and where == "whole" and _PROSE.search(cleaned):
             # Prose with no marked answer: let math-verify find the last expression in it.
             parsed = mv.parse(text, extraction_config=self._pred_config, parsing_timeout=None)
+        elif len(cleaned) > MAX_SPAN_CHARS:
+            parsed = None  # SymPy would take seconds on it: no final answer is this long
         else:
             parsed = mv.parse(f"${cleaned}$", extraction_config=self._latex_only, parsing_timeout=None)
             if not parsed and "\\" not in cleaned:
@@ -165,6 +169,9 @@ class MathGrader(Grader):
         if gold.number is not None and pred.number is not None:
             return self._same_number(gold, pred), pred.text, "compared as numbers"
         gold_parsed, pred_parsed = gold.as_parsed(), pred.as_parsed()
+        if pred_parsed is None and len(pred.text) > MAX_SPAN_CHARS:
+            size = f"{len(pred.text):,} characters; at most {MAX_SPAN_CHARS:,}"
+            return None, _quote(pred.text), f"the final answer is too long to read ({size})"
         if pred_parsed is None:
             return None, pred.text, f"the answer {_quote(pred.text)} could not be read as mathematics"
         if gold_parsed is None:

@@ -157,3 +157,15 @@ async def test_unreadable_answers_are_ungradeable_with_the_reason(answer: str, r
     g = make({"type": "math", "target": "{{ answer }}"})
     result = await grade(g, answer, {"answer": "5"})
     assert (result.outcome, result.reason) == (Outcome.UNGRADEABLE, reason)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    ["\\boxed{" * 2500, "\\(" * 9000, "cm " * 6000 + "x", "1" * 19000, "$$a" * 6000, "x = " * 4000],
+)
+async def test_hostile_answers_are_read_in_linear_time(answer: str) -> None:
+    # Each once took seconds to a minute (quadratic scans) or raised (int digits limit).
+    g = make({"type": "math", "target": "{{ answer }}", "timeout": 5})
+    result = await grade(g, answer, {"answer": "5"})
+    assert result.outcome in (Outcome.INCORRECT, Outcome.UNGRADEABLE)
+    assert "took over" not in result.reason
