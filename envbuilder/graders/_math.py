@@ -60,10 +60,12 @@ class MathConfig(GraderConfig):
     type: Literal["math"]
     target: str
     """Jinja template over the task giving the reference answer (LaTeX or plain), e.g.
-    `{{ answer }}`; a bare expression is read as LaTeX math."""
+    `{{ answer }}`; read exactly as an answer is (bare LaTeX, `$...$` or `\\boxed{}` alike). A
+    target that is null or renders empty makes the task's answers ungradeable."""
     extract: Literal["latex_and_expr", "latex", "expr"] = "latex_and_expr"
-    """What to look for in the response: LaTeX (`\\boxed{}` first, then `$...$`), plain
-    expressions (`1/2`), or both."""
+    """What math-verify looks for in a response that is prose with no marked answer: LaTeX,
+    plain expressions (`1/2`), or both. A marked answer (`\\boxed{}`, "the final answer is",
+    `$...$`) or a bare one is always read the way the target is."""
     float_rounding: int = Field(default=6, ge=0, le=15)
     """Decimal places numbers are rounded to before comparing."""
     timeout: float = Field(default=10.0, gt=0)
