@@ -24,6 +24,25 @@ _ANSWER_MARKERS = [
 ]
 
 
+_PLAIN = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?(?:\s*/\s*\d+)?")
+
+
+def exact_number(text: str) -> Fraction | None:
+    """``text`` as an exact fraction when it is one plain number (``-2.5e1``, ``025``,
+    ``25/1``, ``.5``); None otherwise, and for numbers too long or exponents too large to
+    compute with in bounded time. The one rule both number graders read numbers by."""
+    t = text.strip()
+    if len(t) > _MAX_DIGITS or not _PLAIN.fullmatch(t):
+        return None
+    exponent = re.search(r"[eE]([-+]?\d+)", t)
+    if exponent and abs(int(exponent.group(1))) > _MAX_EXPONENT:
+        return None
+    try:
+        return Fraction(t.replace(" ", ""))
+    except (ValueError, ZeroDivisionError):
+        return None
+
+
 def canonical_number(text: str) -> str | None:
     """``"$1,000.50"`` → ``"1000.5"``, ``"2.5e1"`` and ``"25/1"`` → ``"25"``, ``"6/8"`` →
     ``"3/4"``; None when ``text`` holds no single number. Exact at any length (no rounding
@@ -34,14 +53,8 @@ def canonical_number(text: str) -> str | None:
     t = t.replace(",", "").replace(" ", "").rstrip(".")
     if t.startswith("+"):
         t = t[1:]
-    if len(t) > _MAX_DIGITS or not re.fullmatch(r"-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?(?:/\d+)?", t):
-        return None
-    exponent = re.search(r"[eE]([-+]?\d+)", t)
-    if exponent and abs(int(exponent.group(1))) > _MAX_EXPONENT:
-        return None
-    try:
-        value = Fraction(t)
-    except (ValueError, ZeroDivisionError):
+    value = exact_number(t)
+    if value is None:
         return None
     if value.denominator == 1:
         return str(value.numerator)
