@@ -48,6 +48,8 @@ class Case:
     """None when the grader states no target for the task (the case is skipped)."""
     expected: float | None
     """The reward it must get; None when it must be ungradeable."""
+    reason: str | None = None
+    """Text the grade's reason must contain (None: not checked)."""
 
 
 @dataclass
@@ -72,12 +74,12 @@ def gold_cases(env: Environment, sample: int, seed: int = 0) -> list[Case]:
         n = len(view)
         for index in sorted(rng.sample(range(n), min(sample, n))):
             task = view.task(index)
-            if env.submit.grader.missing_target(task) is not None:
+            if _missing(env, task) is not None:
                 continue  # reported by missing_targets()
             if template is not None:
                 response: str | None = template.render(task)
             else:
-                target = env.submit.grader.target(task)
+                target = env.submit.target(task)
                 if isinstance(target, list | tuple):
                     target = target[0] if target else None
                 response = None if target is None else str(target)
@@ -106,14 +108,13 @@ def missing_targets(env: Environment, limit: int = SCAN_LIMIT, show: int = 10) -
     """The splits with tasks whose target is null or renders empty (up to ``limit`` rows of
     each split scanned)."""
     assert env.submit is not None
-    grader = env.submit.grader
     out = []
     for name, view in env.splits.items():
         scanned = min(len(view), limit)
         rows: list[tuple[int, str]] = []
         count = 0
         for index in range(scanned):
-            reason = grader.missing_target(view.task(index))
+            reason = _missing(env, view.task(index))
             if reason is not None:
                 count += 1
                 if len(rows) < show:
@@ -123,11 +124,17 @@ def missing_targets(env: Environment, limit: int = SCAN_LIMIT, show: int = 10) -
     return out
 
 
+def _missing(env: Environment, task: dict[str, object]) -> str | None:
+    # A dialogue's targets depend on the replies so far: they are checked per turn, not here.
+    assert env.submit is not None
+    return None if env.submit.dialogue is not None else env.submit.grader.missing_target(task)
+
+
 def spec_cases(env: Environment) -> list[Case]:
     """The spec's ``tests:`` (the first split by default)."""
     first = next(iter(env.splits))
     return [
-        Case("test", f"tests[{i}]", t.split or first, t.index, t.response, t.reward)
+        Case("test", f"tests[{i}]", t.split or first, t.index, t.response, t.reward, t.reason)
         for i, t in enumerate(env.spec.tests)
     ]
 
@@ -164,4 +171,7 @@ async def _run(env: Environment, case: Case) -> CheckResult:
         if case.expected is None
         else output.reward is not None and math.isclose(output.reward, case.expected, abs_tol=1e-9)
     )
+    if case.reason is not None and case.reason not in reason:
+        passed = False
+        reason = f"{reason} (expected a reason containing {case.reason!r})"
     return CheckResult(case, reward=output.reward, reason=reason, passed=passed)

@@ -51,7 +51,7 @@ class _LocalEpisode:
         return self.env.messages(self.episode.task)
 
     async def tools(self) -> list[ToolSpec]:
-        return list(self.env.tools_listing.tools)
+        return list(self.env.task_tools(self.episode.task).tools)
 
     async def call(self, name: str, tool_input: dict[str, Any]) -> dict[str, Any]:
         try:

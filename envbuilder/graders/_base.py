@@ -67,8 +67,9 @@ class MissingTarget(GraderError):
         self.reason = reason
 
 
-def render_target(template: Template, task: Task) -> str:
-    """``template`` rendered over ``task``, the one rule every grader's target follows.
+def render_target(template: Template, task: Task, *, allow_empty: bool = False) -> str:
+    """``template`` rendered over ``task``, the one rule every grader's target follows
+    (``allow_empty``: an empty rendering is fine, as a judge's optional reference is).
 
     Raises:
         MissingTarget: the rendering is empty, or shows ``None`` from a null field.
@@ -78,17 +79,17 @@ def render_target(template: Template, task: Task) -> str:
     if nulls and "None" in text:
         fields = ", ".join(f"`{n}`" for n in nulls)
         raise MissingTarget(f"the task has no target: its field {fields} is null")
-    if not text.strip():
+    if not text.strip() and not allow_empty:
         raise MissingTarget(f"the task has no target: {template.name} renders empty")
     return text
 
 
-def why_target_missing(templates: list[Template], task: Task) -> str | None:
+def why_target_missing(templates: list[Template], task: Task, *, allow_empty: bool = False) -> str | None:
     """The reason none of ``templates`` gives ``task`` a target (None when one does)."""
     reason = None
     for template in templates:
         try:
-            render_target(template, task)
+            render_target(template, task, allow_empty=allow_empty)
         except MissingTarget as exc:
             reason = reason or exc.reason
         else:

@@ -209,8 +209,8 @@ class LLMJudgeGrader(Grader):
         return self._reference.render(task).strip()
 
     def missing_target(self, task: Task) -> str | None:
-        # A judge needs no reference; one configured but null for this task is not "None".
-        return why_target_missing([self._reference], task) if self._reference else None
+        # A judge needs no reference (an empty one is fine), but a null field is not "None".
+        return why_target_missing([self._reference], task, allow_empty=True) if self._reference else None
 
     # -- the request ---------------------------------------------------------------------------
 
