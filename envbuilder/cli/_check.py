@@ -16,10 +16,12 @@ def check(
     sample: Annotated[int, typer.Option(help="Tasks per split whose gold answer is submitted.", min=0)] = 50,
     seed: Annotated[int, typer.Option(help="Seed of the random sample of tasks.")] = 0,
 ) -> None:
-    """Self-check SPEC before any model sees it: every task must have a target (no null or
-    empty one), its grader must give full reward to the gold answer (the spec's `gold:`, else
-    the grading target) of a sample of tasks, and each entry of its `tests:` block the reward
-    it lists. Exit 1 on any failure."""
+    """Self-check SPEC: every task has a target, gold answers earn full reward, `tests:` pass.
+
+    Before any model sees the spec: no task's target may be null or empty, its grader must give
+    full reward to the gold answer (the spec's `gold:`, else the grading target) of a sample of
+    tasks, and each entry of its `tests:` block the reward it lists. Exit 1 on any failure.
+    """
     from envbuilder.authoring import (
         gold_cases,
         gold_is_circular,

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from envbuilder.cli._output import fail_on_errors
+from envbuilder.cli._port import port_taken
 
 
 def serve(
@@ -43,6 +44,10 @@ def serve(
     from envbuilder.cli._catalog import load_or_exit
     from envbuilder.server import ServerSettings, create_app
 
+    taken = port_taken(host, port)
+    if taken is not None:
+        typer.echo(f"error: {taken}. Stop it, or pass --port with a free port (0: any)", err=True)
+        raise typer.Exit(1)
     envs = load_or_exit(specs, strict=strict, cache_dir=cache_dir)
     with fail_on_errors():
         app = create_app(envs, ServerSettings(session_timeout=session_timeout))

@@ -201,8 +201,12 @@ class ParquetTable(Table):
         self._fast = fast
         with self._lock:
             self._cache.clear()
-        log.info("row index of %s rows ready in %.1f s: %s", f"{self._len:,}", time.monotonic() - started,
-                 self.index_path)
+        log.info(
+            "row index of %s rows ready in %.1f s: %s",
+            f"{self._len:,}",
+            time.monotonic() - started,
+            self.index_path,
+        )
 
     def wait_indexed(self, timeout: float | None = None) -> bool:
         """Wait for the background index (tests, benchmarks); True when rows come from it."""
