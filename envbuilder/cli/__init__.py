@@ -7,7 +7,19 @@ from typing import Annotated
 import typer
 
 from envbuilder import __version__
-from envbuilder.cli import _catalog, _check, _eval, _init, _pack, _preview, _schema, _serve, _validate
+from envbuilder.cli import (
+    _catalog,
+    _check,
+    _eval,
+    _init,
+    _pack,
+    _preview,
+    _publish,
+    _pull,
+    _schema,
+    _serve,
+    _validate,
+)
 
 app = typer.Typer(
     name="envbuilder",
@@ -19,6 +31,8 @@ app = typer.Typer(
 app.command("serve")(_serve.serve)
 app.command("catalog")(_catalog.catalog)
 app.command("pack")(_pack.pack)
+app.command("publish")(_publish.publish)
+app.command("pull")(_pull.pull)
 app.command("validate")(_validate.validate)
 app.command("preview")(_preview.preview)
 app.command("check")(_check.check)

@@ -8,13 +8,15 @@ from typing import Annotated
 import typer
 
 from envbuilder.cli._output import fail_on_errors
+from envbuilder.cli._pull import EnvOption, RequireSignatureOption, TrustedKeyOption, resolve_targets
 
 
 def serve(
     specs: Annotated[
-        list[Path],
+        list[str],
         typer.Argument(
-            help="Spec files (YAML), folders of specs, or packs (.zip); the first is the default."
+            help="Spec files (YAML), folders of specs, packs (.zip), or the URL of a published "
+            "catalog.json or pack (https://, s3://, gs://, hf://); the first is the default."
         ),
     ],
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "0.0.0.0",
@@ -36,6 +38,9 @@ def serve(
             help="Where packs are extracted (default: $ENVBUILDER_CACHE_DIR or ~/.cache/envbuilder)."
         ),
     ] = None,
+    pick: EnvOption = None,
+    trusted_key: TrustedKeyOption = None,
+    require_signature: RequireSignatureOption = False,
 ) -> None:
     """Serve the environments of SPECS over the ORS HTTP protocol."""
     import uvicorn
@@ -43,7 +48,11 @@ def serve(
     from envbuilder.cli._catalog import load_or_exit
     from envbuilder.server import ServerSettings, create_app
 
-    envs = load_or_exit(specs, strict=strict, cache_dir=cache_dir)
+    # Published catalogs and packs at URLs: pulled into the cache and verified, then served as local packs.
+    local = resolve_targets(
+        specs, envs=pick, cache_dir=cache_dir, trusted_key=trusted_key, require_signature=require_signature
+    )
+    envs = load_or_exit(local, strict=strict, cache_dir=cache_dir)
     with fail_on_errors():
         app = create_app(envs, ServerSettings(session_timeout=session_timeout))
     shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host

@@ -26,8 +26,6 @@ from envbuilder.paths import cache_dir
 FORMAT_VERSION = 1
 
 
-
-
 def file_identity(paths: Iterable[Path]) -> list[tuple[str, int, int]]:
     """(absolute path, size, mtime in ns) of each file: what a cache key derives from."""
     out = []
@@ -60,6 +58,21 @@ def atomic_write(path: Path) -> Iterator[Path]:
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+@contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``<path>.lock`` (waiting for it): one process on this host at
+    a time makes the entry ``path``; the others wait, then find it made."""
+    import fcntl  # POSIX; imported here so the module still imports elsewhere
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(f".{path.name}.lock"), "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def _remove_abandoned(path: Path) -> None:

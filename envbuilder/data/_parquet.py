@@ -27,8 +27,9 @@ import pyarrow.parquet as pq
 from pydantic import Field
 
 from envbuilder.data._base import Row, Source, SourceConfig, Table
-from envbuilder.data._cache import cache_key, cache_path, file_identity
+from envbuilder.data._cache import cache_key, cache_path, file_identity, file_lock
 from envbuilder.data._ipc import IpcTable, write_ipc
+from envbuilder.data._remote import fetch, is_url
 from envbuilder.errors import DataError
 
 log = logging.getLogger("envbuilder.data")
@@ -37,12 +38,13 @@ PathOrPaths = str | list[str]
 
 
 class ParquetConfig(SourceConfig):
-    """Local Parquet files, per source split."""
+    """Parquet files (local, or at URLs), per source split."""
 
     type: Literal["parquet"]
     files: dict[str, PathOrPaths] = Field(min_length=1)
     """Source split name → a file, a glob, a directory of `.parquet` files, or a list of these;
-    relative to the spec file."""
+    relative to the spec file; or the `s3://`, `gs://`, `https://` or `hf://` URL of one file (fetched
+    once into the cache)."""
 
 
 class ParquetSource(Source):
@@ -65,15 +67,26 @@ class ParquetSource(Source):
         return {"type": "parquet", "files": dict(self.config.files)}
 
     def files(self) -> list[Path]:
-        found = (resolve_paths(p, self.base_dir, f"dataset.files.{s}") for s, p in self.config.files.items())
+        found = (
+            resolve_paths(p, self.base_dir, f"dataset.files.{s}", remote=False)
+            for s, p in self.config.files.items()
+        )
         return sorted({path for paths in found for path in paths})
 
 
-def resolve_paths(patterns: PathOrPaths, base_dir: Path, key: str, suffix: str = ".parquet") -> list[Path]:
-    """Expand files, globs and directories (relative to ``base_dir``) into sorted file paths."""
+def resolve_paths(
+    patterns: PathOrPaths, base_dir: Path, key: str, suffix: str = ".parquet", *, remote: bool = True
+) -> list[Path]:
+    """Expand files, globs and directories (relative to ``base_dir``) into sorted file paths; a URL
+    (``s3://``, ``gs://``, ``https://``, ``hf://``) is fetched into the cache (skipped when not
+    ``remote``: it is not one of the spec's own files)."""
     out: list[Path] = []
     kind = "Parquet" if suffix == ".parquet" else suffix.lstrip(".").upper()
     for pattern in [patterns] if isinstance(patterns, str) else patterns:
+        if is_url(pattern):
+            if remote:
+                out.append(fetch(pattern))
+            continue
         path = Path(pattern).expanduser()
         path = path if path.is_absolute() else base_dir / path
         if path.is_dir():
@@ -182,6 +195,12 @@ class ParquetTable(Table):
         )
         self.index_thread.start()
 
+    def _index_complete(self) -> bool:
+        try:
+            return self.index_path.exists() and len(IpcTable(self.index_path)) == self._len
+        except DataError:
+            return False
+
     def _groups_iter(self) -> Iterator[pa.Table]:
         files = [pq.ParquetFile(p, memory_map=False) for p in self.paths]
         for fi, rg in self._groups:
@@ -193,7 +212,9 @@ class ParquetTable(Table):
             # Linux threads have their own niceness: let request handling win the CPU.
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
         try:
-            write_ipc(self.index_path, self._schema, self._groups_iter())
+            with file_lock(self.index_path):  # processes sharing a cache build one index
+                if not self._index_complete():
+                    write_ipc(self.index_path, self._schema, self._groups_iter())
             fast = IpcTable(self.index_path)
         except (OSError, pa.ArrowException, DataError) as exc:
             log.warning("row index for %s not built (%s); rows come from the row groups", self.paths[0], exc)
@@ -201,8 +222,12 @@ class ParquetTable(Table):
         self._fast = fast
         with self._lock:
             self._cache.clear()
-        log.info("row index of %s rows ready in %.1f s: %s", f"{self._len:,}", time.monotonic() - started,
-                 self.index_path)
+        log.info(
+            "row index of %s rows ready in %.1f s: %s",
+            f"{self._len:,}",
+            time.monotonic() - started,
+            self.index_path,
+        )
 
     def wait_indexed(self, timeout: float | None = None) -> bool:
         """Wait for the background index (tests, benchmarks); True when rows come from it."""

@@ -385,4 +385,3 @@ def _content(resp: httpx.Response) -> str:
     if not isinstance(content, str) or not content.strip():
         raise JudgeUnavailable("the judge's reply is empty")
     return content
-
