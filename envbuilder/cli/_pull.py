@@ -30,8 +30,8 @@ def resolve_targets(
     trusted_key: Path | None,
     require_signature: bool,
 ) -> list[Path]:
-    """Local paths to serve for ``targets``: a URL (a catalog.json or a pack) is pulled and
-    verified into the cache; with a signature policy, local packs are checked too."""
+    """Local paths to serve for ``targets``: a catalog (``*.json``, at a URL or on disk) or a pack
+    at a URL is pulled and verified into the cache; with a signature policy, local packs too."""
     from envbuilder.catalog import TrustPolicy, is_pack, pull
     from envbuilder.data._remote import is_url
 
@@ -39,7 +39,8 @@ def resolve_targets(
         trust = TrustPolicy(trusted_key, require_signature=require_signature)
         out: list[Path] = []
         for target in targets:
-            if is_url(target) or (is_pack(Path(target)) and (trusted_key or require_signature)):
+            catalog = target.lower().endswith(".json")  # a published catalog on a local disk
+            if is_url(target) or catalog or (is_pack(Path(target)) and (trusted_key or require_signature)):
                 out.extend(p.pack for p in pull(target, envs=envs, cache_dir=cache_dir, trust=trust))
             elif require_signature:
                 typer.echo(f"error: {target} is not a signed pack (--require-signature)", err=True)
