@@ -13,9 +13,8 @@ from envbuilder.cli._output import fail_on_errors
 
 
 def eval_command(
-    target: Annotated[
-        str, typer.Argument(metavar="SPEC_OR_URL", help="A spec file (run in-process) or an ORS server URL.")
-    ],
+    target: Annotated[str, typer.Argument(metavar="SPEC_OR_URL",
+                                          help="A spec file (run in-process) or an ORS server URL.")],
     model: Annotated[str, typer.Option(help="Model name sent to the endpoint.")],
     base_url: Annotated[str, typer.Option(help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1.")],
     api_key_env: Annotated[
@@ -32,33 +31,13 @@ def eval_command(
 ) -> None:
     """Run a model on SPEC_OR_URL's tasks with its tools, and print accuracy, reward, turns, tokens."""
     with fail_on_errors():
-        asyncio.run(
-            _main(
-                target,
-                model,
-                base_url,
-                os.environ.get(api_key_env) or None,
-                split,
-                limit,
-                concurrency,
-                max_turns,
-                out,
-                env,
-            )
-        )
+        asyncio.run(_main(target, model, base_url, os.environ.get(api_key_env) or None, split, limit,
+                          concurrency, max_turns, out, env))
 
 
 async def _main(
-    target: str,
-    model_name: str,
-    base_url: str,
-    api_key: str | None,
-    split: str | None,
-    limit: int | None,
-    concurrency: int,
-    max_turns: int,
-    out: Path | None,
-    env_name: str | None,
+    target: str, model_name: str, base_url: str, api_key: str | None, split: str | None,
+    limit: int | None, concurrency: int, max_turns: int, out: Path | None, env_name: str | None,
 ) -> None:
     from rich.console import Console
 
@@ -84,12 +63,7 @@ async def _main(
         progress, on_record = _progress(console, len(plan.todo))
         with progress or _Nothing():
             summary, _ = await run_eval(
-                backend,
-                model,
-                plan,
-                concurrency=concurrency,
-                max_turns=max_turns,
-                out=out,
+                backend, model, plan, concurrency=concurrency, max_turns=max_turns, out=out,
                 on_record=on_record,
             )
     finally:
@@ -112,14 +86,8 @@ def _progress(console: Any, total: int) -> tuple[Any, Any]:
         return None, None
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    progress = Progress(
-        TextColumn("episodes"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-        console=console,
-        transient=True,
-    )
+    progress = Progress(TextColumn("episodes"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                        console=console, transient=True)
     bar = progress.add_task("episodes", total=total)
     return progress, lambda record: progress.advance(bar)
 

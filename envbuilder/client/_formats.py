@@ -57,10 +57,8 @@ def _known(blocks: Iterable[Any]) -> list[Any]:
         if not isinstance(block, dict) or block.get("type") not in _KNOWN_BLOCKS:
             continue  # a block type from a newer server: skipped (lossy but safe)
         if block["type"] == "tool_result":
-            block = {
-                **block,
-                "blocks": [b for b in _known(block.get("blocks", ())) if b["type"] in ("text", "image")],
-            }
+            block = {**block, "blocks": [b for b in _known(block.get("blocks", ())) if b["type"] in
+                                         ("text", "image")]}
         out.append(block)
     return out
 
@@ -70,7 +68,9 @@ def parse_messages(raw: Any) -> list[Message]:
     if not isinstance(raw, list):
         raise ClientError(f"/messages answered {type(raw).__name__}, expected a list of messages")
     try:
-        return [Message.model_validate({**m, "blocks": _known(m.get("blocks", ()))}) for m in raw]
+        return [
+            Message.model_validate({**m, "blocks": _known(m.get("blocks", ()))}) for m in raw
+        ]
     except (ValidationError, AttributeError, TypeError) as exc:
         raise ClientError(f"/messages answered messages this client cannot read: {exc}") from None
 
@@ -96,9 +96,8 @@ def convert_messages(messages: Sequence[Message], format: Format | None = None) 
         return _to_anthropic(messages)
     if format == "google":
         return _to_google(messages)
-    raise ValueError(
-        f"unknown format {format!r}; expected one of None, 'openai', 'openrouter', 'anthropic', 'google'"
-    )
+    raise ValueError(f"unknown format {format!r}; expected one of None, 'openai', 'openrouter', "
+                     "'anthropic', 'google'")
 
 
 # -- openai -----------------------------------------------------------------------------------
@@ -156,11 +155,8 @@ def _to_openai(messages: Sequence[Message], format: str) -> list[dict[str, Any]]
             for block in message.blocks:
                 if isinstance(block, ToolResultBlock):
                     out.append(
-                        {
-                            "role": "tool",
-                            "tool_call_id": block.tool_call_id,
-                            "content": _result_text(block, format),
-                        }
+                        {"role": "tool", "tool_call_id": block.tool_call_id,
+                         "content": _result_text(block, format)}
                     )
                 else:
                     rest.append(block)
@@ -256,14 +252,9 @@ def _to_google(messages: Sequence[Message]) -> dict[str, Any]:
                         f"tool_result {b.tool_call_id!r} has no matching tool_call in the conversation; "
                         "format='google' addresses results by function name"
                     )
-                parts.append(
-                    {
-                        "function_response": {
-                            "name": names[b.tool_call_id],
-                            "response": {"output": _result_text(b, "google")},
-                        }
-                    }
-                )
+                parts.append({"function_response": {
+                    "name": names[b.tool_call_id], "response": {"output": _result_text(b, "google")}
+                }})
         contents.append({"role": "model" if message.role == "assistant" else "user", "parts": parts})
     return {"system_instruction": system, "contents": contents}
 
@@ -271,21 +262,10 @@ def _to_google(messages: Sequence[Message]) -> dict[str, Any]:
 # -- tools ------------------------------------------------------------------------------------
 
 _OPENAI_DROP = frozenset({"additionalProperties", "patternProperties", "not"})
-_GOOGLE_DROP = frozenset(
-    {
-        "additionalProperties",
-        "additional_properties",
-        "title",
-        "default",
-        "examples",
-        "example",
-        "patternProperties",
-        "oneOf",
-        "allOf",
-        "anyOf",
-        "not",
-    }
-)
+_GOOGLE_DROP = frozenset({
+    "additionalProperties", "additional_properties", "title", "default", "examples", "example",
+    "patternProperties", "oneOf", "allOf", "anyOf", "not",
+})
 _SCHEMA_MAPS = frozenset({"properties", "$defs", "definitions", "patternProperties"})
 
 
@@ -315,9 +295,8 @@ def _openai_schema(schema: Any) -> Any:
             continue
         chosen = options[0]
         if key == "anyOf":
-            chosen = next(
-                (o for o in options if not (isinstance(o, dict) and o.get("type") == "null")), options[0]
-            )
+            chosen = next((o for o in options if not (isinstance(o, dict) and o.get("type") == "null")),
+                          options[0])
         if not isinstance(chosen, dict):
             return _openai_schema(chosen)
         siblings = {k: v for k, v in schema.items() if k != key}
@@ -360,10 +339,8 @@ def convert_tools(tools: Sequence[ToolSpec], format: ToolFormat | None = None) -
     if format is None:
         return list(tools)
     if format not in ("openai", "openrouter", "anthropic", "google", "chat_completions"):
-        raise ValueError(
-            f"unknown format {format!r}; expected one of None, 'openai', 'openrouter', "
-            "'anthropic', 'google', 'chat_completions'"
-        )
+        raise ValueError(f"unknown format {format!r}; expected one of None, 'openai', 'openrouter', "
+                         "'anthropic', 'google', 'chat_completions'")
     out: list[Any] = []
     for tool in tools:
         meta = {"name": tool.name, "description": tool.description}
@@ -376,16 +353,12 @@ def convert_tools(tools: Sequence[ToolSpec], format: ToolFormat | None = None) -
             elif format == "openrouter":
                 out.append({"type": "function", "function": meta, "parameters": params})
             else:
-                out.append(
-                    {
-                        "type": "function",
-                        "function": {**meta, "parameters": params or {"type": "object", "properties": {}}},
-                    }
-                )
+                out.append({"type": "function", "function": {
+                    **meta, "parameters": params or {"type": "object", "properties": {}}
+                }})
         elif format == "anthropic":
-            out.append(
-                {"type": "custom", **meta, "input_schema": schema or {"type": "object", "properties": {}}}
-            )
+            out.append({"type": "custom", **meta,
+                        "input_schema": schema or {"type": "object", "properties": {}}})
         else:
             out.append({**meta, "parameters": _google_schema(schema) if schema else None})
     return out

@@ -41,6 +41,8 @@ class RetryPolicy:
         return min(self.max_backoff, self.backoff * 2 ** (attempt - 1))
 
 
+
+
 def _detail(response: httpx.Response) -> str:
     try:
         body = response.json()
@@ -87,7 +89,9 @@ class Http:
         await self._client.aclose()
 
     def _error(self, response: httpx.Response, path: str, session_route: bool) -> ResponseError:
-        return response_error(response.status_code, _detail(response), path=path, session_route=session_route)
+        return response_error(
+            response.status_code, _detail(response), path=path, session_route=session_route
+        )
 
     async def request(
         self,

@@ -50,16 +50,9 @@ def open_splits(spec: Any, base_dir: Path) -> tuple[Source, dict[str, SplitView]
         if parent not in pools:
             if parent not in spec.splits or spec.splits[parent].carve_from is not None:
                 others = [n for n, s in spec.splits.items() if s.carve_from is None]
-                errors.append(
-                    (
-                        ("splits", name, "carve_from"),
-                        DataError(
-                            f"no split {parent!r} to carve from",
-                            hint=f"Name one of: {', '.join(others)}",
-                            code="unknown_split",
-                        ),
-                    )
-                )
+                errors.append((("splits", name, "carve_from"), DataError(
+                    f"no split {parent!r} to carve from",
+                    hint=f"Name one of: {', '.join(others)}", code="unknown_split")))
             continue
         table, pool, label = pools[parent]
         used = taken.setdefault(parent, [])
@@ -100,16 +93,9 @@ def _pool(
         else:
             label = split.source or name
             if label not in source_splits:
-                errors.append(
-                    (
-                        ("splits", name, "source") if split.source else ("splits", name),
-                        DataError(
-                            f"the dataset has no split {label!r}",
-                            hint=f"Its splits are: {', '.join(source_splits)}",
-                            code="unknown_split",
-                        ),
-                    )
-                )
+                errors.append((("splits", name, "source") if split.source else ("splits", name), DataError(
+                    f"the dataset has no split {label!r}",
+                    hint=f"Its splits are: {', '.join(source_splits)}", code="unknown_split")))
                 return None
             if label not in tables:
                 tables[label] = source.open(label)
@@ -140,23 +126,12 @@ def _shaper(shape: Any, label: str, table: Table, errors: Errors) -> TaskShaper 
     ]
     missing = [(loc, c) for loc, c in wanted if c not in columns]
     for loc, column in missing:
-        errors.append(
-            (
-                loc,
-                DataError(
-                    f"split {label!r} has no column {column!r}",
-                    hint=f"Its columns are: {', '.join(columns)}",
-                    code="unknown_column",
-                ),
-            )
-        )
+        errors.append((loc, DataError(
+            f"split {label!r} has no column {column!r}",
+            hint=f"Its columns are: {', '.join(columns)}", code="unknown_column")))
     if missing:
         return None
     return TaskShaper(
-        label,
-        id_column=shape.id,
-        include=shape.include,
-        exclude=shape.exclude,
-        rename=shape.rename,
+        label, id_column=shape.id, include=shape.include, exclude=shape.exclude, rename=shape.rename,
         columns=columns,
     )

@@ -26,6 +26,8 @@ from envbuilder.paths import cache_dir
 FORMAT_VERSION = 1
 
 
+
+
 def file_identity(paths: Iterable[Path]) -> list[tuple[str, int, int]]:
     """(absolute path, size, mtime in ns) of each file: what a cache key derives from."""
     out = []
@@ -62,8 +64,8 @@ def atomic_write(path: Path) -> Iterator[Path]:
 
 @contextmanager
 def file_lock(path: Path) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on ``<path>.lock`` (waiting for it): one process on this host at
-    a time makes the entry ``path``; the others wait, then find it made."""
+    """Hold an exclusive ``flock`` on ``.<name>.lock`` beside ``path`` (waiting for it): one process
+    on this host at a time makes the entry ``path``; the others wait, then find it made."""
     import fcntl  # POSIX; imported here so the module still imports elsewhere
 
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -69,27 +69,20 @@ class _FileSource(Source):
                     if t.schema.names != schema.names:
                         raise DataError(
                             f"{str(p)!r} has columns {t.schema.names}, but {str(paths[0])!r} has "
-                            f"{schema.names}",
-                            hint="All files of one split must share columns",
-                            code="data_schema_mismatch",
-                        )
+                            f"{schema.names}", hint="All files of one split must share columns",
+                            code="data_schema_mismatch")
                 write_ipc(path, schema, _unified(tables, schema))
             except (pa.ArrowInvalid, ValueError, OSError) as exc:
-                raise DataError(
-                    f"cannot read {self.type_name} data: {exc}",
-                    code="data_unreadable",
-                    hint=f"Check that the files are valid {self.suffix} files",
-                ) from None
+                raise DataError(f"cannot read {self.type_name} data: {exc}", code="data_unreadable",
+                                hint=f"Check that the files are valid {self.suffix} files") from None
         return IpcTable(path)
 
     def location(self, split: str) -> tuple[str | int, ...]:
         return ("dataset", "files", split)
 
     def files(self) -> list[Path]:
-        found = (
-            resolve_paths(p, self.base_dir, f"dataset.files.{s}", suffix=self.suffix, remote=False)
-            for s, p in self.config.files.items()
-        )
+        found = (resolve_paths(p, self.base_dir, f"dataset.files.{s}", suffix=self.suffix, remote=False)
+                 for s, p in self.config.files.items())
         return sorted({path for paths in found for path in paths})
 
     def read(self, path: Path) -> pa.Table:
@@ -119,7 +112,7 @@ class JsonSource(_FileSource):
         if isinstance(data, dict) and isinstance(data.get("data"), list):
             data = data["data"]
         if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
-            raise ValueError(f'{str(path)!r} must hold an array of objects (or {{"data": [...]}})')
+            raise ValueError(f"{str(path)!r} must hold an array of objects (or {{\"data\": [...]}})")
         return pa.Table.from_pylist(data)
 
 

@@ -80,13 +80,8 @@ def filter_rows(table: Table, flt: RowFilter) -> Sequence[int]:
             if flt.keep(to_json(row) if needs_conversion(row) else row):
                 kept.append(lo + k)
     if n > 100_000:
-        log.info(
-            "filter %r kept %s of %s rows in %.1f s",
-            flt.expression,
-            f"{len(kept):,}",
-            f"{n:,}",
-            time.monotonic() - started,
-        )
+        log.info("filter %r kept %s of %s rows in %.1f s", flt.expression, f"{len(kept):,}", f"{n:,}",
+                 time.monotonic() - started)
     if path is not None:
         with atomic_write(path) as tmp, open(tmp, "wb") as f:
             (kept if sys.byteorder == "little" else _swapped(kept)).tofile(f)

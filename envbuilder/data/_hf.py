@@ -66,27 +66,18 @@ class HuggingFaceSource(Source):
         cfg = self.config
         try:
             return datasets.load_dataset_builder(
-                self._path,
-                name=cfg.config,
-                revision=cfg.revision,
-                data_files=cfg.data_files,
+                self._path, name=cfg.config, revision=cfg.revision, data_files=cfg.data_files,
                 data_dir=cfg.data_dir,
             )
         except (ConnectionError, TimeoutError) as exc:
             raise DataError(
                 f"dataset {cfg.path!r} is not in the local cache and the hub cannot be reached"
-                f" ({_offline_note()}): {exc}",
-                hint=_HINT,
-                code="data_unavailable",
-            ) from None
+                f" ({_offline_note()}): {exc}", hint=_HINT, code="data_unavailable") from None
         except Exception as exc:
             # datasets raises many types (DatasetNotFoundError, ValueError for an unknown
             # config, FileNotFoundError, …); each is a problem with the spec's dataset block.
-            raise DataError(
-                f"cannot load dataset {cfg.path!r}: {exc}",
-                hint=_HINT if "/" in cfg.path and not Path(self._path).is_dir() else None,
-                code="data_unavailable",
-            ) from None
+            raise DataError(f"cannot load dataset {cfg.path!r}: {exc}", hint=_HINT if "/" in cfg.path and
+                            not Path(self._path).is_dir() else None, code="data_unavailable") from None
 
     @cached_property
     def _files(self) -> dict[str, list[str]]:
@@ -110,18 +101,14 @@ class HuggingFaceSource(Source):
             except DataError:
                 raise
             except Exception as exc:
-                raise DataError(
-                    f"cannot fetch the files of split {split!r}: {exc}", hint=_HINT, code="data_unavailable"
-                ) from None
+                raise DataError(f"cannot fetch the files of split {split!r}: {exc}", hint=_HINT,
+                                code="data_unavailable") from None
         try:
             builder.download_and_prepare()
             return ArrowTable(builder.as_dataset(split=split).data.table)
         except Exception as exc:
-            raise DataError(
-                f"cannot prepare split {split!r} of {self.config.path!r}: {exc}",
-                hint=_HINT,
-                code="data_unavailable",
-            ) from None
+            raise DataError(f"cannot prepare split {split!r} of {self.config.path!r}: {exc}", hint=_HINT,
+                            code="data_unavailable") from None
 
     def files(self) -> list[Path]:
         """The data files of a local folder (a hub dataset's files live in the HF cache: none)."""

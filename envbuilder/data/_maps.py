@@ -15,15 +15,8 @@ from collections.abc import Sequence
 from typing import Protocol
 
 __all__ = [
-    "Complement",
-    "Gather",
-    "IndexMap",
-    "Permutation",
-    "Source",
-    "Window",
-    "parse_slice",
-    "runs",
-    "slice_bounds",
+    "Complement", "Gather", "IndexMap", "Permutation", "Source", "Window",
+    "parse_slice", "runs", "slice_bounds",
 ]
 
 

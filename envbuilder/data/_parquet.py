@@ -67,10 +67,8 @@ class ParquetSource(Source):
         return {"type": "parquet", "files": dict(self.config.files)}
 
     def files(self) -> list[Path]:
-        found = (
-            resolve_paths(p, self.base_dir, f"dataset.files.{s}", remote=False)
-            for s, p in self.config.files.items()
-        )
+        found = (resolve_paths(p, self.base_dir, f"dataset.files.{s}", remote=False)
+                 for s, p in self.config.files.items())
         return sorted({path for paths in found for path in paths})
 
 
@@ -213,7 +211,8 @@ class ParquetTable(Table):
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
         try:
             with file_lock(self.index_path):  # processes sharing a cache build one index
-                if not self._index_complete():
+                built = not self._index_complete()
+                if built:
                     write_ipc(self.index_path, self._schema, self._groups_iter())
             fast = IpcTable(self.index_path)
         except (OSError, pa.ArrowException, DataError) as exc:
@@ -222,12 +221,8 @@ class ParquetTable(Table):
         self._fast = fast
         with self._lock:
             self._cache.clear()
-        log.info(
-            "row index of %s rows ready in %.1f s: %s",
-            f"{self._len:,}",
-            time.monotonic() - started,
-            self.index_path,
-        )
+        log.info("row index of %s rows %s in %.1f s: %s", f"{self._len:,}", "built" if built else "found",
+                 time.monotonic() - started, self.index_path)
 
     def wait_indexed(self, timeout: float | None = None) -> bool:
         """Wait for the background index (tests, benchmarks); True when rows come from it."""

@@ -60,7 +60,9 @@ class TaskShaper:
 class SplitView:
     """One ORS split: a typed, lazily read sequence of tasks (an index map over a table)."""
 
-    def __init__(self, name: str, type: str, table: Table, shaper: TaskShaper, index: IndexMap | None = None):
+    def __init__(
+        self, name: str, type: str, table: Table, shaper: TaskShaper, index: IndexMap | None = None
+    ):
         self.name = name
         self.type = type
         self.table = table

@@ -43,15 +43,8 @@ async def run_episode(handle: EpisodeHandle, model: ChatModel, max_turns: int) -
     usage = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
     calls: list[dict[str, Any]] = []
     record: dict[str, Any] = {
-        "task_id": handle.task_id,
-        "status": "max_turns",
-        "reward": None,
-        "finished": False,
-        "metadata": None,
-        "turns": 0,
-        "usage": usage,
-        "messages": messages,
-        "tool_calls": calls,
+        "task_id": handle.task_id, "status": "max_turns", "reward": None, "finished": False,
+        "metadata": None, "turns": 0, "usage": usage, "messages": messages, "tool_calls": calls,
         "error": None,
     }
     last_output: dict[str, Any] | None = None

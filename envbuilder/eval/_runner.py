@@ -27,20 +27,20 @@ class EvalPlan:
     """Indices without a finished record in the results file (the rest are skipped)."""
 
 
-async def plan_eval(backend: Backend, *, split: str | None, limit: int | None, out: Path | None) -> EvalPlan:
+async def plan_eval(
+    backend: Backend, *, split: str | None, limit: int | None, out: Path | None
+) -> EvalPlan:
     splits = await backend.splits()
     if split is None:
         split = "test" if "test" in splits else splits[0]
     elif split not in splits:
-        raise EnvbuilderError(
-            f"unknown split {split!r}", hint=f"Splits: {', '.join(splits)}", code="invalid_split"
-        )
+        raise EnvbuilderError(f"unknown split {split!r}", hint=f"Splits: {', '.join(splits)}",
+                              code="invalid_split")
     n = await backend.num_tasks(split)
     indices = list(range(n if limit is None else min(n, max(0, limit))))
     done = load_records(out)
     todo = [
-        i
-        for i in indices
+        i for i in indices
         if done.get((backend.env_name, split, i), {}).get("status") not in ("finished", "max_turns")
     ]
     return EvalPlan(backend.env_name, split, indices, todo)
@@ -70,15 +70,8 @@ async def run_eval(
             async with backend.episode(plan.split, index) as handle:
                 record = await run_episode(handle, model, max_turns)
         except Exception as exc:  # the environment failed: this episode's error, not the run's
-            record = {
-                "status": "error",
-                "error": f"{type(exc).__name__}: {exc}",
-                "reward": None,
-                "turns": 0,
-                "usage": {},
-                "messages": [],
-                "tool_calls": [],
-            }
+            record = {"status": "error", "error": f"{type(exc).__name__}: {exc}", "reward": None,
+                      "turns": 0, "usage": {}, "messages": [], "tool_calls": []}
         return {**head, **record}
 
     async def worker() -> None:

@@ -385,3 +385,4 @@ def _content(resp: httpx.Response) -> str:
     if not isinstance(content, str) or not content.strip():
         raise JudgeUnavailable("the judge's reply is empty")
     return content
+

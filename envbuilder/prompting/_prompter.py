@@ -130,7 +130,8 @@ class Prompter:
             return None, "with a `conversation` prompt, few_shot needs `template` (an example's question)"
         if len(users) != 1:
             return None, (
-                f"the turns hold {len(users)} user turns: few_shot needs `template` (an example's question)"
+                f"the turns hold {len(users)} user turns: few_shot needs `template` "
+                "(an example's question)"
             )
         return _Turn("user", users[0].text, users[0].images, users[0].loc), None
 
@@ -180,7 +181,7 @@ class Prompter:
                     ("prompt", "few_shot"),
                     DataError(
                         self._few_shot_problem,
-                        hint='e.g. `template: "{{ question }}"`: the examples\' user turns',
+                        hint="e.g. `template: \"{{ question }}\"`: the examples' user turns",
                         code="few_shot_question",
                     ),
                 )

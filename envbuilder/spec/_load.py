@@ -38,7 +38,8 @@ class LoadedSpec:
         hint: str | None = None,
     ) -> Problem:
         """A :class:`Problem` at ``loc`` in this spec's file."""
-        return self.positions.problem(loc, message, code=code, value=value, has_value=has_value, hint=hint)
+        return self.positions.problem(loc, message, code=code, value=value, has_value=has_value,
+                                      hint=hint)
 
 
 def load_spec(path: str | os.PathLike[str]) -> LoadedSpec:

@@ -155,15 +155,8 @@ def _problem(loc: Loc, err: dict[str, Any], positions: Positions, data: Any) -> 
             hint = did_you_mean(value, _QUOTED.findall(str(ctx.get("expected", ""))))
         elif kind == "string_pattern_mismatch":
             hint = _description(loc, data)
-    return positions.problem(
-        loc,
-        message,
-        code=kind,
-        value=value,
-        has_value=has_value,
-        hint=hint,
-        key=kind in ("extra_forbidden", "union_tag_invalid"),
-    )
+    return positions.problem(loc, message, code=kind, value=value, has_value=has_value, hint=hint,
+                             key=kind in ("extra_forbidden", "union_tag_invalid"))
 
 
 def _strip_tags(loc: tuple[Any, ...], data: Any, *, missing: bool = False) -> tuple[Loc, bool]:

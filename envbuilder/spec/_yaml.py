@@ -51,30 +51,12 @@ class Positions:
                 return self.file, None, None
             loc = loc[:-1]
 
-    def problem(
-        self,
-        loc: Loc,
-        message: str,
-        *,
-        code: str,
-        key: bool = False,
-        value: Any = None,
-        has_value: bool = False,
-        hint: str | None = None,
-    ) -> Problem:
+    def problem(self, loc: Loc, message: str, *, code: str, key: bool = False, value: Any = None,
+                has_value: bool = False, hint: str | None = None) -> Problem:
         """A :class:`Problem` located at ``loc`` (at its key with ``key=True``)."""
         file, line, col = self.where(loc, key=key)
-        return Problem(
-            code=code,
-            message=message,
-            loc=tuple(loc),
-            file=file,
-            line=line,
-            col=col,
-            value=value,
-            has_value=has_value,
-            hint=hint,
-        )
+        return Problem(code=code, message=message, loc=tuple(loc), file=file, line=line, col=col,
+                       value=value, has_value=has_value, hint=hint)
 
 
 def load_yaml(text: str, file: str) -> tuple[Any, Positions]:

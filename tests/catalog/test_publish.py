@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 from envbuilder.catalog import find_specs, publish
 from envbuilder.cli import app
 from envbuilder.environment import load_environment
-from tests.catalog.stores import envbuilder_serve, moto_s3
 from tests.conftest import ENVS
+from tests.stores import envbuilder_serve, moto_s3
 
 #: Every shipped spec except `gsm8k_cot.yaml`, whose `extends:` base a pack cannot carry until
 #: spec loading records the files it reads (issue 17).

@@ -14,7 +14,7 @@ from envbuilder.catalog import TrustPolicy, publish, pull
 from envbuilder.cli import app
 from envbuilder.errors import DataError
 from tests.catalog.conftest import write_data
-from tests.catalog.stores import static_http
+from tests.stores import static_http
 
 SPEC = """\
 name: squares
