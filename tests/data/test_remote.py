@@ -124,3 +124,16 @@ def test_processes_share_one_download_and_one_row_index(s3: dict[str, str], tmp_
     log = "".join(outs)
     assert log.count(f"fetching {url}") == 1, log
     assert log.count("row index of 200,000 rows built") == 1, log
+
+
+def test_a_hub_source_takes_data_files_at_urls(s3: dict[str, str], tmp_path: Path) -> None:
+    url = _put(tmp_path, "hub/squares.parquet", 30)
+    spec = tmp_path / "hub.yaml"
+    spec.write_text(
+        SPEC.format(url="").replace(
+            "  type: parquet\n  files:\n    test: \n",
+            f"  type: huggingface\n  path: parquet\n  data_files: {{test: {url}}}\n",
+        )
+    )
+    env = load_environment(spec)
+    assert len(env.split("test")) == 30 and env.split("test").task(5)["square"] == "25"
