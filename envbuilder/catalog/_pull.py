@@ -13,8 +13,9 @@ import hashlib
 import json
 import logging
 import posixpath
+import re
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from envbuilder import paths
@@ -67,10 +68,10 @@ def pull(
     base = url.rsplit("/", 1)[0]
     out = []
     for entry, version in _choose(catalog, envs, url):
-        ref = version["pack"]
+        what = f"{entry['name']}@{version['version']} from {url}"
+        ref = _checked_ref(version.get("pack"), what)
         pack = _download(posixpath.join(base, ref["path"]), ref["sha256"], cache)
         signature = _signature(base, ref.get("signature"), cache, ref["sha256"])
-        what = f"{entry['name']}@{version['version']} from {url}"
         trust.check(read_lock(pack), signature, what)
         open_pack(pack, cache_dir=cache)
         out.append(Pulled(entry["name"], str(version["version"]), pack, url))
@@ -107,6 +108,26 @@ def _choose(
             )
         picks.append((entry, chosen))
     return picks
+
+
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+def _checked_ref(ref: Any, what: str) -> dict[str, Any]:
+    """A catalog's pack reference, refused unless it names files under the catalog's folder and a
+    sha256 (a catalog is data from elsewhere: it must not point the cache or a read elsewhere)."""
+    names = [ref.get(k) for k in ("path", "signature")] if isinstance(ref, dict) else []
+    bad = not names or not isinstance(names[0], str) or not _SHA256.match(str(ref.get("sha256")))
+    for name in filter(None, names):
+        parts = PurePosixPath(str(name)).parts
+        bad = bad or not isinstance(name, str) or name.startswith("/") or ".." in parts or ":" in name
+    if bad:
+        raise DataError(
+            f"{what}: the catalog's pack entry is not valid: {ref!r}",
+            hint="A pack is named by a path under the catalog's folder and its sha256; publish again",
+            code="catalog_invalid",
+        )
+    return dict(ref)
 
 
 def _read_catalog(url: str, cache: Path) -> dict[str, Any]:

@@ -203,3 +203,25 @@ def test_unknown_environment_and_version_name_what_the_catalog_lists(spec: Path,
         str(site / "catalog.json"), envs=["squares@1"], cache_dir=tmp_path / "c", trust=TrustPolicy()
     )
     assert old.version == "1"
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"path": "../../outside.zip"},
+        {"path": "/etc/passwd"},
+        {"path": "s3://elsewhere/x.zip"},
+        {"sha256": "../../x"},
+        {"signature": "../x.sig"},
+    ],
+)
+def test_a_catalog_cannot_point_outside_its_folder(
+    spec: Path, tmp_path: Path, change: dict[str, str]
+) -> None:
+    site = tmp_path / "site"
+    publish([spec], str(site))
+    catalog = json.loads((site / "catalog.json").read_text())
+    catalog["environments"][0]["versions"][0]["pack"].update(change)
+    (site / "catalog.json").write_text(json.dumps(catalog))
+    with pytest.raises(DataError, match=r"squares@1 from .*: the catalog's pack entry is not valid"):
+        pull(str(site / "catalog.json"), cache_dir=tmp_path / "cache")
