@@ -15,7 +15,7 @@ import pytest
 from envbuilder.data._remote import fetch, is_url
 from envbuilder.environment import load_environment
 from envbuilder.errors import DataError
-from tests.stores import moto_s3
+from tests.stores import moto_s3, static_http
 
 SPEC = """\
 name: remote
@@ -137,3 +137,29 @@ def test_a_hub_source_takes_data_files_at_urls(s3: dict[str, str], tmp_path: Pat
     )
     env = load_environment(spec)
     assert len(env.split("test")) == 30 and env.split("test").task(5)["square"] == "25"
+
+
+def test_an_http_file_without_etag_is_keyed_by_its_content(tmp_path: Path) -> None:
+    served = tmp_path / "www"
+    served.mkdir()
+    pq.write_table(pa.table({"n": [1, 2], "square": ["1", "4"]}), served / "s.parquet")
+    with static_http(served) as base:
+        first = fetch(f"{base}/s.parquet")
+        assert fetch(f"{base}/s.parquet") == first  # downloaded again (no version), same content: same copy
+        pq.write_table(pa.table({"n": [3], "square": ["9"]}), served / "s.parquet")
+        assert fetch(f"{base}/s.parquet") != first
+        spec = tmp_path / "http.yaml"
+        spec.write_text(SPEC.format(url=f"{base}/s.parquet"))
+        assert load_environment(spec).split("test").task(0)["square"] == "9"
+
+
+def test_a_missing_driver_names_the_package_to_install() -> None:
+    try:
+        import gcsfs  # noqa: F401
+    except ImportError:
+        with pytest.raises(
+            DataError, match=r"reading 'gs://b/x.parquet' needs the 'gcsfs' package.*pip install gcsfs"
+        ):
+            fetch("gs://b/x.parquet")
+    else:
+        pytest.skip("gcsfs is installed")
