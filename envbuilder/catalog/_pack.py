@@ -49,6 +49,8 @@ def is_pack(path: Path) -> bool:
     return path.suffix.lower() == ".zip"
 
 
+
+
 def pack(spec: Path, out: Path) -> PackInfo:
     """Bundle the environment of ``spec`` into the zip ``out``; checks the pack serves before returning.
 
