@@ -66,8 +66,16 @@ def pull(
         return [_pull_pack_url(url, cache, trust)]
     catalog = _read_catalog(url, cache)
     base = url.rsplit("/", 1)[0]
+    try:
+        picks = _choose(catalog, envs, url)
+    except (KeyError, TypeError, AttributeError) as exc:  # a catalog is data from elsewhere
+        raise DataError(
+            f"{url!r} is not a valid envbuilder catalog: {type(exc).__name__}: {exc}",
+            hint="Publish it again with `envbuilder publish`",
+            code="catalog_invalid",
+        ) from None
     out = []
-    for entry, version in _choose(catalog, envs, url):
+    for entry, version in picks:
         what = f"{entry['name']}@{version['version']} from {url}"
         ref = _checked_ref(version.get("pack"), what)
         pack = _download(posixpath.join(base, ref["path"]), ref["sha256"], cache)
@@ -99,11 +107,14 @@ def _choose(
                 code="catalog_unknown_env",
             )
         versions = entry["versions"]
-        chosen = next((v for v in versions if not version or str(v["version"]) == version), None)
+        labels = [str(v["version"]) for v in versions]
+        chosen = next(
+            (v for v, label in zip(versions, labels, strict=True) if not version or label == version), None
+        )
         if chosen is None:
             raise DataError(
                 f"no version {version!r} of {name!r} in the catalog {url!r}",
-                hint=f"It lists: {', '.join(str(v['version']) for v in versions)}",
+                hint=f"It lists: {', '.join(labels)}",
                 code="catalog_unknown_env",
             )
         picks.append((entry, chosen))

@@ -225,3 +225,9 @@ def test_a_catalog_cannot_point_outside_its_folder(
     (site / "catalog.json").write_text(json.dumps(catalog))
     with pytest.raises(DataError, match=r"squares@1 from .*: the catalog's pack entry is not valid"):
         pull(str(site / "catalog.json"), cache_dir=tmp_path / "cache")
+
+
+def test_a_malformed_catalog_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "catalog.json").write_text(json.dumps({"environments": [{"name": "x", "versions": [{}]}]}))
+    with pytest.raises(DataError, match=r"is not a valid envbuilder catalog: KeyError: 'version'"):
+        pull(str(tmp_path / "catalog.json"), cache_dir=tmp_path / "cache")
