@@ -3,30 +3,41 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from envbuilder.data import SplitView, Task
 from envbuilder.data._build import open_splits
+from envbuilder.dialogue import DIALOGUE_VARIABLES, Dialogue
 from envbuilder.episode import Episode, SubmitTool
 from envbuilder.errors import DataError, EnvbuilderError, Problem, SpecError, TaskNotFound, TemplateError
-from envbuilder.graders import GraderContext, graders
+from envbuilder.graders import Grader, GraderContext, graders
 from envbuilder.prompting import Prompter
 from envbuilder.protocol import (
-    MESSAGE_BLOCK_TYPES,
     ContentBlock,
     ListToolsOutput,
     Message,
     RunToolError,
     RunToolSuccess,
     Split,
+    TextBlock,
 )
 from envbuilder.spec import LoadedSpec, load_spec
+from envbuilder.templating import Template
+from envbuilder.toolbox import Toolbox
+from envbuilder.tools import Tool, ToolContext, tools
 
 __all__ = ["Environment", "Episode", "load_environment"]
 
 #: Names a template may use besides the task's fields.
 _JINJA_GLOBALS = frozenset({"letters", "range", "dict", "lipsum", "cycler", "joiner", "namespace", "loop"})
+#: Names the `submit.feedback` template gets besides the task's fields.
+_FEEDBACK_VARIABLES = frozenset(
+    {"outcome", "score", "reason", "attempt", "attempts_left", "finished", "answer", "grade"}
+)
+Loc = tuple[str | int, ...]
+Fail = Callable[[Loc, EnvbuilderError], None]
 
 
 class Environment:
@@ -55,21 +66,39 @@ class Environment:
                 fail(loc, problem)
 
         self.submit: SubmitTool | None = None
+        context = GraderContext(base_dir=loaded.base_dir)
+        used = dict(self.prompter.variables()) if self.prompter else {}
+        extra: frozenset[str] = frozenset()
+        if spec.dialogue is not None:
+            extra = DIALOGUE_VARIABLES
         try:
-            grader = graders.for_config(spec.grader)(spec.grader, GraderContext(base_dir=loaded.base_dir))
-            self.submit = SubmitTool(spec.submit, grader)
+            grader = graders.for_config(spec.grader)(spec.grader, context)
         except EnvbuilderError as exc:
             # A nested grader's error says where inside the block it is (`graders[1].type`).
             fail(("grader", *getattr(exc, "loc", ())), exc)
-
-        used = dict(self.prompter.variables()) if self.prompter else {}
-        if self.submit is not None:
-            used[("grader",)] = self.submit.grader.fields
+        else:
+            used[("grader",)] = grader.fields - extra
+            dialogue = transcript_grader = feedback = None
+            if spec.dialogue is not None:
+                dialogue, transcript_grader = self._dialogue(used, fail)
+            if spec.submit.feedback is not None:
+                try:
+                    feedback = Template(
+                        spec.submit.feedback, name="submit.feedback", base_dir=loaded.base_dir
+                    )
+                    used[("submit", "feedback")] = feedback.variables - _FEEDBACK_VARIABLES
+                except EnvbuilderError as exc:
+                    fail(("submit", "feedback"), exc)
+            self.submit = SubmitTool(
+                spec.submit, grader, dialogue=dialogue, transcript_grader=transcript_grader, feedback=feedback
+            )
+        built = self._tools(used, fail)
         self.task_fields: frozenset[str] = (
             (self.prompter.task_fields() if self.prompter else frozenset())
-            | (self.submit.grader.fields if self.submit else frozenset())
+            | frozenset().union(*(names for loc, names in used.items() if loc[0] != "prompt"))
         ) - _JINJA_GLOBALS
-        """The task fields the prompt and the grader read: a client's `task_spec` must have them."""
+        """The task fields the prompt, the grader, the dialogue and the tools read: a client's
+        `task_spec` must have them."""
         if self.splits:
             fields = {f for view in self.splits.values() for f in view.shaper.fields}
             for loc, names in used.items():
@@ -84,12 +113,106 @@ class Environment:
         if problems:
             raise SpecError(problems)
         assert self.prompter is not None and self.submit is not None
-        self.tools_listing = ListToolsOutput(
-            tools=[self.submit.tool_spec],
-            terminal_tool=None,
-            supports_score_group=False,
-            message_block_types=MESSAGE_BLOCK_TYPES,
-        )
+        self.toolbox = Toolbox(self.submit, built)
+        self.tools_listing = self.toolbox.listing
+        """``/tools``: the answer tool and the shared tools."""
+        self.task_tools_listing = self.toolbox.task_listing
+        """``/task_tools``: every tool of a session, the task-scoped ones too."""
+
+    def _dialogue(self, used: dict[Loc, frozenset[str]], fail: Fail) -> tuple[Dialogue | None, Grader | None]:
+        spec, loaded = self.spec, self.loaded
+        assert spec.dialogue is not None
+        problems = 0
+        if spec.submit.max_attempts > 1:
+            problems += 1
+            fail(
+                ("submit", "max_attempts"),
+                EnvbuilderError(
+                    "a dialogue takes one reply per user turn, so `max_attempts` must be 1",
+                    hint="Remove `submit.max_attempts` or the `dialogue:` block",
+                    code="dialogue_attempts",
+                ),
+            )
+        if spec.submit.on_ungradeable == "retry":
+            problems += 1
+            fail(
+                ("submit", "on_ungradeable"),
+                EnvbuilderError(
+                    "`retry` is not available in a dialogue (a reply cannot be taken back)",
+                    hint="Use `no_reward` or `incorrect`",
+                    code="dialogue_retry",
+                ),
+            )
+        transcript_grader = None
+        if spec.dialogue.transcript_grader is not None:
+            config = spec.dialogue.transcript_grader
+            try:
+                transcript_grader = graders.for_config(config)(
+                    config, GraderContext(base_dir=loaded.base_dir)
+                )
+                used[("dialogue", "transcript_grader")] = transcript_grader.fields - DIALOGUE_VARIABLES
+            except EnvbuilderError as exc:
+                problems += 1
+                fail(("dialogue", "transcript_grader", *getattr(exc, "loc", ())), exc)
+        try:
+            dialogue = Dialogue(spec.dialogue, loaded.base_dir, self._first_turn)
+        except EnvbuilderError as exc:
+            fail(("dialogue",), exc)
+            return None, None
+        used.update(dialogue.variables())
+        if spec.dialogue.column is not None:
+            used[("dialogue", "column")] = frozenset({spec.dialogue.column})
+        return (None, None) if problems else (dialogue, transcript_grader)
+
+    def _first_turn(self, task: Task) -> str:
+        """The first user turn of a dialogue as text: the prompt's last user message."""
+        user = [m for m in self.messages(task) if m.role == "user"]
+        blocks = user[-1].blocks if user else []
+        return "\n".join(b.text for b in blocks if isinstance(b, TextBlock))
+
+    def _tools(self, used: dict[Loc, frozenset[str]], fail: Fail) -> list[Tool]:
+        """Build the `tools:` of the spec; every problem located in its block."""
+        built: list[Tool] = []
+        names: dict[str, Loc] = {self.spec.submit.name: ("submit", "name")}
+        context = ToolContext(base_dir=self.loaded.base_dir, splits=self.splits)
+        for i, config in enumerate(self.spec.tools):
+            loc: Loc = ("tools", i)
+            try:
+                cls = tools.for_config(config)
+                tool = cls(config, context)
+            except EnvbuilderError as exc:
+                fail((*loc, *getattr(exc, "loc", ())), exc)
+                continue
+            if tool.name in names:
+                fail(
+                    (*loc, "name"),
+                    EnvbuilderError(
+                        f"two tools are named {tool.name!r} (the other is at {_dotted(names[tool.name])})",
+                        hint="Give each tool a distinct `name`",
+                        code="tool_name_taken",
+                    ),
+                )
+                continue
+            names[tool.name] = (*loc, "name")
+            if config.input is not None:
+                missing = sorted(cls.reads_input - set(config.input))
+                if missing:
+                    fail(
+                        (*loc, "input"),
+                        EnvbuilderError(
+                            f"a {config.type} tool reads the parameter{'s' if len(missing) > 1 else ''} "
+                            + ", ".join(map(repr, missing))
+                            + ", which `input:` does not declare",
+                            hint=f"Declare {', '.join(missing)} or leave out `input:` for the default",
+                            code="tool_input_missing",
+                        ),
+                    )
+                    continue
+            used[(*loc, *tool.fields_at)] = tool.fields
+            if config.only_for is not None:
+                used[(*loc, "only_for")] = frozenset({config.only_for})
+            built.append(tool)
+        return built
 
     # -- discovery -----------------------------------------------------------------------------
 
@@ -120,35 +243,58 @@ class Environment:
 
     # -- an episode ----------------------------------------------------------------------------
 
-    @property
-    def blocking(self) -> bool:
-        """Whether tool calls may wait on I/O (then they stream with keep-alive pings)."""
-        assert self.submit is not None
-        return self.submit.blocking
+    def task_tools(self, task: Task) -> ListToolsOutput:
+        """The tools of a session on ``task`` (``/task_tools``)."""
+        return self.toolbox.task_listing_for(task)
+
+    def is_blocking(self, name: str) -> bool:
+        """Whether a call of tool ``name`` may wait on I/O (then it streams with keep-alive pings)."""
+        return self.toolbox.blocking(name)
 
     def prompt(self, task: Task) -> list[ContentBlock]:
         assert self.prompter is not None
         return self.prompter.prompt(task)
 
     def messages(self, task: Task) -> list[Message]:
+        """The task's prompt as a conversation (before any call)."""
         assert self.prompter is not None
         return self.prompter.messages(task)
+
+    def conversation(self, episode: Episode) -> list[Message]:
+        """The conversation so far: the prompt, then each call and its output (``/messages``)."""
+        return self.toolbox.conversation(episode, self.messages(episode.task))
 
     def grade_counts(self) -> dict[str, int]:
         """Answers graded so far, by outcome: ``{"correct": n, "incorrect": n, "ungradeable": n}``."""
         assert self.submit is not None
         return self.submit.counts.as_dict()
 
+    @property
+    def cleanup(self) -> bool:
+        """Whether ending a session has work to do (:meth:`end_session`)."""
+        return self.toolbox.cleanup
+
+    async def end_session(self, episode: Episode) -> None:
+        """Let the tools release what this session's calls left behind (never raises)."""
+        await self.toolbox.end_session(episode)
+
     async def aclose(self) -> None:
-        """Release what grading holds open (a judge's HTTP connections)."""
+        """Release what grading and tools hold open (a judge's HTTP connections)."""
         if self.submit is not None:
             await self.submit.grader.aclose()
+            if self.submit.transcript_grader is not None:
+                await self.submit.transcript_grader.aclose()
+        if hasattr(self, "toolbox"):
+            await self.toolbox.aclose()
 
     async def call_tool(
         self, episode: Episode, name: str, tool_input: dict[str, Any]
     ) -> RunToolSuccess | RunToolError:
-        assert self.submit is not None
-        return await self.submit.call(episode, name, tool_input)
+        return await self.toolbox.call(episode, name, tool_input)
+
+
+def _dotted(loc: Loc) -> str:
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
 
 
 def load_environment(path: str | os.PathLike[str] | Path) -> Environment:

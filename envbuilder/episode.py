@@ -1,4 +1,4 @@
-"""The answer tool and the episode it drives: attempts, grading, rewards, the finished latch."""
+"""The answer tool and the episode it drives: attempts, dialogue turns, grading, rewards, feedback."""
 
 from __future__ import annotations
 
@@ -11,11 +11,14 @@ from pydantic import BaseModel, ValidationError, create_model
 from pydantic import Field as PydanticField
 
 from envbuilder.data import Task
+from envbuilder.dialogue import Dialogue
+from envbuilder.errors import EnvbuilderError
 from envbuilder.graders import Grade, Grader, Outcome
 from envbuilder.protocol import RunToolError, RunToolSuccess, TextBlock, ToolOutput, ToolSpec
 from envbuilder.spec import SubmitSpec
+from envbuilder.templating import Template
 
-__all__ = ["Episode", "GradeCounts", "SubmitTool"]
+__all__ = ["Episode", "GradeCounts", "SubmitTool", "finished_error"]
 
 log = logging.getLogger("envbuilder.episode")
 
@@ -30,6 +33,19 @@ class Episode:
     secrets: dict[str, str] = field(default_factory=dict, repr=False)
     ungradeable: int = 0
     """Answers of this episode that could not be graded."""
+    tool_state: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Each tool's own per-session state, by tool name (plain JSON types; see envbuilder.tools)."""
+    tool_calls: dict[str, int] = field(default_factory=dict)
+    """Calls run so far, by tool name (for `max_calls`)."""
+    cost: float = 0.0
+    """Reward spent on tool calls (`cost:`), taken off the final reward."""
+    transcript: list[dict[str, Any]] = field(default_factory=list)
+    """The calls so far, in order: `{id, name, input, output, error}` (what `/messages` shows
+    after the prompt)."""
+    replies: list[str] = field(default_factory=list)
+    """A dialogue's graded replies so far (one per user turn answered)."""
+    scores: list[float | None] = field(default_factory=list)
+    """The reward of each reply when a dialogue is graded per turn."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -69,11 +85,26 @@ def _camel(name: str) -> str:
 
 
 class SubmitTool:
-    """The ``submit`` tool of a spec: validates the input, grades it, builds the output."""
+    """The ``submit`` tool of a spec: validates the input, grades it, builds the output.
 
-    def __init__(self, spec: SubmitSpec, grader: Grader):
+    With a :class:`~envbuilder.dialogue.Dialogue`, each reply reveals the next user turn as the
+    output, and the episode's reward comes with the last reply.
+    """
+
+    def __init__(
+        self,
+        spec: SubmitSpec,
+        grader: Grader,
+        *,
+        dialogue: Dialogue | None = None,
+        transcript_grader: Grader | None = None,
+        feedback: Template | None = None,
+    ):
         self.spec = spec
         self.grader = grader
+        self.dialogue = dialogue
+        self.transcript_grader = transcript_grader
+        self.feedback = feedback
         self.counts = GradeCounts()
         self.input_model: type[BaseModel] = create_model(  # type: ignore[call-overload]
             f"{_camel(spec.name)}Input",
@@ -90,7 +121,27 @@ class SubmitTool:
 
     @property
     def blocking(self) -> bool:
-        return self.grader.blocking
+        return self.grader.blocking or bool(self.transcript_grader and self.transcript_grader.blocking)
+
+    def target(self, task: Task) -> Any:
+        """The gold answer to ``task`` (None in a dialogue: its replies have no single target)."""
+        return None if self.dialogue is not None else self.grader.target(task)
+
+    def turn_targets(self, task: Task) -> list[Any]:
+        """The grader's target for each reply (one, unless a dialogue grades each turn)."""
+        if self.dialogue is None:
+            return [self.grader.target(task)]
+        count = self.dialogue.count(task)
+        turns = range(count) if self.dialogue.spec.grade == "each" else [count - 1]
+        return [self.grader.target(self.dialogue.context(task, [""] * (i + 1))) for i in turns]
+
+    def answer_of(self, tool_input: dict[str, Any]) -> str | RunToolError:
+        try:
+            args = self.input_model.model_validate(tool_input)
+        except ValidationError as exc:
+            errors = exc.errors(include_url=False, include_input=False)
+            return RunToolError(error=f"Tool input validation error: {errors}", reason="input_validation")
+        return str(getattr(args, self.spec.answer_field))
 
     async def call(
         self, episode: Episode, name: str, tool_input: dict[str, Any]
@@ -99,26 +150,100 @@ class SubmitTool:
         if name != self.spec.name:
             return RunToolError(error=f"{name!r} is not a valid tool", reason="not_found")
         if episode.finished:
-            return RunToolError(
-                error=f"{name!r} was not run: the episode has finished (a tool returned "
-                "finished=True), so no further tool calls are accepted.",
-                reason="episode_finished",
-            )
+            return finished_error(name)
+        answer = self.answer_of(tool_input)
+        if isinstance(answer, RunToolError):
+            return answer
+        if self.dialogue is not None:
+            return RunToolSuccess(output=await self._reply(episode, answer, self.dialogue))
+        grade = await self._grade(self.grader, answer, episode.task, episode.secrets)
+        return RunToolSuccess(output=self.output(episode, grade, answer))
+
+    async def _grade(self, grader: Grader, answer: str, task: Task, secrets: dict[str, str]) -> Grade:
         try:
-            args = self.input_model.model_validate(tool_input)
-        except ValidationError as exc:
-            errors = exc.errors(include_url=False, include_input=False)
-            return RunToolError(error=f"Tool input validation error: {errors}", reason="input_validation")
-        answer: str = getattr(args, self.spec.answer_field)
-        try:
-            grade = await self.grader.grade(answer, episode.task, episode.secrets)
+            grade = await grader.grade(answer, task, secrets)
         except Exception as exc:  # a grader bug must not crash the server, nor score 0
-            log.exception("grader %s failed", self.grader.type_name)
+            log.exception("grader %s failed", grader.type_name)
             grade = Grade.ungradeable(f"the grader failed: {type(exc).__name__}")
         self.counts.add(grade.outcome)
-        return RunToolSuccess(output=self.output(episode, grade))
+        return grade
 
-    def output(self, episode: Episode, grade: Grade) -> ToolOutput:
+    def _reward(self, score: float | None) -> float | None:
+        spec = self.spec
+        return (
+            None
+            if score is None
+            else spec.reward_incorrect + score * (spec.reward_correct - spec.reward_incorrect)
+        )
+
+    async def _reply(self, episode: Episode, answer: str, dialogue: Dialogue) -> ToolOutput:
+        """One reply of a dialogue: record it, grade it when due, reveal the next turn."""
+        task, spec = episode.task, dialogue.spec
+        episode.replies.append(answer)
+        total = dialogue.count(task)
+        last = len(episode.replies) >= total
+        metadata: dict[str, Any] = {"turn": len(episode.replies) - 1, "turns": total}
+        if spec.grade == "each" or last:
+            grade = await self._grade(
+                self.grader, answer, dialogue.context(task, episode.replies), episode.secrets
+            )
+            episode.scores.append(grade.score)
+            metadata.update(
+                outcome=grade.outcome.value, score=grade.score, reason=grade.reason, **grade.details
+            )
+            metadata["turn_reward"] = self._reward(grade.score)
+        if not last:
+            turns = dialogue.user_turns(task, episode.replies)
+            return ToolOutput(
+                blocks=[TextBlock(text=turns[-1])], metadata=metadata, reward=None, finished=False
+            )
+        episode.finished = True
+        score: float | None
+        if spec.reward == "grader":
+            assert self.transcript_grader is not None
+            context = dialogue.context(task, episode.replies)
+            final = await self._grade(self.transcript_grader, context["transcript"], context, episode.secrets)
+            score = final.score
+            metadata["transcript_grade"] = {
+                "outcome": final.outcome.value,
+                "score": score,
+                "reason": final.reason,
+            }
+        elif spec.reward == "last":
+            score = episode.scores[-1]
+        elif None in episode.scores:
+            score = None
+        else:
+            scores = [s for s in episode.scores if s is not None]
+            score = sum(scores) / len(scores) if spec.reward == "mean" else min(scores)
+        metadata["scores"] = list(episode.scores)
+        if score is None:
+            episode.ungradeable += 1
+            policy = "incorrect" if self.spec.on_ungradeable == "incorrect" else "no_reward"
+            metadata["ungradeable_policy"] = policy
+            reward = self.spec.reward_incorrect if policy == "incorrect" else None
+            text = "The dialogue is over, but it could not be graded."
+        else:
+            reward = self._reward(score)
+            text = "The dialogue is over."
+        metadata["episode_score"] = score
+        return ToolOutput(
+            blocks=[TextBlock(text=text)],
+            metadata=metadata,
+            reward=self.charge(episode, reward, metadata),
+            finished=True,
+        )
+
+    @staticmethod
+    def charge(episode: Episode, reward: float | None, metadata: dict[str, Any]) -> float | None:
+        """``reward`` less what the episode's tool calls cost (recorded in ``metadata``)."""
+        if episode.cost:
+            metadata["cost"] = episode.cost
+            if reward is not None:
+                return reward - episode.cost
+        return reward
+
+    def output(self, episode: Episode, grade: Grade, answer: str = "") -> ToolOutput:
         """Count the attempt, apply the rewards and the ungradeable policy, say what happened."""
         spec = self.spec
         ungradeable = grade.outcome is Outcome.UNGRADEABLE
@@ -143,7 +268,7 @@ class SubmitTool:
                 text += " This attempt was not counted; submit your answer again."
         else:
             score = grade.score or 0.0
-            reward = spec.reward_incorrect + score * (spec.reward_correct - spec.reward_incorrect)
+            reward = self._reward(score)
             text = (
                 "Correct!"
                 if full
@@ -151,10 +276,12 @@ class SubmitTool:
                 if score <= 0
                 else f"Partially correct (score {score:.2f})."
             )
-        if not finished:
+        if self.feedback is not None and not ungradeable:
+            text = self._feedback(episode, grade, answer, left, finished) or text
+        elif not finished:
             text += f" You have {left} attempt{'s' if left != 1 else ''} left."
-        elif not full and spec.reveal_answer:
-            target = self.grader.target(episode.task)
+        if finished and not full and spec.reveal_answer:
+            target = self.target(episode.task)
             if target is not None:
                 text += f" The correct answer is {target}."
         metadata: dict[str, Any] = {
@@ -168,4 +295,34 @@ class SubmitTool:
         if ungradeable:
             metadata["ungradeable_policy"] = policy
             metadata["ungradeable_count"] = episode.ungradeable
+        reward = self.charge(episode, reward, metadata)
         return ToolOutput(blocks=[TextBlock(text=text)], metadata=metadata, reward=reward, finished=finished)
+
+    def _feedback(self, episode: Episode, grade: Grade, answer: str, left: int, finished: bool) -> str | None:
+        """The spec's feedback text; None (the default text) when the template fails."""
+        assert self.feedback is not None
+        context = {
+            **episode.task,
+            "outcome": grade.outcome.value,
+            "score": grade.score,
+            "reason": grade.reason,
+            "attempt": episode.attempts,
+            "attempts_left": left,
+            "finished": finished,
+            "answer": answer,
+            "grade": dict(grade.details),
+        }
+        try:
+            return self.feedback.render(context).strip()
+        except EnvbuilderError as exc:
+            log.warning("the feedback template failed: %s", exc.message)
+            return None
+
+
+def finished_error(name: str) -> RunToolError:
+    """What any call gets once the episode has finished (the [OR] latch)."""
+    return RunToolError(
+        error=f"{name!r} was not run: the episode has finished (a tool returned "
+        "finished=True), so no further tool calls are accepted.",
+        reason="episode_finished",
+    )

@@ -8,6 +8,9 @@ Every error envbuilder raises on purpose derives from :class:`EnvbuilderError`::
     │   └── TaskNotFound         a split or index that the environment does not have
     ├── TemplateError            a template fails to parse, escapes the sandbox, or fails to render
     ├── GraderError              a grader is misconfigured or cannot run
+    ├── SandboxError             the code sandbox cannot run anything (engine missing or broken)
+    ├── ToolError                a tool is misconfigured, or one call of it fails (that call's
+    │                            output then says so; it never becomes an HTTP error)
     └── RequestError             an HTTP request breaks the protocol; .status is its HTTP status
 
 Each boundary translates these exactly once: the CLI prints ``str(error)`` without a
@@ -28,9 +31,11 @@ __all__ = [
     "GraderError",
     "Problem",
     "RequestError",
+    "SandboxError",
     "SpecError",
     "TaskNotFound",
     "TemplateError",
+    "ToolError",
     "did_you_mean",
     "format_loc",
 ]
@@ -145,6 +150,33 @@ class GraderError(EnvbuilderError):
     """A grader is misconfigured or cannot run."""
 
     code = "grader_error"
+
+
+class SandboxError(EnvbuilderError):
+    """The code sandbox cannot run anything: its engine is missing, refused, or broken.
+
+    Not raised for what the code itself does (a crash, a timeout): those are run results.
+    """
+
+    code = "sandbox_unavailable"
+
+
+class ToolError(EnvbuilderError):
+    """A tool is misconfigured (``loc`` is the key path inside its block), or a call of it
+    fails: the agent then gets the message as the call's error output."""
+
+    code = "tool_error"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        loc: tuple[str | int, ...] = (),
+        hint: str | None = None,
+        code: str | None = None,
+    ):
+        super().__init__(message, hint=hint, code=code)
+        self.loc = loc
 
 
 class RequestError(EnvbuilderError):

@@ -6,8 +6,10 @@ import envbuilder.client
 import envbuilder.data
 import envbuilder.eval
 import envbuilder.graders
+import envbuilder.sandbox
 import envbuilder.server
 import envbuilder.spec
+import envbuilder.tools
 
 
 def test_top_level_api() -> None:
@@ -18,7 +20,8 @@ def test_top_level_api() -> None:
 
 def test_subpackage_apis_are_sorted_and_resolve() -> None:
     for module in (envbuilder, envbuilder.data, envbuilder.graders, envbuilder.server,
-                   envbuilder.spec, envbuilder.authoring, envbuilder.client, envbuilder.eval):
+                   envbuilder.spec, envbuilder.authoring, envbuilder.client, envbuilder.eval,
+                   envbuilder.tools, envbuilder.sandbox):
         assert len(set(module.__all__)) == len(module.__all__)
         for name in module.__all__:
             assert hasattr(module, name), (module.__name__, name)
@@ -35,5 +38,20 @@ def test_client_api() -> None:
 
 def test_eval_api() -> None:
     assert envbuilder.eval.__all__ == [
-        "ChatModel", "EvalPlan", "LocalBackend", "ModelError", "RemoteBackend", "Summary",
-        "load_records", "plan_eval", "run_eval", "summarize"]
+        "OUTCOMES", "ChatModel", "Comparison", "Difference", "Estimate", "EvalPlan", "LocalBackend",
+        "ModelError", "RemoteBackend", "ResultsFile", "RunIdentity", "RunMismatch", "Sampling", "Summary",
+        "clustered_mean", "compare_runs", "outcome_of", "paired_difference", "pass_at_k", "plan_eval",
+        "run_eval", "summarize", "write_report"]
+
+
+def test_tools_api() -> None:
+    assert envbuilder.tools.__all__ == [
+        "ParamSpec", "Tool", "ToolCall", "ToolConfig", "ToolContext", "ToolReply", "input_model", "tools"]
+    assert {"calculator", "retrieve", "template", "python", "bash"} <= set(envbuilder.tools.tools.names())
+
+
+def test_sandbox_api() -> None:
+    assert envbuilder.sandbox.__all__ == [
+        "BACKEND_ENV", "Backend", "BubblewrapBackend", "DockerBackend", "Limits", "RunResult", "Slots",
+        "Status", "backend_from_name", "default_backend", "default_concurrency", "run_code", "shared_slots"]
+    assert "unit_tests" in envbuilder.graders.graders.names()

@@ -122,7 +122,39 @@ def _finish(
     gsm8k_style = bool(answers) and all(isinstance(a, str) and "####" in a for a in answers)
     numeric = gsm8k_style or (bool(answers) and all(_is_number(a) for a in answers))
     text = _render(name, dataset_block, splits, columns, prompt, answer, numeric, gsm8k_style)
+    text += "".join(f"{line}\n" for line in conversation_hints(rows, columns))
     return Scaffold(text, name, list(splits), prompt, answer, numeric)
+
+
+def conversation_hints(rows: list[Row], columns: list[str]) -> list[str]:
+    """Commented suggestions for columns that hold conversations: a list of role/content turns
+    (a `prompt.conversation`) or a list of several user turns (a `dialogue` that unfolds)."""
+    lines: list[str] = []
+    for column in columns:
+        values: list[list[Any]] = [v for row in rows if isinstance(v := row.get(column), list)]
+        if not values or len(values) < sum(row.get(column) is not None for row in rows) or not all(values):
+            continue
+        var = _var(column)
+        if all(isinstance(t, dict) and "role" in t and "content" in t for v in values for t in v):
+            lines += [
+                "",
+                f"# `{column}` holds role/content turns: to serve them as the conversation, replace",
+                "# `prompt.template` with:",
+                "#   conversation: {column: " + var + "}",
+            ]
+        elif (
+            column not in ANSWER_COLUMNS  # reference answers per turn are not user turns
+            and all(isinstance(t, str) for v in values for t in v)
+            and any(len(v) > 1 for v in values)
+        ):
+            lines += [
+                "",
+                f"# `{column}` holds several user turns: to reveal them one at a time (the submit tool's",
+                "# output is the next turn; the grader sees `turn`, `user_turns` and `replies`), use",
+                f'#   prompt: {{template: "{{{{ {var}[0] }}}}"}}',
+                f"#   dialogue: {{column: {var}, grade: each, reward: mean}}",
+            ]
+    return lines
 
 
 def _sample_hub(path: str, config: str | None) -> tuple[list[Row], list[str], dict[str, str]]:

@@ -32,6 +32,8 @@ class Case:
     """None when the grader states no target for the task (the case is skipped)."""
     expected: float | None
     """The reward it must get; None when it must be ungradeable."""
+    reason: str | None = None
+    """Text the grade's reason must contain (None: not checked)."""
 
 
 @dataclass
@@ -53,7 +55,7 @@ def gold_cases(env: Environment, sample: int, seed: int = 0) -> list[Case]:
         n = len(view)
         for index in sorted(rng.sample(range(n), min(sample, n))):
             task = view.task(index)
-            target = env.submit.grader.target(task)
+            target = env.submit.target(task)
             if isinstance(target, list | tuple):
                 target = target[0] if target else None
             response = None if target is None else str(target)
@@ -65,7 +67,7 @@ def spec_cases(env: Environment) -> list[Case]:
     """The spec's ``tests:`` (the first split by default)."""
     first = next(iter(env.splits))
     return [
-        Case("test", f"tests[{i}]", t.split or first, t.index, t.response, t.reward)
+        Case("test", f"tests[{i}]", t.split or first, t.index, t.response, t.reward, t.reason)
         for i, t in enumerate(env.spec.tests)
     ]
 
@@ -102,4 +104,7 @@ async def _run(env: Environment, case: Case) -> CheckResult:
         if case.expected is None
         else output.reward is not None and math.isclose(output.reward, case.expected, abs_tol=1e-9)
     )
+    if case.reason is not None and case.reason not in reason:
+        passed = False
+        reason = f"{reason} (expected a reason containing {case.reason!r})"
     return CheckResult(case, reward=output.reward, reason=reason, passed=passed)

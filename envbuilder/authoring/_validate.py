@@ -90,7 +90,7 @@ def _data_checks(env: Environment) -> list[tuple[Loc, EnvbuilderError]]:
             errors.append((("prompt",), _in_task(exc, name)))
         try:
             if env.submit is not None:
-                env.submit.grader.target(task)
+                env.submit.turn_targets(task)
         except EnvbuilderError as exc:
             errors.append((("grader",), _in_task(exc, name)))
     try:

@@ -10,7 +10,7 @@ from envbuilder import __version__
 from envbuilder.cli import (
     _catalog,
     _check,
-    _eval,
+    _eval_group,
     _init,
     _pack,
     _preview,
@@ -19,6 +19,7 @@ from envbuilder.cli import (
     _schema,
     _serve,
     _validate,
+    _view,
 )
 
 app = typer.Typer(
@@ -38,7 +39,8 @@ app.command("preview")(_preview.preview)
 app.command("check")(_check.check)
 app.command("schema")(_schema.schema)
 app.command("init")(_init.init)
-app.command("eval")(_eval.eval_command)
+app.add_typer(_eval_group.eval_app, name="eval")
+app.command("view")(_view.view)
 
 
 def _version(value: bool) -> None:

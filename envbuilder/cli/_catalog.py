@@ -46,6 +46,10 @@ def catalog(
     strict: Annotated[
         bool, typer.Option("--strict", help="Exit 1 if any spec fails to load (default: skip it).")
     ] = False,
+    results: Annotated[
+        list[Path] | None,
+        typer.Option(help="Run summaries of `envbuilder eval --out` (repeatable): a leaderboard per page."),
+    ] = None,
 ) -> None:
     """Catalog the environments of SPECS; without --out or --readme, print catalog.json."""
     from envbuilder.catalog import build_catalog, render_readme, write_site
@@ -53,6 +57,11 @@ def catalog(
     envs = load_or_exit(specs, strict=strict)
     with fail_on_errors():
         data = build_catalog(envs)
+        if results:
+            from envbuilder.eval._leaderboard import attach_leaderboards
+
+            for warning in attach_leaderboards(data, results):
+                typer.echo(f"warning: {warning}", err=True)
     if out is None and readme is None:
         typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
         return

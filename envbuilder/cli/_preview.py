@@ -49,8 +49,8 @@ def preview(
     _console.line(f"{env.name}: {env.summary()} tasks", "bold")
     _console.line()
     _console.line("Tools", "bold")
-    for tool in env.tools_listing.tools:
-        _console.line(f"  {tool.name}: {tool.description}", "cyan")
+    for tool in env.task_tools_listing.tools:
+        _console.line(f"  {tool.name}{_terms(env, tool.name)}: {tool.description}", "cyan")
         schema = tool.input_schema or {}
         required = set(schema.get("required", []))
         for param, prop in schema.get("properties", {}).items():
@@ -69,7 +69,32 @@ def preview(
                     for text in _block(block):
                         _console.line(text)
             assert env.submit is not None
-            _console.line(f"[target] {_target(env.submit.grader.target(task))}", "green")
+            dialogue = env.submit.dialogue
+            if dialogue is not None:
+                replies = [f"<reply {k + 1}>" for k in range(dialogue.count(task))]
+                for k, text in enumerate(dialogue.user_turns(task, replies)[1:], 1):
+                    _console.line(f"[user, revealed by reply {k}]", "magenta")
+                    _console.line(text)
+                plan = dialogue.spec
+                _console.line(f"[dialogue] grade {plan.grade}, episode reward: {plan.reward}", "green")
+            for k, target in enumerate(env.submit.turn_targets(task)):
+                label = f"[target, reply {k + 1}]" if dialogue is not None else "[target]"
+                _console.line(f"{label} {_target(target)}", "green")
+
+
+def _terms(env: Any, name: str) -> str:
+    """`` (calculator; at most 2 calls, costs 0.25 each)``: a declared tool's type and terms."""
+    declared = env.toolbox.declared.get(name)
+    if declared is None:
+        return ""
+    config = declared.config
+    terms = [
+        f"at most {config.max_calls} call{'s' if config.max_calls != 1 else ''}" if config.max_calls else "",
+        f"costs {config.cost:g} reward a call" if config.cost else "",
+        "task-scoped (/task_tools only)" if config.task_scoped else "",
+        "ends the episode" if config.terminal else "",
+    ]
+    return f" ({'; '.join([config.type, *filter(None, terms)])})"
 
 
 def _block(block: Any) -> list[str]:

@@ -20,8 +20,8 @@ from envbuilder.client._errors import (
     TransportError,
 )
 from envbuilder.client._formats import convert_messages, convert_tools
-from envbuilder.client._http import RetryPolicy
 from envbuilder.client._sync import Client, RemoteEnvironment, Session
+from envbuilder.retry import RetryPolicy
 
 __all__ = [
     "AsyncClient",

@@ -14,8 +14,9 @@ from pydantic import TypeAdapter, ValidationError
 
 from envbuilder.client._errors import ClientError, NotFound, SessionGone, tool_call_error
 from envbuilder.client._formats import Format, ToolFormat, convert_messages, convert_tools, parse_messages
-from envbuilder.client._http import Http, RetryPolicy
+from envbuilder.client._http import Http
 from envbuilder.protocol import ContentBlock, Message, Split, ToolOutput, ToolSpec
+from envbuilder.retry import RetryPolicy
 
 __all__ = ["AsyncClient", "AsyncRemoteEnvironment", "AsyncSession"]
 

@@ -51,12 +51,14 @@ class TransportError(ClientError):
 class ResponseError(ClientError):
     code = "http_error"
 
-    def __init__(self, status: int, detail: str, *, path: str = ""):
+    def __init__(self, status: int, detail: str, *, path: str = "", retry_after: str | None = None):
         where = f" from {path}" if path else ""
         super().__init__(f"HTTP {status}{where}: {detail}")
         self.status = status
         self.detail = detail
         self.path = path
+        self.retry_after = retry_after
+        """The answer's ``Retry-After`` header, if any."""
 
 
 class NotFound(ResponseError):
@@ -103,19 +105,21 @@ class ToolFailed(ClientError):
 _NOT_FOUND_DETAILS = frozenset({"Invalid split", "Invalid index", "Invalid index range"})
 
 
-def response_error(status: int, detail: str, *, path: str = "", session_route: bool = False) -> ResponseError:
+def response_error(
+    status: int, detail: str, *, path: str = "", session_route: bool = False, retry_after: str | None = None
+) -> ResponseError:
     """The typed error for an HTTP error answer."""
     # A session route's 404 means the session is unknown, unless the route itself is missing
     # (``{"detail": "Not Found"}``, e.g. /messages on an ors-sdk server).
     if status == 410 or (status == 404 and session_route and detail != "Not Found"):
-        return SessionGone(status, detail, path=path)
+        return SessionGone(status, detail, path=path, retry_after=retry_after)
     if status == 404 or (status == 400 and detail in _NOT_FOUND_DETAILS):
-        return NotFound(status, detail, path=path)
+        return NotFound(status, detail, path=path, retry_after=retry_after)
     if status == 422:
-        return InputValidation(status, detail, path=path)
+        return InputValidation(status, detail, path=path, retry_after=retry_after)
     if status >= 500:
-        return ServerError(status, detail, path=path)
-    return ResponseError(status, detail, path=path)
+        return ServerError(status, detail, path=path, retry_after=retry_after)
+    return ResponseError(status, detail, path=path, retry_after=retry_after)
 
 
 _REASONS: dict[str, type[ToolCallError]] = {

@@ -1,17 +1,13 @@
 """HTTP with a bounded retry policy, JSON requests and ORS result streams (SSE).
 
-Retry policy (the reference clients' mistakes avoided):
-* only transport failures and 408/429/502/503/504 are retried; every other 4xx and a 500 fail
-  at once with a typed error;
-* the attempt counter never resets: a server that keeps answering 200 with a stream that
-  lacks ``end`` gets ``max_retries`` more tries, then a TransportError;
-* waits grow exponentially (``backoff`` · 2ⁿ, at most ``max_backoff``) unless the server says
-  ``Retry-After``.
+Retries follow the one policy of :mod:`envbuilder.retry` (not ``repeat_safe``: a 500 on a
+tool call may mean the tool ran, so it fails at once with a typed error). The attempt counter
+never resets: a server that keeps answering 200 with a stream that lacks ``end`` gets
+``max_retries`` more tries, then a TransportError.
 """
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import httpx
@@ -20,27 +16,12 @@ import orjson
 from envbuilder import __version__
 from envbuilder.client._errors import ClientError, ResponseError, ToolFailed, TransportError, response_error
 from envbuilder.client._sse import EventParser, LineSplitter, ResultReader
-from envbuilder.retry_after import parse_retry_after
+from envbuilder.retry import RetryPolicy
 
-__all__ = ["Http", "RetryPolicy"]
+__all__ = ["Http"]
 
-RETRY_STATUSES = frozenset({408, 429, 502, 503, 504})
-
-
-class RetryPolicy:
-    def __init__(self, max_retries: int = 3, backoff: float = 0.5, max_backoff: float = 10.0):
-        self.max_retries = max_retries
-        self.backoff = backoff
-        self.max_backoff = max_backoff
-
-    def delay(self, attempt: int, retry_after: str | None = None) -> float:
-        """Seconds to wait before retry number ``attempt`` (1-based)."""
-        hinted = parse_retry_after(retry_after)
-        if hinted is not None:
-            return min(hinted, 60.0)
-        return min(self.max_backoff, self.backoff * 2 ** (attempt - 1))
-
-
+#: The client's default: an ORS server is usually close, so waits stay short.
+DEFAULT_RETRY = RetryPolicy(max_retries=3, backoff=0.5, max_backoff=10.0)
 
 
 def _detail(response: httpx.Response) -> str:
@@ -74,7 +55,8 @@ class Http:
         headers = {"user-agent": f"envbuilder/{__version__}"}
         if api_key:
             headers["x-api-key"] = api_key
-        self.retry = retry or RetryPolicy()
+        self.base_url = base_url.rstrip("/")
+        self.retry = retry or DEFAULT_RETRY
         # Servers ping every 10 s during a long tool call: a silent stream is a dead one.
         self._sse_timeout = httpx.Timeout(timeout, read=sse_read_timeout)
         self._client = httpx.AsyncClient(
@@ -90,7 +72,11 @@ class Http:
 
     def _error(self, response: httpx.Response, path: str, session_route: bool) -> ResponseError:
         return response_error(
-            response.status_code, _detail(response), path=path, session_route=session_route
+            response.status_code,
+            _detail(response),
+            path=path,
+            session_route=session_route,
+            retry_after=response.headers.get("retry-after"),
         )
 
     async def request(
@@ -105,7 +91,7 @@ class Http:
     ) -> Any:
         """A JSON request; the decoded JSON answer. Retries within the policy."""
         headers = {**(headers or {}), **({"x-session-id": sid} if sid else {})}
-        attempt = 0
+        attempts = self.retry.attempts()
         while True:
             retry_after = None
             try:
@@ -121,13 +107,11 @@ class Http:
                             response.status_code, "the answer is not JSON", path=path
                         ) from None
                 failure = self._error(response, path, session_route)
-                if response.status_code not in RETRY_STATUSES:
+                if not self.retry.retryable(response.status_code):
                     raise failure
                 retry_after = response.headers.get("retry-after")
-            attempt += 1
-            if attempt > self.retry.max_retries:
+            if not await attempts.retry(str(failure), retry_after):
                 raise failure
-            await asyncio.sleep(self.retry.delay(attempt, retry_after))
 
     async def stream(
         self, path: str, body: dict[str, Any], *, sid: str | None = None, resumable: bool = True
@@ -139,7 +123,7 @@ class Http:
         if sid:
             headers["x-session-id"] = sid
         task_id: str | None = None
-        attempt = 0
+        attempts = self.retry.attempts()
         while True:
             retry_after = None
             reader = ResultReader(task_id=task_id)
@@ -155,18 +139,16 @@ class Http:
                     ) from None
                 raise
             except ResponseError as exc:
-                if exc.status not in RETRY_STATUSES:
+                if not self.retry.retryable(exc.status):
                     raise
                 failure: ClientError = exc
-                retry_after = getattr(exc, "retry_after", None)
+                retry_after = exc.retry_after
             except (httpx.TransportError, _Dropped) as exc:
                 failure = TransportError(f"POST {path}: the stream broke off ({exc!r})")
                 if resumable and reader.task_id:
                     task_id = reader.task_id
-            attempt += 1
-            if attempt > self.retry.max_retries:
+            if not await attempts.retry(str(failure), retry_after):
                 raise failure
-            await asyncio.sleep(self.retry.delay(attempt, retry_after))
 
     async def _read_stream(
         self, path: str, body: dict[str, Any], headers: dict[str, str], reader: ResultReader
@@ -176,9 +158,7 @@ class Http:
         ) as response:
             if not response.is_success:
                 await response.aread()
-                error = self._error(response, path, session_route=True)
-                error.retry_after = response.headers.get("retry-after")  # type: ignore[attr-defined]
-                raise error
+                raise self._error(response, path, session_route=True)
             if response.headers.get("content-type", "").startswith("application/json"):
                 # The public spec text shows /create_session answering JSON {"sid": ...}.
                 await response.aread()

@@ -15,8 +15,8 @@ import httpx
 
 from envbuilder.client._async import AsyncClient, AsyncRemoteEnvironment, AsyncSession
 from envbuilder.client._formats import Format, ToolFormat
-from envbuilder.client._http import RetryPolicy
 from envbuilder.protocol import ContentBlock, Split, ToolOutput
+from envbuilder.retry import RetryPolicy
 
 __all__ = ["Client", "RemoteEnvironment", "Session"]
 

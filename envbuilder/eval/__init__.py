@@ -1,24 +1,43 @@
 """Evaluate a model on an environment: an agent loop over an OpenAI-compatible endpoint.
 
-``plan_eval`` picks the episodes (skipping those an earlier run finished), ``run_eval`` plays
-them concurrently on a ``LocalBackend`` (a compiled spec, in-process) or a ``RemoteBackend``
-(an ORS server), writes one JSON line per episode, and returns a ``Summary``.
+``plan_eval`` fixes the run's identity and picks the episodes (refusing a results file of another
+run, skipping episodes it already holds), ``run_eval`` plays them concurrently on a
+``LocalBackend`` (a compiled spec, in-process) or a ``RemoteBackend`` (an ORS server) and appends
+one JSON line per episode, ``summarize`` scores them, ``compare_runs`` pairs two runs, and
+``write_report`` renders a run as one self-contained HTML page.
 """
 
 from envbuilder.eval._backends import LocalBackend, RemoteBackend
-from envbuilder.eval._model import ChatModel, ModelError
-from envbuilder.eval._results import Summary, load_records, summarize
+from envbuilder.eval._compare import Comparison, Difference, compare_runs
+from envbuilder.eval._model import ChatModel, ModelError, Sampling
+from envbuilder.eval._report import write_report
+from envbuilder.eval._results import OUTCOMES, Summary, outcome_of, summarize
+from envbuilder.eval._run import ResultsFile, RunIdentity, RunMismatch
 from envbuilder.eval._runner import EvalPlan, plan_eval, run_eval
+from envbuilder.eval._stats import Estimate, clustered_mean, paired_difference, pass_at_k
 
 __all__ = [
+    "OUTCOMES",
     "ChatModel",
+    "Comparison",
+    "Difference",
+    "Estimate",
     "EvalPlan",
     "LocalBackend",
     "ModelError",
     "RemoteBackend",
+    "ResultsFile",
+    "RunIdentity",
+    "RunMismatch",
+    "Sampling",
     "Summary",
-    "load_records",
+    "clustered_mean",
+    "compare_runs",
+    "outcome_of",
+    "paired_difference",
+    "pass_at_k",
     "plan_eval",
     "run_eval",
     "summarize",
+    "write_report",
 ]

@@ -43,9 +43,17 @@ async def run_episode(handle: EpisodeHandle, model: ChatModel, max_turns: int) -
     usage = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
     calls: list[dict[str, Any]] = []
     record: dict[str, Any] = {
-        "task_id": handle.task_id, "status": "max_turns", "reward": None, "finished": False,
-        "metadata": None, "turns": 0, "usage": usage, "messages": messages, "tool_calls": calls,
+        "task_id": handle.task_id,
+        "status": "max_turns",
+        "reward": None,
+        "finished": False,
+        "metadata": None,
+        "turns": 0,
+        "usage": usage,
+        "messages": messages,
+        "tool_calls": calls,
         "error": None,
+        "error_reason": None,
     }
     last_output: dict[str, Any] | None = None
     for turn in range(1, max_turns + 1):
@@ -53,7 +61,7 @@ async def run_episode(handle: EpisodeHandle, model: ChatModel, max_turns: int) -
         try:
             reply = await model.complete(messages, tools)
         except ModelError as exc:
-            record.update(status="error", error=str(exc))
+            record.update(status="error", error=str(exc), error_reason=exc.reason)
             break
         for key in usage:
             value = (reply.get("usage") or {}).get(key)

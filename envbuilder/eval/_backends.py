@@ -15,6 +15,8 @@ __all__ = ["Backend", "EpisodeHandle", "LocalBackend", "RemoteBackend"]
 
 class EpisodeHandle(Protocol):
     task_id: str | None
+    task: dict[str, Any]
+    """The task's fields (for grouping results by a field such as ``subject``)."""
 
     async def messages(self) -> list[Message]: ...
     async def tools(self) -> list[ToolSpec]: ...
@@ -25,6 +27,12 @@ class EpisodeHandle(Protocol):
 
 class Backend(Protocol):
     env_name: str
+    server: str | None
+    """The ORS server's URL, or None in-process."""
+
+    async def content_hash(self) -> str | None:
+        """``sha256:…`` over the environment's files, None when unknown."""
+        ...
 
     async def splits(self) -> list[str]: ...
     async def num_tasks(self, split: str) -> int: ...
@@ -36,13 +44,14 @@ class _LocalEpisode:
     def __init__(self, env: Environment, episode: Episode):
         self.env = env
         self.episode = episode
-        self.task_id = str(episode.task.get("id")) if episode.task.get("id") is not None else None
+        self.task = dict(episode.task)
+        self.task_id = str(self.task["id"]) if self.task.get("id") is not None else None
 
     async def messages(self) -> list[Message]:
         return self.env.messages(self.episode.task)
 
     async def tools(self) -> list[ToolSpec]:
-        return list(self.env.tools_listing.tools)
+        return list(self.env.task_tools(self.episode.task).tools)
 
     async def call(self, name: str, tool_input: dict[str, Any]) -> dict[str, Any]:
         try:
@@ -58,6 +67,13 @@ class LocalBackend:
     def __init__(self, env: Environment):
         self.env = env
         self.env_name = env.name
+        self.server: str | None = None
+
+    async def content_hash(self) -> str | None:
+        from envbuilder.catalog import content_hash, environment_files, file_sha256
+
+        files = environment_files(self.env)
+        return content_hash({name: file_sha256(path) for name, path in files.items()})
 
     async def splits(self) -> list[str]:
         return list(self.env.splits)
@@ -74,9 +90,10 @@ class LocalBackend:
 
 
 class _RemoteEpisode:
-    def __init__(self, session: Any, task_id: str | None):
+    def __init__(self, session: Any, task: dict[str, Any]):
         self.session = session
-        self.task_id = task_id
+        self.task = task
+        self.task_id = str(task["id"]) if task.get("id") is not None else None
 
     async def messages(self) -> list[Message]:
         return list(await self.session.get_messages())
@@ -101,6 +118,19 @@ class RemoteBackend:
         self.client = client
         self.env = client.environment(env_name)
         self.env_name = env_name
+        self.server: str | None = str(client.http.base_url)
+
+    async def content_hash(self) -> str | None:
+        """From the server's ``GET /catalog`` (envbuilder's); None when it has none."""
+        try:
+            catalog = await self.client.http.request("GET", "/catalog")
+        except ClientError:
+            return None
+        for entry in catalog.get("environments", []) if isinstance(catalog, dict) else []:
+            if isinstance(entry, dict) and entry.get("name") == self.env_name:
+                found = entry.get("content_hash")
+                return str(found) if found else None
+        return None
 
     @classmethod
     async def connect(cls, url: str, env_name: str | None = None, **client_args: Any) -> RemoteBackend:
@@ -122,7 +152,7 @@ class RemoteBackend:
     async def episode(self, split: str, index: int) -> AsyncIterator[EpisodeHandle]:
         task = await self.env.task(split, index)
         async with self.env.session(split=split, index=index) as session:
-            yield _RemoteEpisode(session, str(task["id"]) if task.get("id") is not None else None)
+            yield _RemoteEpisode(session, task)
 
     async def aclose(self) -> None:
         await self.client.aclose()

@@ -1,18 +1,20 @@
-"""An OpenAI-compatible chat-completions endpoint, with bounded retries that honour Retry-After."""
+"""An OpenAI-compatible chat-completions endpoint: sampling parameters and the shared retry policy."""
 
 from __future__ import annotations
 
-import asyncio
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import httpx
 
 from envbuilder.errors import EnvbuilderError
-from envbuilder.retry_after import parse_retry_after
+from envbuilder.retry import RetryPolicy
 
-__all__ = ["ChatModel", "ModelError"]
+__all__ = ["ChatModel", "ModelError", "Sampling"]
 
-_RETRY = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+#: A chat completion has no side effects, so a 500 is retried too; a model endpoint under load
+#: may need the longer waits.
+DEFAULT_RETRY = RetryPolicy(max_retries=5, backoff=1.0, max_backoff=30.0, repeat_safe=True)
 
 
 class ModelError(EnvbuilderError):
@@ -20,9 +22,34 @@ class ModelError(EnvbuilderError):
 
     code = "model_error"
 
+    def __init__(self, message: str, *, reason: str):
+        super().__init__(message)
+        self.reason = reason
+        """A short cause to count errors by, e.g. ``HTTP 429`` or ``unreachable (ConnectError)``."""
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Sampling parameters sent with every request (None: not sent, the endpoint's default)."""
+
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
+    seed: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    """More request fields, e.g. ``{"reasoning_effort": "low"}``; the named ones win."""
+
+    def fields(self) -> dict[str, Any]:
+        """The request fields these parameters add."""
+        named = {k: v for k, v in asdict(self).items() if k != "extra" and v is not None}
+        return {**self.extra, **named}
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
 
 class ChatModel:
-    """``POST {base_url}/chat/completions`` with ``model``, ``messages`` and ``tools``."""
+    """``POST {base_url}/chat/completions`` with ``model``, ``messages``, ``tools`` and sampling."""
 
     def __init__(
         self,
@@ -30,22 +57,23 @@ class ChatModel:
         model: str,
         *,
         api_key: str | None = None,
-        max_retries: int = 5,
-        backoff: float = 1.0,
-        max_backoff: float = 30.0,
+        sampling: Sampling | None = None,
+        retry: RetryPolicy | None = None,
         timeout: float = 300.0,
         transport: httpx.AsyncBaseTransport | None = None,
     ):
         self.model = model
-        self.max_retries = max_retries
-        self.backoff = backoff
-        self.max_backoff = max_backoff
+        self.base_url = base_url.rstrip("/")
+        self.sampling = sampling or Sampling()
+        self.retry = retry or DEFAULT_RETRY
         self._key = api_key or None
         headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.AsyncClient(
-            base_url=base_url.rstrip("/"), headers=headers, timeout=timeout, transport=transport
+            base_url=self.base_url, headers=headers, timeout=timeout, transport=transport
         )
         self.retries = 0
+        """Requests retried so far (for progress reports)."""
+        self.last_retry_reason: str | None = None
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -55,30 +83,31 @@ class ChatModel:
 
     async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
         """The endpoint's JSON answer; raises ModelError when it fails for good."""
-        body: dict[str, Any] = {"model": self.model, "messages": messages}
+        body: dict[str, Any] = {**self.sampling.fields(), "model": self.model, "messages": messages}
         if tools:
             body["tools"] = tools
-        attempt = 0
+        attempts = self.retry.attempts()
         while True:
             retry_after: str | None = None
             try:
                 response = await self._client.post("/chat/completions", json=body)
             except httpx.TransportError as exc:
+                kind = "timeout" if isinstance(exc, httpx.TimeoutException) else "unreachable"
+                reason = f"{kind} ({type(exc).__name__})"
                 failure = f"the model endpoint could not be reached ({type(exc).__name__})"
             else:
                 if response.is_success:
                     return self._parse(response)
+                reason = f"HTTP {response.status_code}"
                 failure = f"the model endpoint answered HTTP {response.status_code}: {response.text[:300]}"
-                if response.status_code not in _RETRY:
-                    raise ModelError(self._redact(failure))
+                if not self.retry.retryable(response.status_code):
+                    raise ModelError(self._redact(failure), reason=reason)
                 retry_after = response.headers.get("retry-after")
-            attempt += 1
-            if attempt > self.max_retries:
-                raise ModelError(self._redact(f"{failure} (gave up after {attempt} tries)"))
-            self.retries += 1
-            hinted = parse_retry_after(retry_after)
-            delay = hinted if hinted is not None else self.backoff * 2 ** (attempt - 1)
-            await asyncio.sleep(min(delay, self.max_backoff))
+            if attempts.tries < self.retry.max_retries:  # about to wait for another try
+                self.retries += 1
+                self.last_retry_reason = reason
+            if not await attempts.retry(failure, retry_after):
+                raise ModelError(self._redact(attempts.gave_up()), reason=reason)
 
     def _parse(self, response: httpx.Response) -> dict[str, Any]:
         try:
@@ -86,8 +115,11 @@ class ChatModel:
             message = data["choices"][0]["message"]
         except (ValueError, KeyError, IndexError, TypeError):
             raise ModelError(
-                self._redact(f"the model endpoint's answer has no choices[0].message: {response.text[:300]}")
+                self._redact(f"the model endpoint's answer has no choices[0].message: {response.text[:300]}"),
+                reason="malformed answer",
             ) from None
         if not isinstance(message, dict):
-            raise ModelError("the model endpoint's choices[0].message is not an object")
+            raise ModelError(
+                "the model endpoint's choices[0].message is not an object", reason="malformed answer"
+            )
         return dict(data)

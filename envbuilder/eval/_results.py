@@ -1,77 +1,139 @@
-"""Episode records on disk (one JSON line each, appended as they finish) and the run's summary."""
+"""A run's summary: episodes by how they ended, errors by reason, rewards with intervals, pass@k, groups.
+
+How an episode ended (its ``outcome``), one of :data:`OUTCOMES`:
+
+* ``correct`` / ``incorrect``: graded (the grader decided);
+* ``ungradeable``: the episode finished but the grader could not decide (reward null);
+* ``no_answer``: the turns ran out before the episode finished;
+* ``error``: the model endpoint or the environment failed (the reason is in ``error``).
+
+Two mean rewards, labelled: over **all** episodes (an episode without a reward counts 0, errors
+included) and over the **graded** ones only.
+"""
 
 from __future__ import annotations
 
-import json
-import math
-from dataclasses import dataclass
-from pathlib import Path
+import collections
+import dataclasses
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Summary", "load_records", "summarize"]
+from envbuilder.eval._stats import Estimate, clustered_mean, pass_at_k
 
-Key = tuple[str, str, int]
+__all__ = ["OUTCOMES", "Summary", "outcome_of", "summarize"]
 
-
-def key_of(record: dict[str, Any]) -> Key:
-    return (str(record["env"]), str(record["split"]), int(record["index"]))
+OUTCOMES = ("correct", "incorrect", "ungradeable", "no_answer", "error")
 
 
-def load_records(path: Path | None) -> dict[Key, dict[str, Any]]:
-    """The latest record of each (env, split, index) in ``path``; a torn last line is skipped."""
-    out: dict[Key, dict[str, Any]] = {}
-    if path is None or not path.exists():
-        return out
-    with path.open(encoding="utf-8") as f:
-        for line in f:
-            try:
-                record = json.loads(line)
-                out[key_of(record)] = record
-            except (ValueError, KeyError, TypeError):
-                continue
-    return out
+def outcome_of(record: dict[str, Any]) -> str:
+    """How the episode of ``record`` ended (see the module docstring)."""
+    if record.get("status") == "error":
+        return "error"
+    if not record.get("finished"):
+        return "no_answer"
+    if record.get("ungradeable"):
+        return "ungradeable"
+    return "correct" if record.get("correct") else "incorrect"
+
+
+def group_of(record: dict[str, Any], field_name: str) -> str:
+    """The value of task field ``field_name`` of the episode, as text (``-`` when absent)."""
+    value = (record.get("task") or {}).get(field_name)
+    return "-" if value is None else str(value)
 
 
 @dataclass(frozen=True)
 class Summary:
+    """The scores of a set of episodes (a run, or one group of it)."""
+
+    episodes: int
     tasks: int
-    scored: int
-    correct: int
-    ungradeable: int
-    errors: int
-    mean_reward: float | None
-    stderr: float | None
+    outcomes: dict[str, int]
+    errors_by_reason: dict[str, int]
+    reward_all: Estimate
+    """Mean reward over all episodes, a missing reward counting 0."""
+    reward_graded: Estimate
+    """Mean reward over graded episodes (correct or incorrect) only."""
+    accuracy: Estimate
+    """Share of correct episodes among graded ones."""
+    pass_at: dict[int, float]
+    """pass@k for k ≤ the fewest samples any task has (correct = the grader's outcome)."""
     turns: int
     prompt_tokens: int
     completion_tokens: int
+    groups: dict[str, Summary] = field(default_factory=dict)
 
     @property
-    def accuracy(self) -> float | None:
-        return self.correct / self.scored if self.scored else None
+    def errors(self) -> int:
+        return self.outcomes["error"]
+
+    @property
+    def graded(self) -> int:
+        return self.outcomes["correct"] + self.outcomes["incorrect"]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "episodes": self.episodes,
+            "tasks": self.tasks,
+            "outcomes": self.outcomes,
+            "errors_by_reason": self.errors_by_reason,
+            "mean_reward_all": self.reward_all.to_dict(),
+            "mean_reward_graded": self.reward_graded.to_dict(),
+            "accuracy_graded": self.accuracy.to_dict(),
+            "pass_at_k": {str(k): v for k, v in self.pass_at.items()},
+            "turns": self.turns,
+            "tokens": {"prompt": self.prompt_tokens, "completion": self.completion_tokens},
+            **({"groups": {k: g.to_dict() for k, g in self.groups.items()}} if self.groups else {}),
+        }
 
 
-def summarize(records: list[dict[str, Any]]) -> Summary:
-    """Accuracy and mean reward over the scored episodes: those that ended without an error and
-    were not ungradeable; an episode that never earned a reward counts as 0."""
-    scored = [r for r in records if r.get("status") != "error" and not r.get("ungradeable")]
-    rewards = [float(r.get("reward") or 0.0) for r in scored]
-    n = len(rewards)
-    mean = sum(rewards) / n if n else None
-    stderr = None
-    if n > 1 and mean is not None:
-        var = sum((x - mean) ** 2 for x in rewards) / (n - 1)
-        stderr = math.sqrt(var / n)
-    elif n == 1:
-        stderr = 0.0
+def _ks(most: int) -> list[int]:
+    ks, k = [], 1
+    while k < most:
+        ks.append(k)
+        k *= 2
+    return [*ks, most] if most else []
+
+
+def _task(record: dict[str, Any]) -> tuple[str, int]:
+    return (str(record.get("split")), int(record.get("index") or 0))
+
+
+def summarize(records: Iterable[dict[str, Any]], *, group_by: str | None = None) -> Summary:
+    """The summary of ``records`` (episode records of one run), per group of ``group_by`` too."""
+    records = list(records)
+    outcomes = collections.Counter(outcome_of(r) for r in records)
+    reasons = collections.Counter(
+        str(r.get("error_reason") or "other") for r in records if outcome_of(r) == "error"
+    )
+    graded = [r for r in records if outcome_of(r) in ("correct", "incorrect")]
+    by_task: dict[tuple[str, int], list[bool]] = collections.defaultdict(list)
+    for r in records:
+        by_task[_task(r)].append(outcome_of(r) == "correct")
+    fewest = min((len(v) for v in by_task.values()), default=0)
+    pass_at = {
+        k: sum(pass_at_k(len(v), sum(v), k) for v in by_task.values()) / len(by_task) for k in _ks(fewest)
+    }
+    groups: dict[str, Summary] = {}
+    if group_by is not None:
+        members: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
+        for r in records:
+            members[group_of(r, group_by)].append(r)
+        groups = {name: summarize(rs) for name, rs in sorted(members.items())}
     return Summary(
-        tasks=len(records),
-        scored=n,
-        correct=sum(1 for r in scored if r.get("correct")),
-        ungradeable=sum(1 for r in records if r.get("ungradeable") and r.get("status") != "error"),
-        errors=sum(1 for r in records if r.get("status") == "error"),
-        mean_reward=mean,
-        stderr=stderr,
+        episodes=len(records),
+        tasks=len(by_task),
+        outcomes={o: outcomes.get(o, 0) for o in OUTCOMES},
+        errors_by_reason=dict(reasons.most_common()),
+        reward_all=clustered_mean((_task(r), float(r.get("reward") or 0.0)) for r in records),
+        reward_graded=clustered_mean((_task(r), float(r.get("reward") or 0.0)) for r in graded),
+        accuracy=dataclasses.replace(
+            clustered_mean((_task(r), float(outcome_of(r) == "correct")) for r in graded), bounds=(0.0, 1.0)
+        ),
+        pass_at=pass_at,
         turns=sum(int(r.get("turns") or 0) for r in records),
         prompt_tokens=sum(int((r.get("usage") or {}).get("prompt_tokens") or 0) for r in records),
         completion_tokens=sum(int((r.get("usage") or {}).get("completion_tokens") or 0) for r in records),
+        groups=groups,
     )

@@ -1,11 +1,11 @@
-"""Run episodes concurrently, append each trajectory to the results file, resume a stopped run."""
+"""Run episodes concurrently, append each to the run's results file, resume a stopped run."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -13,37 +13,80 @@ from envbuilder.errors import EnvbuilderError
 from envbuilder.eval._agent import run_episode
 from envbuilder.eval._backends import Backend
 from envbuilder.eval._model import ChatModel
-from envbuilder.eval._results import Summary, load_records, summarize
+from envbuilder.eval._run import EpisodeKey, ResultsFile, RunIdentity, without_transcript
 
 __all__ = ["EvalPlan", "plan_eval", "run_eval"]
+
+# Task fields longer than this are not copied into the records (they are for grouping).
+_FIELD_CHARS = 200
 
 
 @dataclass(frozen=True)
 class EvalPlan:
-    env: str
-    split: str
-    indices: list[int]
-    todo: list[int]
-    """Indices without a finished record in the results file (the rest are skipped)."""
+    identity: RunIdentity
+    episodes: list[EpisodeKey]
+    """Every episode of the run, in order: (split, index, sample)."""
+    todo: list[EpisodeKey]
+    """Episodes without a record that ended without an error (the rest are kept)."""
+    done: dict[EpisodeKey, dict[str, Any]] = field(default_factory=dict)
+    results: ResultsFile | None = None
+
+    @property
+    def env(self) -> str:
+        return self.identity.env
+
+    @property
+    def split(self) -> str:
+        return self.identity.split
 
 
 async def plan_eval(
-    backend: Backend, *, split: str | None, limit: int | None, out: Path | None
+    backend: Backend,
+    model: ChatModel,
+    *,
+    split: str | None,
+    limit: int | None,
+    samples: int = 1,
+    max_turns: int = 10,
+    out: Path | None = None,
+    command: str | None = None,
 ) -> EvalPlan:
+    """The run's identity and the episodes still to play.
+
+    Raises:
+        RunMismatch: ``out`` holds another run.
+        EnvbuilderError: an unknown split.
+    """
     splits = await backend.splits()
     if split is None:
         split = "test" if "test" in splits else splits[0]
     elif split not in splits:
-        raise EnvbuilderError(f"unknown split {split!r}", hint=f"Splits: {', '.join(splits)}",
-                              code="invalid_split")
+        raise EnvbuilderError(
+            f"unknown split {split!r}", hint=f"Splits: {', '.join(splits)}", code="invalid_split"
+        )
+    identity = RunIdentity(
+        env=backend.env_name, env_hash=await backend.content_hash(), server=backend.server,
+        split=split, limit=limit, model=model.model, endpoint=model.base_url,
+        sampling=model.sampling.to_dict(), samples=samples, max_turns=max_turns,
+    )  # fmt: skip
     n = await backend.num_tasks(split)
-    indices = list(range(n if limit is None else min(n, max(0, limit))))
-    done = load_records(out)
-    todo = [
-        i for i in indices
-        if done.get((backend.env_name, split, i), {}).get("status") not in ("finished", "max_turns")
+    episodes = [
+        (split, i, s) for i in range(n if limit is None else min(n, max(0, limit))) for s in range(samples)
     ]
-    return EvalPlan(backend.env_name, split, indices, todo)
+    results = ResultsFile(out) if out is not None else None
+    earlier = results.open_for(identity, command) if results is not None else {}
+    wanted = set(episodes)
+    done = {k: r for k, r in earlier.items() if r.get("status") != "error" and k in wanted}
+    todo = [k for k in episodes if k not in done]
+    return EvalPlan(identity, episodes, todo, done, results)
+
+
+def _fields(task: dict[str, Any]) -> dict[str, Any]:
+    """The task's short scalar fields, kept in the record so results can be grouped later."""
+    return {
+        k: v for k, v in task.items()
+        if isinstance(v, (str, int, float, bool)) and len(str(v)) <= _FIELD_CHARS
+    }  # fmt: skip
 
 
 async def run_eval(
@@ -52,39 +95,58 @@ async def run_eval(
     plan: EvalPlan,
     *,
     concurrency: int = 4,
-    max_turns: int = 10,
-    out: Path | None = None,
     on_record: Callable[[dict[str, Any]], None] | None = None,
-) -> tuple[Summary, list[dict[str, Any]]]:
-    """Play every episode of ``plan.todo``; the summary covers all of ``plan.indices``
-    (including episodes finished by an earlier run into the same ``out``)."""
-    queue: asyncio.Queue[int] = asyncio.Queue()
-    for i in plan.todo:
-        queue.put_nowait(i)
-    new: dict[int, dict[str, Any]] = {}
-    sink = out.open("a", encoding="utf-8") if out is not None else None
+) -> list[dict[str, Any]]:
+    """Play every episode of ``plan.todo``; the records of all of ``plan.episodes`` in order
+    (including those an earlier run into the same file finished). With a results file the
+    records come without their transcripts (``messages``, ``tool_calls``): those are in the file."""
+    queue: asyncio.Queue[EpisodeKey] = asyncio.Queue()
+    for key in plan.todo:
+        queue.put_nowait(key)
+    new: dict[EpisodeKey, dict[str, Any]] = {}
+    sink = plan.results.path.open("a", encoding="utf-8") if plan.results is not None else None
+    run_id = plan.identity.run_id
 
-    async def one(index: int) -> dict[str, Any]:
-        head = {"env": plan.env, "split": plan.split, "index": index, "model": model.model}
+    async def one(key: EpisodeKey) -> dict[str, Any]:
+        split, index, sample = key
+        head: dict[str, Any] = {
+            "run_id": run_id,
+            "env": plan.env,
+            "split": split,
+            "index": index,
+            "sample": sample,
+            "model": model.model,
+        }
         try:
-            async with backend.episode(plan.split, index) as handle:
-                record = await run_episode(handle, model, max_turns)
+            async with backend.episode(split, index) as handle:
+                head["task"] = _fields(handle.task)
+                record = await run_episode(handle, model, plan.identity.max_turns)
         except Exception as exc:  # the environment failed: this episode's error, not the run's
-            record = {"status": "error", "error": f"{type(exc).__name__}: {exc}", "reward": None,
-                      "turns": 0, "usage": {}, "messages": [], "tool_calls": []}
+            record = {
+                "status": "error",
+                "error": f"{type(exc).__name__}: {exc}",
+                "error_reason": f"environment ({type(exc).__name__})",
+                "reward": None,
+                "finished": False,
+                "turns": 0,
+                "usage": {},
+                "messages": [],
+                "tool_calls": [],
+            }
         return {**head, **record}
 
     async def worker() -> None:
         while True:
             try:
-                index = queue.get_nowait()
+                key = queue.get_nowait()
             except asyncio.QueueEmpty:
                 return
-            record = await one(index)
-            new[index] = record
+            record = await one(key)
             if sink is not None:
                 sink.write(json.dumps(record, ensure_ascii=False) + "\n")
                 sink.flush()
+            # Once on disk, the transcript is not kept: a long run's memory stays small.
+            new[key] = without_transcript(record) if sink is not None else record
             if on_record is not None:
                 on_record(record)
 
@@ -93,10 +155,4 @@ async def run_eval(
     finally:
         if sink is not None:
             sink.close()
-    previous = load_records(out) if out is not None else {}
-    records = [
-        new.get(i) or previous[(plan.env, plan.split, i)]
-        for i in plan.indices
-        if i in new or (plan.env, plan.split, i) in previous
-    ]
-    return summarize(records), records
+    return [new.get(k) or plan.done[k] for k in plan.episodes if k in new or k in plan.done]

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import random
 import time
 import weakref
 from dataclasses import dataclass
@@ -23,7 +22,7 @@ from envbuilder.graders import _safe_regex
 from envbuilder.graders._base import Grade, Grader, GraderConfig, GraderContext, Outcome, Task
 from envbuilder.graders._judge_cache import JudgeCache, cache_key, open_cache
 from envbuilder.plugins import ConfigModel
-from envbuilder.retry_after import parse_retry_after
+from envbuilder.retry import RetryPolicy
 from envbuilder.templating import Template
 
 log = logging.getLogger("envbuilder.graders.judge")
@@ -180,6 +179,13 @@ class LLMJudgeGrader(Grader):
             weakref.WeakKeyDictionary()
         )
         self.stats = JudgeStats()
+        # A chat completion has no side effects, so a 500 is worth another try too.
+        self._retry = RetryPolicy(
+            max_retries=config.max_retries,
+            backoff=config.backoff,
+            max_retry_after=config.max_retry_after,
+            repeat_safe=True,
+        )
 
     @property
     def fields(self) -> frozenset[str]:
@@ -286,12 +292,10 @@ class LLMJudgeGrader(Grader):
         cfg = self.config
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         url = f"{cfg.base_url}/chat/completions"
-        problem = ""
-        for attempt in range(cfg.max_retries + 1):
-            if attempt:
-                self.stats.retries += 1
+        attempts = self._retry.attempts()
+        while True:
             self.stats.calls += 1
-            wait: float | None = None
+            wait: str | None = None
             try:
                 resp = await client.post(url, json=payload, headers=headers, timeout=cfg.timeout)
             except httpx.TimeoutException:
@@ -303,17 +307,14 @@ class LLMJudgeGrader(Grader):
                 if status == 200:
                     return _content(resp)
                 problem = f"HTTP {status}"
-                if status != 429 and status < 500:
+                if not self._retry.retryable(status):
                     hint = " (check the API key)" if status in (401, 403) else ""
                     raise JudgeUnavailable(f"the judge refused the request: {problem}{hint}")
-                wait = parse_retry_after(resp.headers.get("retry-after"))
-            if attempt == cfg.max_retries:
-                break
-            delay = cfg.backoff * 2**attempt * (0.5 + random.random() / 2) if wait is None else wait
-            delay = min(delay, cfg.max_retry_after)
-            log.debug("judge %s: %s; retry %d in %.2f s", cfg.model, problem, attempt + 1, delay)
-            await asyncio.sleep(delay)
-        raise JudgeUnavailable(f"the judge is unavailable after {cfg.max_retries + 1} tries: {problem}")
+                wait = resp.headers.get("retry-after")
+            log.debug("judge %s: %s (try %d)", cfg.model, problem, attempts.tries + 1)
+            if not await attempts.retry(problem, wait):
+                raise JudgeUnavailable(f"the judge is unavailable: {attempts.gave_up()}")
+            self.stats.retries += 1
 
     # -- the verdict ---------------------------------------------------------------------------
 
@@ -385,4 +386,3 @@ def _content(resp: httpx.Response) -> str:
     if not isinstance(content, str) or not content.strip():
         raise JudgeUnavailable("the judge's reply is empty")
     return content
-

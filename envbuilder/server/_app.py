@@ -68,6 +68,7 @@ def create_app(envs: list[Environment], settings: ServerSettings | None = None) 
             yield
         finally:
             task.cancel()
+            await state.drain()
             for env in state.envs.values():
                 await env.aclose()
 

@@ -162,7 +162,7 @@ class FastFront:
         sid = _sid(headers)
         request = _parse(CallRequest, headers, body)
         session = _ops.session_of(self.state, sid)
-        if self.state.envs[session.env].blocking:
+        if self.state.envs[session.env].is_blocking(request.name):
             raise _Fallback  # waits on I/O: FastAPI streams it with keep-alive pings
         task_id, result = _ops.start_call(self.state, session, request.name, request.input, request.task_id)
         if result is None:

@@ -182,13 +182,17 @@ def prompt(state: State, sid: str) -> Reply:
 
 
 def messages(state: State, sid: str) -> Reply:
+    """The conversation so far: the prompt, then each tool call and its result."""
     session = session_of(state, sid)
-    return models_reply(_render(state.envs[session.env].messages, session.episode.task))
+    return models_reply(_render(state.envs[session.env].conversation, session.episode))
 
 
 def task_tools(state: State, sid: str) -> Reply:
     session = session_of(state, sid)
-    return Reply(state.tools_json[session.env])
+    env = state.envs[session.env]
+    if env.toolbox.varies:  # some tools exist only for some tasks (`only_for`)
+        return json_reply(env.task_tools(session.episode.task))
+    return Reply(state.task_tools_json[session.env])
 
 
 def score_group(state: State, sid: str) -> Reply:
@@ -228,7 +232,7 @@ def start_call(
         return task_id, found
     task_id = uuid.uuid4().hex
     work = run_call(state, session, name, tool_input)
-    if state.envs[session.env].blocking:
+    if state.envs[session.env].is_blocking(name):
         return task_id, state.calls.start(task_id, work)
     return task_id, _recorded(state, task_id, work)
 

@@ -7,6 +7,7 @@ import logging
 from dataclasses import dataclass
 
 from envbuilder.environment import Environment
+from envbuilder.episode import Episode
 from envbuilder.errors import RequestError
 from envbuilder.server._calls import CallRegistry
 from envbuilder.server._sessions import SessionStore
@@ -47,6 +48,10 @@ class State:
         self.locks: dict[str, asyncio.Lock] = {}
         # Static answers, serialised once.
         self.tools_json = {k: e.tools_listing.model_dump_json().encode() for k, e in self.envs.items()}
+        self.task_tools_json = {
+            k: e.task_tools_listing.model_dump_json().encode() for k, e in self.envs.items()
+        }
+        self._cleanups: set[asyncio.Task[None]] = set()
         self.splits_json = {
             k: ("[" + ",".join(s.model_dump_json() for s in e.list_splits()) + "]").encode()
             for k, e in self.envs.items()
@@ -59,8 +64,24 @@ class State:
         return env
 
     def delete(self, sid: str) -> None:
+        session = self.sessions.get(sid)
         self.sessions.delete(sid)
         self.locks.pop(sid, None)
+        if session is not None and session.episode.tool_state:
+            self._end_session(self.envs[session.env], session.episode)
+
+    def _end_session(self, env: Environment, episode: Episode) -> None:
+        """Let the session's tools release what it left behind, in the background."""
+        if not env.cleanup:
+            return
+        task = asyncio.get_running_loop().create_task(env.end_session(episode))
+        self._cleanups.add(task)  # keep a reference until it is done
+        task.add_done_callback(self._cleanups.discard)
+
+    async def drain(self) -> None:
+        """Wait for the tools' end-of-session cleanups still running (at shutdown)."""
+        if self._cleanups:
+            await asyncio.gather(*self._cleanups, return_exceptions=True)
 
     def reap(self) -> None:
         for sid in self.sessions.idle(self.settings.session_timeout):

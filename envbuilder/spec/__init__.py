@@ -3,6 +3,7 @@
 from envbuilder.spec._load import LoadedSpec, load_spec, parse_spec, read_spec_data
 from envbuilder.spec._models import (
     ConversationSpec,
+    DialogueSpec,
     FewShotSpec,
     GraderTest,
     PromptSpec,
@@ -17,6 +18,7 @@ from envbuilder.spec._schema import json_schema
 
 __all__ = [
     "ConversationSpec",
+    "DialogueSpec",
     "FewShotSpec",
     "GraderTest",
     "LoadedSpec",

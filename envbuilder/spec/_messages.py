@@ -170,8 +170,10 @@ def _strip_tags(loc: tuple[Any, ...], data: Any, *, missing: bool = False) -> tu
     in_union = False
     for i, part in enumerate(loc):
         last = i == len(loc) - 1
-        if isinstance(node, dict) and part not in node and node.get("type") == part:
-            continue
+        if isinstance(node, dict) and node.get("type") == part and (
+            part not in node or (not last and not isinstance(node[part], dict | list))
+        ):
+            continue  # the tag of a plugin block (also when a key has the type's name)
         if isinstance(part, str) and (
             (out and not isinstance(node, dict | list))  # a scalar has no keys: a member tag
             or (isinstance(node, list))

@@ -9,11 +9,13 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 from envbuilder.data import SourceConfig, parse_slice, sources
 from envbuilder.graders import GraderConfig, graders
 from envbuilder.plugins import ConfigModel, PluginField
+from envbuilder.tools import ToolConfig, tools
 
 SplitType = Literal["train", "validation", "test"]
 
 DatasetField = Annotated[SourceConfig, PluginField(sources)]
 GraderField = Annotated[GraderConfig, PluginField(graders)]
+ToolField = Annotated[ToolConfig, PluginField(tools)]
 
 
 class SplitSpec(ConfigModel):
@@ -219,6 +221,51 @@ class SubmitSpec(ConfigModel):
     again (at most `max_attempts` such retries per episode, then `no_reward`)."""
     max_answer_chars: int = Field(default=100_000, ge=1)
     """Longer answers are refused as invalid tool input."""
+    terminal_tool: bool = False
+    """Also advertise the answer tool as the listings' `terminal_tool` (its `arg` is
+    `answer_field`): harnesses that support it (openreward's `call_terminal_tool`) pass the
+    model's plain final message to it. It stays in `tools` too, for harnesses that do not."""
+    feedback: str | None = None
+    """What the agent is told after a graded answer, as a Jinja template (default: `Correct!`,
+    `Incorrect.` or `Partially correct (score 0.50).`, then the attempts left). It sees the
+    task's fields and `outcome`, `score`, `reason`, `attempt`, `attempts_left`, `finished`,
+    `answer` and `grade` (the grader's details, e.g. `grade.extracted`), so graded hints are
+    possible: `{% if grade.extracted %}You answered {{ grade.extracted }}.{% endif %}`."""
+
+
+class DialogueSpec(ConfigModel):
+    """A conversation that unfolds: later user turns are revealed one at a time, each as the
+    output of the answer tool, until the last turn is answered."""
+
+    column: str | None = None
+    """A task field holding every user turn as a list of strings (e.g. MT-Bench's `turns`).
+    The prompt presents the first (e.g. `template: "{{ turns[0] }}"`); the answer tool reveals
+    the others in order."""
+    turns: list[str] | None = Field(default=None, min_length=1)
+    """Instead of `column`: the later user turns as Jinja templates over the task (and
+    `replies`, the agent's replies so far)."""
+    grade: Literal["each", "end"] = "end"
+    """`each`: every reply is graded by `grader` (which sees `turn`, `user_turns` and
+    `replies`); `end`: only the last reply is, with the whole dialogue in those fields. A reply's
+    own reward is in its output's metadata (`turn_reward`); the output's `reward` stays null
+    until the last reply, which carries the episode's reward (so a harness that keeps the last
+    reward and one that sums them agree)."""
+    reward: Literal["last", "mean", "min", "grader"] = "last"
+    """The episode's reward: the `last` graded reply's, the `mean` or `min` over the replies
+    (with `grade: each`), or the score of `transcript_grader` over the whole dialogue."""
+    transcript_grader: GraderField | None = None
+    """With `reward: grader`: grades the transcript (`User: ...` / `Assistant: ...`) as the
+    answer, after the last reply."""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> DialogueSpec:
+        if (self.column is None) == (self.turns is None):
+            raise ValueError("give exactly one of `column` or `turns`")
+        if self.reward in ("mean", "min") and self.grade != "each":
+            raise ValueError(f"`reward: {self.reward}` needs `grade: each` (one score per reply)")
+        if (self.reward == "grader") != (self.transcript_grader is not None):
+            raise ValueError("`reward: grader` and `transcript_grader` go together")
+        return self
 
 
 class GraderTest(ConfigModel):
@@ -228,6 +275,8 @@ class GraderTest(ConfigModel):
     """What the agent submits, e.g. `The answer is 72.`"""
     reward: float | None
     """The reward it must get; `null` when it must be ungradeable (no reward at all)."""
+    reason: str | None = None
+    """Text the grade's reason must contain, e.g. `timeout` (default: not checked)."""
     split: str | None = None
     """The split of the task it answers (default: the first split)."""
     index: int = 0
@@ -267,6 +316,11 @@ class Spec(ConfigModel):
     """The answer tool."""
     grader: GraderField
     """How a submitted answer is graded; `type:` names the grader (e.g. `exact_match`)."""
+    tools: list[ToolField] = Field(default_factory=list)
+    """Tools beside the answer tool; `type:` names the kind (`template`, `retrieve`,
+    `calculator`, or one a plugin package adds)."""
+    dialogue: DialogueSpec | None = None
+    """Later user turns revealed one at a time by the answer tool (a multi-turn dialogue)."""
     extends: str | None = None
     """A spec this one extends, relative to this file: its keys are the defaults, mappings merge
     key by key, and any other value set here replaces the base's. Relative paths inherited from

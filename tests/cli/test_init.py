@@ -103,3 +103,26 @@ def test_init_hub_id_offline_says_what_to_do(tmp_path: Path) -> None:
     result = runner.invoke(app, ["init", "no-such-owner/no-such-dataset"])
     assert result.exit_code == 1
     assert "HF_HUB_OFFLINE=0" in result.output and "Traceback" not in result.output
+
+
+def test_init_hints_at_conversation_columns(tmp_path: Path) -> None:
+    out = tmp_path / "mt.yaml"
+    args = ["init", str(ENVS / "data" / "mt_bench"), "--prompt-column", "category"]
+    result = runner.invoke(app, [*args, "--answer-column", "category", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    text = out.read_text(encoding="utf-8")
+    assert text.endswith(
+        "\n# `turns` holds several user turns: to reveal them one at a time (the submit tool's\n"
+        "# output is the next turn; the grader sees `turn`, `user_turns` and `replies`), use\n"
+        '#   prompt: {template: "{{ turns[0] }}"}\n'
+        "#   dialogue: {column: turns, grade: each, reward: mean}\n"
+        "\n# `messages` holds role/content turns: to serve them as the conversation, replace\n"
+        "# `prompt.template` with:\n"
+        "#   conversation: {column: messages}\n"
+    )
+    # The suggestion, applied, is a valid dialogue.
+    applied = text.replace("  template: |-\n    {{ category }}", "  template: |-\n    {{ turns[0] }}")
+    applied += "dialogue: {column: turns, grade: each, reward: mean}\n"
+    out.write_text(applied, encoding="utf-8")
+    check = runner.invoke(app, ["validate", str(out)])
+    assert check.exit_code == 0, check.output

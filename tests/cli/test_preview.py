@@ -58,3 +58,32 @@ def test_blocks_render_as_lines() -> None:
     assert _block(TextBlock(text="a\nb")) == ["a", "b"]
     call = ToolCallBlock(id="c1", name="submit", input={"answer": "72"})
     assert _block(call) == ['[tool call submit] {"answer": "72"}']
+
+
+def test_preview_shows_a_dialogues_later_turns_and_each_replys_target() -> None:
+    result = runner.invoke(app, ["preview", str(ENVS / "mt_bench.yaml"), "--index", "20"])
+    assert result.exit_code == 0, result.output
+    assert result.output.endswith(
+        "── test[20]  id 101 ──\n"
+        "[user]\n"
+        "Imagine you are participating in a race with a group of people. If you have just overtaken the"
+        " second person, what's your current position? Where is the person you just overtook?\n"
+        "[user, revealed by reply 1]\n"
+        'If the "second person" is changed to "last person" in the above question, what would the'
+        " answer be?\n"
+        "[dialogue] grade each, episode reward: mean\n"
+        "[target, reply 1] You are in second place.\n"
+        "[target, reply 2] Uncertain.\n"
+    )
+
+
+def test_preview_shows_each_tools_terms() -> None:
+    result = runner.invoke(app, ["preview", str(ENVS / "gsm8k_tools.yaml"), "--index", "0"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[5].startswith("  calculator (calculator; at most 20 calls): Evaluate an arithmetic")
+    assert lines[6] == "    expression (string, required): The arithmetic expression to evaluate."
+    assert lines[7] == (
+        "  hint (template; at most 1 call; costs 0.25 reward a call): Show the first step of a worked"
+        " solution. Costs 0.25 of the reward; once per episode."
+    )

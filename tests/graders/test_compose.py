@@ -21,7 +21,18 @@ TASK = {"question": "18 ducks: how many legs?", "answer": "36"}
 
 def test_builtins_register_through_entry_points() -> None:
     assert graders.names() == sorted(
-        ["all", "any", "cascade", "choice", "exact_match", "llm_judge", "math", "regex", "weighted_mean"]
+        [
+            "all",
+            "any",
+            "cascade",
+            "choice",
+            "exact_match",
+            "llm_judge",
+            "math",
+            "regex",
+            "unit_tests",
+            "weighted_mean",
+        ]
     )
 
 
@@ -141,7 +152,7 @@ def test_nested_errors_are_located(inner: str, expected: str) -> None:
 
 def test_nested_spec_compiles_and_json_schema_is_recursive() -> None:
     env = Environment(parse_spec(SPEC % "        - {type: regex, pattern: x}", file="t.yaml", base_dir=ENVS))
-    assert not env.blocking
+    assert not env.is_blocking("submit")
     schema = json_schema()
     defs = schema["$defs"]
     cascade: dict[str, Any] = defs["CascadeConfig"]

@@ -123,7 +123,7 @@ async def test_retries_are_bounded_then_ungradeable() -> None:
     assert time.monotonic() - started < 2  # Retry-After: 3600 was cut to 0.05 s
     assert len(server.requests) == 3
     assert result.outcome is Outcome.UNGRADEABLE
-    assert result.reason == "the judge is unavailable after 3 tries: HTTP 503"
+    assert result.reason == "the judge is unavailable: HTTP 503 (gave up after 3 tries)"
 
 
 async def test_slow_judge_times_out() -> None:

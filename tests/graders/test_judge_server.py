@@ -72,7 +72,7 @@ async def _submit(client: httpx.AsyncClient, index: int) -> dict[str, Any]:
 def test_64_concurrent_judged_episodes_do_not_serialise() -> None:
     with ChatServer(slow_judge) as judge:
         env = Environment(parse_spec(SPEC % judge.base_url, file="judged.yaml", base_dir=ENVS))
-        assert env.blocking
+        assert env.is_blocking("submit")
         app = create_app([env], ServerSettings(ping_interval=0.2))
         with serve_app(app) as url:
 

@@ -1,0 +1,65 @@
+"""A run as one self-contained HTML page: its identity, summary, groups and every transcript.
+
+Like the catalog site, the page needs no network (CSS and JS inlined) and everything from the
+run (model text, tool output, task fields) is data, autoescaped. Filtering by outcome and the
+search run in the browser.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+
+import jinja2
+
+from envbuilder.eval._results import Summary, outcome_of, summarize
+from envbuilder.eval._run import ResultsFile
+from envbuilder.templating import templates_dir
+
+__all__ = ["write_report"]
+
+
+@functools.cache
+def _html() -> jinja2.Environment:
+    # Not the sandboxed prompt factory: these templates are ours and the run's text is only data.
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(templates_dir()),
+        autoescape=True,
+        undefined=jinja2.ChainableUndefined,  # records of older runs may lack a field
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["pretty"] = lambda value: json.dumps(value, indent=2, ensure_ascii=False)
+    env.filters["count"] = lambda n: f"{n:,}"
+    env.filters["estimate"] = lambda e, percent=False: e.format(percent)
+    return env
+
+
+def write_report(
+    results: Path, out: Path | None = None, *, group_by: str | None = None
+) -> tuple[Path, Summary]:
+    """Render the run in ``results`` to ``out`` (default: beside it, ``.html``); the path and summary.
+
+    Raises:
+        EnvbuilderError: ``results`` is not a run's results file.
+    """
+    header, records = ResultsFile(results).load()
+    summary = summarize(records, group_by=group_by)
+    run = header["run"]
+    sampling = {k: v for k, v in (run.get("sampling") or {}).items() if v not in (None, {})}
+    page = (
+        _html()
+        .get_template("eval/report.html.jinja")
+        .render(
+            header=header,
+            run=run,
+            sampling=json.dumps(sampling) if sampling else "the endpoint's defaults",
+            s=summary,
+            group_by=group_by,
+            episodes=[{"r": r, "outcome": outcome_of(r)} for r in records],
+        )
+    )
+    out = out or results.with_suffix(".html")
+    out.write_text(page, encoding="utf-8")
+    return out, summary

@@ -1,0 +1,250 @@
+"""A run's identity and its results file: the header that says which run the episodes belong to.
+
+A run is everything that decides its results: the environment and its content hash, the split
+and task selection, the model and its endpoint, the sampling parameters, samples per task and
+the turn limit. The results file (JSONL) starts with a header line ``{"run": {...}, "run_id":
+...}`` and every episode line carries the same ``run_id``. Resuming into a file continues
+exactly that run; any other run is refused, naming each field that differs.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from envbuilder import __version__
+from envbuilder.errors import EnvbuilderError
+
+__all__ = ["EpisodeKey", "ResultsFile", "RunIdentity", "RunMismatch", "episode_key"]
+
+#: ``(split, task index, sample)``: one episode of a run.
+EpisodeKey = tuple[str, int, int]
+
+# The option that sets each identity field, for messages a user can act on.
+_OPTIONS = {
+    "env": "the environment",
+    "env_hash": "the environment's content hash",
+    "server": "the ORS server",
+    "split": "--split",
+    "limit": "--limit",
+    "model": "--model",
+    "endpoint": "--base-url",
+    "sampling": "the sampling options",
+    "samples": "--samples",
+    "max_turns": "--max-turns",
+}
+_SAMPLING = {
+    "temperature": "--temperature",
+    "top_p": "--top-p",
+    "max_tokens": "--max-tokens",
+    "seed": "--seed",
+    "extra": "--extra-body",
+}
+
+
+class RunMismatch(EnvbuilderError):
+    """A results file belongs to another run than the one asked for."""
+
+    code = "run_mismatch"
+
+
+@dataclass(frozen=True)
+class RunIdentity:
+    """Everything that decides a run's results (see the module docstring)."""
+
+    env: str
+    env_hash: str | None
+    """``sha256:…`` over the spec and its files; None when the server does not say."""
+    server: str | None
+    """The ORS server's URL, or None for a spec run in-process."""
+    split: str
+    limit: int | None
+    """The first ``limit`` tasks of the split (None: all)."""
+    model: str
+    endpoint: str
+    sampling: dict[str, Any] = field(default_factory=dict)
+    samples: int = 1
+    max_turns: int = 10
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def run_id(self) -> str:
+        """A short hash of the identity: equal identities, equal ids."""
+        text = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunIdentity:
+        return cls(**{k: data.get(k) for k in _OPTIONS})  # type: ignore[arg-type]
+
+    def differences(self, other: RunIdentity) -> list[str]:
+        """One line per field that differs: ``--model: "a" in the file, "b" now``."""
+        mine, theirs = self.to_dict(), other.to_dict()
+        out = []
+        for k in _OPTIONS:
+            if mine[k] == theirs[k]:
+                continue
+            if k == "sampling":
+                a, b = mine[k] or {}, theirs[k] or {}
+                out += [
+                    f"{_SAMPLING[s]}: {json.dumps(a.get(s))} in the file, {json.dumps(b.get(s))} now"
+                    for s in _SAMPLING
+                    if a.get(s) != b.get(s)
+                ]
+            else:
+                out.append(f"{_OPTIONS[k]}: {json.dumps(mine[k])} in the file, {json.dumps(theirs[k])} now")
+        return out
+
+
+#: The bulky parts of a record: needed to read an episode, not to resume or score a run.
+TRANSCRIPT = ("messages", "tool_calls")
+
+
+def without_transcript(record: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in record.items() if k not in TRANSCRIPT}
+
+
+def episode_key(record: dict[str, Any]) -> EpisodeKey:
+    return (str(record["split"]), int(record["index"]), int(record.get("sample") or 0))
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+
+
+class ResultsFile:
+    """A run's JSONL file: a header line, then one line per episode, appended as they finish."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def read(self, *, light: bool = False) -> tuple[dict[str, Any] | None, dict[EpisodeKey, dict[str, Any]]]:
+        """The header (None for a missing or empty file) and the latest record of each episode;
+        ``light``: without the transcripts (what resuming and scoring need, in little memory).
+
+        A torn last line (a run killed mid-write) is skipped.
+
+        Raises:
+            RunMismatch: the file has no run header (it is not a results file of this version).
+        """
+        if not self.path.exists():
+            return None, {}
+        header: dict[str, Any] | None = None
+        records: dict[EpisodeKey, dict[str, Any]] = {}
+        with self.path.open(encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                try:
+                    data = json.loads(line)
+                except ValueError:
+                    continue
+                if not isinstance(data, dict):
+                    continue
+                if n == 1:
+                    if "run" not in data:
+                        raise RunMismatch(
+                            f"{self.path}:1 has no run header",
+                            hint="It was not written by this version of `envbuilder eval`; use another --out",
+                        )
+                    header = data
+                    continue
+                try:
+                    records[episode_key(data)] = without_transcript(data) if light else data
+                except (KeyError, TypeError, ValueError):
+                    continue
+        return header, records
+
+    def header(self) -> dict[str, Any]:
+        """The run header (the first line), without reading the episodes."""
+        try:
+            with self.path.open(encoding="utf-8") as f:
+                header = json.loads(f.readline())
+        except (OSError, ValueError):
+            header = None
+        if not isinstance(header, dict) or "run" not in header:
+            raise EnvbuilderError(f"{self.path} holds no run", hint="Run `envbuilder eval … --out` first")
+        return header
+
+    def open_for(self, identity: RunIdentity, command: str | None = None) -> dict[EpisodeKey, dict[str, Any]]:
+        """Check that the file belongs to ``identity`` (or start it); its records so far.
+
+        Raises:
+            RunMismatch: the file belongs to another run; the message names every difference.
+        """
+        header, records = self.read(light=True)
+        if header is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            head = {
+                "run": identity.to_dict(),
+                "run_id": identity.run_id,
+                "started": _now(),
+                "command": command,
+                "envbuilder": __version__,
+            }
+            self.path.write_text(json.dumps(head, ensure_ascii=False) + "\n", encoding="utf-8")
+            return {}
+        theirs = RunIdentity.from_dict(header["run"])
+        if theirs != identity:
+            lines = "\n".join(f"  {d}" for d in theirs.differences(identity))
+            raise RunMismatch(
+                f"{self.path} belongs to another run ({header.get('run_id')}); it differs in:\n{lines}\n"
+                "Resume with the same options, or write this run to another --out"
+            )
+        self._drop_torn_tail()
+        return records
+
+    def _drop_torn_tail(self) -> None:
+        """Cut a last line without its newline (a run killed mid-write): appending after it
+        would glue the next record onto the fragment and lose it."""
+        with self.path.open("rb+") as f:
+            size = f.seek(0, 2)
+            if size == 0:
+                return
+            f.seek(size - 1)
+            if f.read(1) == b"\n":
+                return
+            keep = size - 1
+            while keep > 0:
+                f.seek(keep - 1)
+                if f.read(1) == b"\n":
+                    break
+                keep = max(0, keep - 1)
+            f.truncate(keep)
+
+    def load(self) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """The header and the episode records (in file order of their latest version).
+
+        Raises:
+            EnvbuilderError: the file does not exist or holds no run.
+        """
+        if not self.path.is_file():
+            raise EnvbuilderError(f"{self.path}: no such results file", code="not_found")
+        header, records = self.read()
+        if header is None:
+            raise EnvbuilderError(f"{self.path} holds no run", hint="Run `envbuilder eval … --out` first")
+        return header, sorted(records.values(), key=episode_key)
+
+    @property
+    def summary_path(self) -> Path:
+        """``results.jsonl`` → ``results.summary.json`` beside it."""
+        return self.path.with_name(self.path.stem + ".summary.json")
+
+    def write_summary(self, header: dict[str, Any], summary: dict[str, Any], group_by: str | None) -> Path:
+        """Write the run's summary (what ``envbuilder catalog --results`` reads); returns its path."""
+        data = {
+            "run": header["run"],
+            "run_id": header["run_id"],
+            "command": header.get("command"),
+            "started": header.get("started"),
+            "finished": _now(),
+            "results": self.path.name,
+            "group_by": group_by,
+            "summary": summary,
+        }
+        self.summary_path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        return self.summary_path

@@ -1,0 +1,182 @@
+"""The ``unit_tests`` grader: run the answer's code against the task's tests in the sandbox.
+
+A Jinja template over the task and the answer's code makes the program; a command runs it in
+the sandbox (:mod:`envbuilder.sandbox`), and the exit status decides: 0 passes. Layouts:
+
+HumanEval (``prompt``, ``test``, ``entry_point``; the answer completes the function or
+rewrites it whole)::
+
+    program: "{{ prompt }}{{ answer }}\\n\\n{{ test }}\\n\\ncheck({{ entry_point }})\\n"
+
+MBPP (``test_list``, ``test_setup_code``), all asserts at once, or one run per assert for a
+fraction of credit::
+
+    program: "{{ answer }}\\n\\n{{ test_setup_code }}\\n{% for t in test_list %}{{ t }}\\n{% endfor %}"
+    # or
+    cases: test_list
+    program: "{{ answer }}\\n\\n{{ test_setup_code }}\\n{{ case }}\\n"
+    score: fraction
+
+A crash, a timeout, a syntax error or a limit is a graded 0 whose reason says which; a
+sandbox that cannot run anything (engine missing or broken) makes the answer ungradeable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from envbuilder.errors import SandboxError, TemplateError
+from envbuilder.graders._base import Grade, Grader, GraderConfig, GraderContext, Outcome, Task
+from envbuilder.graders._code import extract_code
+from envbuilder.sandbox import Limits, RunResult, default_backend, run_code
+from envbuilder.templating import Template
+
+#: Names the program template gets besides the task's fields (these win on a clash).
+PROGRAM_VARIABLES = frozenset({"answer", "case", "task"})
+
+
+class UnitTestsConfig(GraderConfig):
+    """Run the answer's code with the task's tests in a sandbox; passing earns the reward."""
+
+    type: Literal["unit_tests"]
+    program: str | None = None
+    """Jinja template of the program run: the task's fields, `answer` (the code found in the
+    answer) and, with `cases`, `case`. E.g. HumanEval's
+    `{{ prompt }}{{ answer }}\\n{{ test }}\\ncheck({{ entry_point }})`."""
+    program_file: str | None = None
+    """The program template in a file beside the spec, instead of `program`."""
+    file: str = "main.py"
+    """The name the program is written under in the sandbox's working folder."""
+    command: list[str] = Field(default_factory=lambda: ["python3", "-I", "main.py"], min_length=1)
+    """The command that runs it, in the working folder (any language the sandbox has)."""
+    extract: Literal["auto", "fenced", "raw"] = "auto"
+    """`auto`: the first fenced code block of `languages` (or untagged) when there is one,
+    else the whole answer; `fenced`: a block is required; `raw`: the answer as it is."""
+    languages: list[str] = Field(default_factory=lambda: ["python", "py", "python3"])
+    """Fence tags taken as code, e.g. ```` ```python ````."""
+    cases: str | None = None
+    """A task field holding a list of separable tests (e.g. MBPP's `test_list`): one run per
+    test, each with that test as `case`."""
+    score: Literal["all", "fraction"] = "all"
+    """`all`: 1 when every run passes, else 0; `fraction`: the share of `cases` that pass."""
+    max_cases: int = Field(default=64, ge=1, le=1000)
+    """Tasks with more `cases` are ungradeable (each is a run)."""
+    reference: str | None = None
+    """Jinja template over the task giving a correct answer, e.g. `{{ canonical_solution }}`
+    (for `envbuilder check` and previews)."""
+    limits: Limits = Field(default_factory=Limits)
+    """What each run may use."""
+    backend: Literal["bubblewrap", "docker"] | None = None
+    """The sandbox; default `$ENVBUILDER_SANDBOX`, else `bubblewrap`. Usually the operator's
+    choice, so best left unset."""
+    max_answer_chars: int = Field(default=50_000, ge=1)
+    """Longer answers are ungradeable rather than run."""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> UnitTestsConfig:
+        if (self.program is None) == (self.program_file is None):
+            raise ValueError("give one of `program` or `program_file`")
+        if self.score == "fraction" and self.cases is None:
+            raise ValueError("`score: fraction` needs `cases` (the task field listing separate tests)")
+        return self
+
+
+class UnitTestsGrader(Grader):
+    Config = UnitTestsConfig
+    config: UnitTestsConfig
+    # A run takes from tens of milliseconds to its wall limit: stream with keep-alives.
+    blocking = True
+
+    def __init__(self, config: UnitTestsConfig, context: GraderContext):
+        super().__init__(config, context)
+        base = context.base_dir
+        if config.program is not None:
+            self._program = Template(config.program, name="grader.program", base_dir=base)
+        else:
+            assert config.program_file is not None
+            file = config.program_file
+            self._program = Template(file, name="grader.program_file", base_dir=base, from_file=True)
+        self._reference = (
+            Template(config.reference, name="grader.reference", base_dir=base) if config.reference else None
+        )
+        # Checked here, so a bad backend name fails when the spec loads, not on each answer.
+        self._backend = default_backend(config.backend)
+
+    @property
+    def fields(self) -> frozenset[str]:
+        own = self._program.variables - PROGRAM_VARIABLES
+        if self.config.cases:
+            own |= {self.config.cases}
+        return own | (self._reference.variables if self._reference else frozenset())
+
+    def target(self, task: Task) -> str | None:
+        return self._reference.render(task) if self._reference else None
+
+    def code(self, answer: str) -> str | None:
+        """The code in ``answer`` (None when the answer holds none where it must)."""
+        cfg = self.config
+        if cfg.extract == "raw":
+            return answer
+        return extract_code(answer, cfg.languages, require_fence=cfg.extract == "fenced")
+
+    def programs(self, code: str, task: Task) -> list[str]:
+        """The program(s) to run: one, or one per case."""
+        context = {**task, "task": task, "answer": code}
+        if self.config.cases is None:
+            return [self._program.render(context)]
+        cases = task.get(self.config.cases)
+        if not isinstance(cases, list | tuple):
+            raise TemplateError(f"grader.cases: the task field {self.config.cases!r} is not a list")
+        return [self._program.render({**context, "case": case}) for case in cases]
+
+    async def _run(self, program: str, key: object) -> RunResult:
+        cfg = self.config
+        return await run_code(
+            cfg.command, {cfg.file: program.encode()}, cfg.limits, backend=self._backend, key=key
+        )
+
+    async def grade(self, answer: str, task: Task, secrets: dict[str, str]) -> Grade:
+        cfg = self.config
+        too_long = Grade.too_long(answer, cfg.max_answer_chars, "run")
+        if too_long is not None:
+            return too_long
+        code = self.code(answer)
+        if code is None:
+            return Grade.ungradeable(f"no code block ({', '.join(cfg.languages)}) was found in the answer")
+        try:
+            programs = self.programs(code, task)
+        except TemplateError as exc:
+            return Grade.ungradeable(f"the program could not be built: {exc}")
+        if not programs:
+            return Grade.ungradeable("the task has no tests to run")
+        if len(programs) > cfg.max_cases:
+            return Grade.ungradeable(f"the task has {len(programs)} tests; at most {cfg.max_cases} are run")
+        key = object() if len(programs) > 1 else None  # one grade's cases queue as one party
+        try:
+            results = await asyncio.gather(*(self._run(p, key) for p in programs))
+        except SandboxError as exc:
+            return Grade.ungradeable(f"the sandbox could not run the code: {exc}", sandbox=self._backend.name)
+        return _score(results, cfg.score)
+
+
+def _score(results: list[RunResult], mode: str) -> Grade:
+    passed = sum(r.ok for r in results)
+    failed = [r for r in results if not r.ok]
+    details: dict[str, Any] = {"passed": passed, "total": len(results)}
+    if len(results) == 1:
+        details["run"] = results[0].to_dict()
+    else:
+        details["runs"] = [r.to_dict(tail=500) for r in results]
+    if not failed:
+        reason = "the tests passed" if len(results) == 1 else f"all {len(results)} tests passed"
+        return Grade(Outcome.CORRECT, 1.0, reason, details)
+    first = failed[0].describe()
+    if mode == "fraction":
+        score = passed / len(results)
+        outcome = Outcome.CORRECT if score > 0 else Outcome.INCORRECT
+        reason = f"{passed} of {len(results)} tests passed; first failure: {first}"
+        return Grade(outcome, score, reason, details)
+    return Grade(Outcome.INCORRECT, 0.0, first, details)

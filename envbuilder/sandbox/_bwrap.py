@@ -1,0 +1,229 @@
+"""The default sandbox backend: bubblewrap (``bwrap``, Debian/Ubuntu/Fedora package ``bubblewrap``).
+
+What a run sees and may do:
+
+- a read-only view of the system's programs and libraries (``/usr``, ``/bin``, ``/lib*``, a
+  few files of ``/etc``) and nothing else of the host: no home folders, no server files;
+- an empty environment (:data:`BASE_ENV` only), so no server secret reaches it;
+- a fresh ``/work`` (its working folder) and ``/tmp``, each a size-limited tmpfs (or, for a
+  session's tools, a host folder bound as ``/work``);
+- its own user, PID, IPC, UTS, mount, cgroup and network namespaces: no network at all (only
+  a loopback device), no other process visible or signalable;
+- rlimits set by ``prlimit`` (util-linux) inside the sandbox: CPU time, address space,
+  processes (counted per user namespace, so per run), file size, open files, no core dumps.
+
+Memory is bounded per process (RLIMIT_AS), so a run holds at most ``memory_mb`` x
+``processes``; a cgroup would bound the total but needs a delegated cgroup, which bwrap does not
+set up (the Docker backend's ``--memory`` is a cgroup limit on the whole container).
+
+``--die-with-parent`` and the PID namespace make cleanup total: when the run ends or is killed,
+the namespace's init dies and the kernel kills every process left in it. As root, the run
+also drops to an unprivileged uid (``$ENVBUILDER_SANDBOX_UID``, default 65534 "nobody") with
+``setpriv`` before bubblewrap starts, so even an escape lands as nobody. As another user it
+runs as that user in its own user namespace (unprivileged user namespaces must be enabled).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+
+from envbuilder.errors import SandboxError
+from envbuilder.sandbox._backend import BASE_ENV, Backend, check_file_names
+from envbuilder.sandbox._process import run_process
+from envbuilder.sandbox._result import Limits, RunResult
+
+#: Host paths shown read-only (when they exist); symlinks (merged /usr) are recreated as such.
+SYSTEM_PATHS = (
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/etc/alternatives",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/localtime",
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/nsswitch.conf",
+)
+#: Extra host paths to show read-only, separated by ``:`` (an interpreter outside /usr).
+EXTRA_PATHS_ENV = "ENVBUILDER_SANDBOX_PATHS"
+UID_ENV = "ENVBUILDER_SANDBOX_UID"
+_NOBODY = 65534
+_OPEN_FILES = 256
+_INSTALL_HINT = (
+    "Install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap)"
+)
+
+
+class BubblewrapBackend(Backend):
+    """Runs each command under ``bwrap`` in fresh namespaces with rlimits."""
+
+    name = "bubblewrap"
+
+    def __init__(self, *, extra_paths: Sequence[str] | None = None, uid: int | None = None):
+        if extra_paths is None:
+            extra_paths = [p for p in os.environ.get(EXTRA_PATHS_ENV, "").split(":") if p]
+        self.paths = (*SYSTEM_PATHS, *extra_paths)
+        self.root = os.geteuid() == 0
+        self.uid = uid if uid is not None else int(os.environ.get(UID_ENV, _NOBODY))
+
+    def describe(self) -> str:
+        who = f"uid {self.uid}" if self.root else "the server's user"
+        return f"bubblewrap (no network, own namespaces, as {who})"
+
+    def argv(
+        self,
+        command: Sequence[str],
+        limits: Limits,
+        fds: Mapping[str, int],
+        workdir: Path | None = None,
+        *,
+        ready: bool = False,
+    ) -> list[str]:
+        """The full command line for one run; ``fds`` maps each file name to a readable fd,
+        ``ready_fd`` (the launcher's stdin) is written to inside the sandbox once it is set up, just
+        before the command starts: bwrap's own failures are thus told from the code's."""
+        bwrap = shutil.which("bwrap")
+        prlimit = shutil.which("prlimit")
+        if bwrap is None:
+            raise SandboxError(
+                "the bubblewrap sandbox needs `bwrap`, which is not installed", hint=_INSTALL_HINT
+            )
+        if prlimit is None or not prlimit.startswith("/usr/"):
+            raise SandboxError(
+                "the bubblewrap sandbox needs `prlimit` in /usr (util-linux)", hint="Install util-linux"
+            )
+        out: list[str] = []
+        if self.root:
+            setpriv = shutil.which("setpriv")
+            if setpriv is None:
+                raise SandboxError(
+                    "running as root, the sandbox needs `setpriv` (util-linux) to drop to a uid"
+                )
+            out += [setpriv, f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups"]
+        out += [bwrap]
+        out += ["--unshare-all", "--die-with-parent", "--new-session", "--clearenv"]
+        out += ["--hostname", "sandbox"]
+        for key, value in BASE_ENV.items():
+            out += ["--setenv", key, value]
+        for path in self.paths:
+            out += _mirror(path)
+        disk = str(limits.disk_mb * 1024 * 1024)
+        out += ["--proc", "/proc", "--dev", "/dev", "--size", "1048576", "--tmpfs", "/dev/shm"]
+        out += ["--size", disk, "--tmpfs", "/tmp"]
+        if workdir is None:
+            out += ["--size", disk, "--tmpfs", "/work"]
+        else:
+            out += ["--bind", str(workdir), "/work"]
+        for name, fd in fds.items():
+            out += ["--file", str(fd), f"/work/{name}"]
+        # bwrap builds the view on its own tmpfs: make it read-only, or it is an unbounded disk.
+        out += ["--remount-ro", "/", "--chdir", "/work", "--"]
+        if ready:
+            # The launcher's stdin is the ready pipe: signal "set up", give the code /dev/null
+            # as stdin instead (it never holds the pipe), then become prlimit.
+            signal = 'printf 1 >&0 && exec 0</dev/null && exec "$@"'
+            out += ["/bin/sh", "-c", signal, "sh"]
+        out += [prlimit]
+        out += [
+            f"--cpu={limits.cpu_rlimit}:{limits.cpu_rlimit + 1}",
+            f"--as={limits.memory_mb * 1024 * 1024}",
+            f"--nproc={limits.processes}",
+            f"--fsize={disk}",
+            f"--nofile={_OPEN_FILES}",
+            "--core=0",
+            "--",
+            *command,
+        ]
+        return out
+
+    async def run(
+        self,
+        command: Sequence[str],
+        files: Mapping[str, bytes],
+        limits: Limits,
+        *,
+        workdir: Path | None = None,
+    ) -> RunResult:
+        check_file_names(files)
+        if not command:
+            raise SandboxError("the sandbox was given an empty command")
+        if shutil.which(command[0], path=BASE_ENV["PATH"]) is None and not any(
+            command[0].startswith(p.rstrip("/") + "/") for p in self.paths
+        ):
+            raise SandboxError(
+                f"the command {command[0]!r} is not in the sandbox (searched {BASE_ENV['PATH']})",
+                hint=f"Install it under /usr, or show its folder with {EXTRA_PATHS_ENV}",
+            )
+        ready_r, ready_w = os.pipe()
+        open_fds = [ready_w]
+
+        def close_write() -> None:  # once: the fd number may be reused after
+            while open_fds:
+                os.close(open_fds.pop())
+
+        try:
+            with _memfds(files) as fds:
+                argv = self.argv(command, limits, fds, workdir, ready=True)
+                try:
+                    result, _ = await run_process(
+                        argv, limits, stdin=ready_w, pass_fds=list(fds.values()), after_start=close_write
+                    )
+                except OSError as exc:
+                    raise SandboxError(
+                        f"bubblewrap could not be started: {exc}", hint=_INSTALL_HINT
+                    ) from None
+            close_write()
+            ready = _read_all(ready_r)
+        finally:
+            os.close(ready_r)
+            close_write()
+        if not ready and result.exit_code is not None:
+            # bwrap failed before the command started (no user namespaces, a bad mount): the
+            # code never ran. (The code never holds the pipe: this cannot be faked.)
+            raise SandboxError(f"bubblewrap failed: {result.stderr.strip()[:300]}")
+        return result
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    os.set_blocking(fd, False)
+    with contextlib.suppress(BlockingIOError):
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _mirror(path: str) -> list[str]:
+    """bwrap arguments showing host ``path`` read-only (a symlink as the same symlink)."""
+    if os.path.islink(path):
+        return ["--symlink", os.readlink(path), path]
+    if os.path.exists(path):
+        return ["--ro-bind", path, path]
+    return []
+
+
+@contextlib.contextmanager
+def _memfds(files: Mapping[str, bytes]) -> Iterator[dict[str, int]]:
+    """Each file's content in an anonymous in-memory file, rewound, for ``bwrap --file``."""
+    fds: dict[str, int] = {}
+    try:
+        for name, data in files.items():
+            fd = fds[name] = os.memfd_create(name, os.MFD_CLOEXEC)  # pass_fds opens it to bwrap
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.lseek(fd, 0, os.SEEK_SET)
+        yield fds
+    finally:
+        for fd in fds.values():
+            os.close(fd)

@@ -1,0 +1,119 @@
+"""Drive one sandbox process from the event loop: bounded output, a wall-time limit, a kill.
+
+The process is an isolation engine's launcher (``bwrap``, ``docker run``), never the model's
+code itself. Its pipes are read by the event loop as they fill, so nothing waits on a thread
+and a run that writes without end is killed as soon as it passes the output limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+from asyncio.subprocess import DEVNULL, PIPE
+from collections.abc import Awaitable, Callable, Sequence
+
+from envbuilder.sandbox._result import Limits, RunResult, Status, classify
+
+_CHUNK = 65536
+_DRAIN_SECONDS = 5.0
+
+
+async def run_process(
+    argv: Sequence[str],
+    limits: Limits,
+    *,
+    stdin: bytes | int | None = None,
+    pass_fds: Sequence[int] = (),
+    on_kill: Callable[[], Awaitable[None]] | None = None,
+    after_start: Callable[[], None] | None = None,
+    env: dict[str, str] | None = None,
+) -> tuple[RunResult, int]:
+    """Run ``argv``; return its result and the launcher's own exit status.
+
+    ``stdin`` is bytes to write to it, or a file descriptor to give it. ``on_kill`` runs
+    after the launcher is killed (a container engine must be told to stop the container:
+    killing its client does not); ``after_start`` once the process exists (to close the
+    parent's copies of descriptors it was given). ``env`` is the launcher's whole
+    environment (default: only ``PATH``): the server's own never reaches it.
+    Raises ``OSError`` when ``argv[0]`` cannot be started.
+    """
+    started = time.monotonic()
+    proc = await asyncio.create_subprocess_exec(
+        *argv,
+        stdin=stdin if isinstance(stdin, int) else DEVNULL if stdin is None else PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        pass_fds=tuple(pass_fds),
+        start_new_session=True,  # the server's terminal signals (Ctrl-C) are not the run's
+        env=env if env is not None else {"PATH": os.environ.get("PATH", os.defpath)},
+    )
+    if after_start is not None:
+        after_start()
+    budget = [limits.output_bytes]
+    over = asyncio.Event()
+    out, err = bytearray(), bytearray()
+
+    async def pump(stream: asyncio.StreamReader | None, buf: bytearray) -> None:
+        assert stream is not None
+        while chunk := await stream.read(_CHUNK):
+            buf += chunk[: max(0, budget[0])]
+            budget[0] -= len(chunk)
+            if budget[0] < 0:
+                over.set()  # the run is killed; read on (discarding) to the pipe's end
+
+    async def feed() -> None:
+        if not isinstance(stdin, bytes) or proc.stdin is None:
+            return
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            proc.stdin.write(stdin)
+            await proc.stdin.drain()
+            proc.stdin.close()
+
+    async def finish() -> None:
+        await asyncio.gather(feed(), pump(proc.stdout, out), pump(proc.stderr, err))
+        await proc.wait()
+
+    work = asyncio.ensure_future(finish())
+    overflow = asyncio.ensure_future(over.wait())
+    status: Status | None = None
+    try:
+        done, _ = await asyncio.wait(
+            {work, overflow}, timeout=limits.wall_seconds, return_when="FIRST_COMPLETED"
+        )
+        if overflow in done:
+            status = Status.OUTPUT_LIMIT
+        elif work not in done:
+            status = Status.TIMEOUT
+        else:
+            work.result()
+    finally:
+        overflow.cancel()
+        if status is not None or work.cancelled() or not work.done():
+            await _kill(proc, on_kill)
+        # Once every process is dead the pipes end: let the readers see that and close.
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await asyncio.wait_for(asyncio.shield(work), timeout=_DRAIN_SECONDS)
+        work.cancel()
+    code = proc.returncode if proc.returncode is not None else -1
+    # A launcher killed by a signal shows as -N; report it as a shell would, 128 + N.
+    shown = 128 - code if code < 0 else code
+    stderr = err.decode("utf-8", "replace")
+    result = RunResult(
+        status=status if status is not None else classify(shown, stderr),
+        exit_code=None if status is not None else shown,
+        stdout=out.decode("utf-8", "replace"),
+        stderr=stderr,
+        seconds=time.monotonic() - started,
+    )
+    return result, shown
+
+
+async def _kill(proc: asyncio.subprocess.Process, on_kill: Callable[[], Awaitable[None]] | None) -> None:
+    if proc.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+    if on_kill is not None:
+        await asyncio.shield(on_kill())
+    await asyncio.shield(proc.wait())

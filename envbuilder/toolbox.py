@@ -1,0 +1,232 @@
+"""An environment's tools: the answer tool and the `tools:` of its spec, behind one dispatch.
+
+The toolbox owns the rules every call follows whatever its tool: the finished latch, input
+validation against the declared schema, ``max_calls``, the reward ``cost`` of a call,
+``terminal`` tools, output bounds, and the episode's transcript (what ``/messages`` shows after
+the prompt). A tool type only runs a call (:mod:`envbuilder.tools`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from envbuilder.episode import Episode, SubmitTool, finished_error
+from envbuilder.errors import ToolError
+from envbuilder.protocol import (
+    MESSAGE_BLOCK_TYPES,
+    ListToolsOutput,
+    Message,
+    RunToolError,
+    RunToolSuccess,
+    TerminalToolSpec,
+    TextBlock,
+    ToolCallBlock,
+    ToolOutput,
+    ToolResultBlock,
+    ToolSpec,
+)
+from envbuilder.tools import Tool, ToolCall, input_model
+
+__all__ = ["Toolbox"]
+
+log = logging.getLogger("envbuilder.tools")
+
+MAX_TRANSCRIPT = 200
+"""Calls an episode may make in all: a session stays small (see ``Episode.transcript``)."""
+
+
+class _Declared:
+    """A tool of `tools:` with its input model and offered spec, built once."""
+
+    def __init__(self, tool: Tool):
+        self.tool = tool
+        self.config = tool.config
+        params = tool.config.input if tool.config.input is not None else tool.default_input
+        self.model: type[BaseModel] = input_model(tool.name, params)
+        self.spec = ToolSpec(
+            name=tool.name,
+            description=tool.config.description or tool.description,
+            input_schema=self.model.model_json_schema(),
+        )
+
+
+class Toolbox:
+    """The tools of one environment, and the per-call rules."""
+
+    def __init__(self, submit: SubmitTool, tools: Iterable[Tool]):
+        self.submit = submit
+        self.declared = {t.name: _Declared(t) for t in tools}
+        declared = list(self.declared.values())
+        spec = submit.spec
+        self._terminal = (
+            TerminalToolSpec(name=spec.name, arg=spec.answer_field, description=spec.description)
+            if spec.terminal_tool
+            else None
+        )
+        shared = [d.spec for d in declared if not (d.config.task_scoped or d.config.only_for)]
+        self.listing = self._listing([submit.tool_spec, *shared])
+        """``/tools``: the answer tool and the shared tools."""
+        self.task_listing = self._listing([submit.tool_spec] + [d.spec for d in declared])
+        """``/task_tools``: every tool, the task-scoped ones included."""
+        self.varies = any(d.config.only_for for d in declared)
+        """Whether a session's tools depend on its task (``only_for``)."""
+        self.cleanup = any(type(d.tool).end_session is not Tool.end_session for d in self.declared.values())
+        """Whether some tool releases per-session resources when a session ends."""
+
+    def _listing(self, specs: list[ToolSpec]) -> ListToolsOutput:
+        return ListToolsOutput(
+            tools=specs,
+            terminal_tool=self._terminal,
+            supports_score_group=False,
+            message_block_types=MESSAGE_BLOCK_TYPES,
+        )
+
+    def task_listing_for(self, task: dict[str, Any]) -> ListToolsOutput:
+        """``/task_tools`` of a session on ``task``: without the tools its task lacks."""
+        if not self.varies:
+            return self.task_listing
+        specs = [self.submit.tool_spec] + [d.spec for d in self.declared.values() if _offered(d, task)]
+        return self._listing(specs)
+
+    def blocking(self, name: str) -> bool:
+        """Whether a call of ``name`` may wait on I/O (it then streams with keep-alives)."""
+        declared = self.declared.get(name)
+        return declared.tool.blocking if declared is not None else self.submit.blocking
+
+    async def call(
+        self, episode: Episode, name: str, tool_input: dict[str, Any]
+    ) -> RunToolSuccess | RunToolError:
+        """Run one call under the per-call rules; failures are ``RunToolError``s or error outputs."""
+        declared = self.declared.get(name)
+        known = declared is not None and _offered(declared, episode.task)
+        if not known and name != self.submit.spec.name:
+            return RunToolError(error=f"{name!r} is not a valid tool", reason="not_found")
+        if episode.finished:
+            return finished_error(name)
+        if len(episode.transcript) >= MAX_TRANSCRIPT:
+            result: RunToolSuccess | RunToolError = _error_output(
+                f"this episode has made {MAX_TRANSCRIPT} tool calls, the most it may make", finished=True
+            )
+            episode.finished = True
+        elif declared is None:
+            result = await self.submit.call(episode, name, tool_input)
+            field = self.submit.spec.answer_field
+            tool_input = {field: tool_input[field]} if field in tool_input else {}  # ignored keys: not kept
+        else:
+            result = await self._run(declared, episode, tool_input)
+        if isinstance(result, RunToolSuccess):
+            _record(episode, name, tool_input, result.output)
+        return result
+
+    async def _run(
+        self, declared: _Declared, episode: Episode, tool_input: dict[str, Any]
+    ) -> RunToolSuccess | RunToolError:
+        config, name = declared.config, declared.tool.name
+        try:
+            args = declared.model.model_validate(tool_input).model_dump()
+        except ValidationError as exc:
+            errors = exc.errors(include_url=False, include_input=False)
+            return RunToolError(error=f"Tool input validation error: {errors}", reason="input_validation")
+        used = episode.tool_calls.get(name, 0)
+        if config.max_calls is not None and used >= config.max_calls:
+            return _error_output(
+                f"{name!r} was not run: it may be called at most {config.max_calls} "
+                f"time{'s' if config.max_calls != 1 else ''} per episode"
+            )
+        episode.tool_calls[name] = used + 1
+        state = episode.tool_state.setdefault(name, {})
+        try:
+            reply = await declared.tool.run(ToolCall(episode.task, args, state, episode.secrets))
+        except ToolError as exc:
+            return _error_output(f"{name!r} failed: {exc}")  # counted, but not charged
+        finally:
+            if not state:
+                episode.tool_state.pop(name, None)
+        episode.cost += config.cost
+        finished = reply.finished or config.terminal
+        metadata = dict(reply.metadata or {})
+        if config.cost:
+            metadata["cost"] = config.cost
+        reward = None
+        if finished:
+            episode.finished = True
+            reward = self.submit.charge(episode, self.submit.spec.reward_incorrect, metadata)
+        blocks = _bounded(reply.blocks, config.max_output_chars)
+        return RunToolSuccess(
+            output=ToolOutput(blocks=blocks, metadata=metadata or None, reward=reward, finished=finished)
+        )
+
+    async def end_session(self, episode: Episode) -> None:
+        """Let each tool release what this session's calls left behind."""
+        for name, state in list(episode.tool_state.items()):
+            declared = self.declared.get(name)
+            if declared is None or not state:
+                continue
+            try:
+                await declared.tool.end_session(state)
+            except Exception:  # cleanup of one tool must not stop the others'
+                log.exception("end_session of tool %r failed", name)
+
+    async def aclose(self) -> None:
+        for declared in self.declared.values():
+            await declared.tool.aclose()
+
+    def conversation(self, episode: Episode, prompt: list[Message]) -> list[Message]:
+        """``prompt`` followed by the episode's calls: each an assistant ``tool_call`` and a user
+        ``tool_result`` holding the output (for a dialogue: the next user turn)."""
+        out = list(prompt)
+        for entry in episode.transcript:
+            call = ToolCallBlock(id=entry["id"], name=entry["name"], input=entry["input"])
+            result = ToolResultBlock(
+                tool_call_id=entry["id"], blocks=[TextBlock(text=entry["output"])], is_error=entry["error"]
+            )
+            out.append(Message(role="assistant", blocks=[call]))
+            out.append(Message(role="user", blocks=[result]))
+        return out
+
+
+def _offered(declared: _Declared, task: dict[str, Any]) -> bool:
+    field = declared.config.only_for
+    return field is None or task.get(field) not in (None, "", [], {})
+
+
+def _error_output(text: str, *, finished: bool = False) -> RunToolSuccess:
+    """A call that failed, as the agent reads it: an output holding the error."""
+    return RunToolSuccess(
+        output=ToolOutput(
+            blocks=[TextBlock(text=f"Error: {text}")], metadata={"error": text}, finished=finished
+        )
+    )
+
+
+def _bounded(blocks: list[Any], limit: int) -> list[Any]:
+    out, left = [], limit
+    for block in blocks:
+        if isinstance(block, TextBlock) and len(block.text) > left:
+            cut = len(block.text) - left
+            out.append(TextBlock(text=f"{block.text[:left]}\n[… {cut:,} more characters cut]"))
+            left = 0
+        else:
+            out.append(block)
+            left -= len(block.text) if isinstance(block, TextBlock) else 0
+    return out
+
+
+def _record(episode: Episode, name: str, tool_input: dict[str, Any], output: ToolOutput) -> None:
+    """Add a call to the transcript: its text only, so that an image a tool returns does not
+    travel with the session on every store (``/messages`` shows the text of each result)."""
+    text = "\n".join(b.text for b in output.blocks if isinstance(b, TextBlock))
+    error = bool(output.metadata and output.metadata.get("error"))
+    episode.transcript.append(
+        {
+            "id": f"call_{len(episode.transcript) + 1}",
+            "name": name,
+            "input": tool_input,
+            "output": text,
+            "error": error,
+        }
+    )

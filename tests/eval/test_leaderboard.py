@@ -1,0 +1,57 @@
+"""``envbuilder catalog --results``: each environment's page shows the runs evaluated on it."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from envbuilder.cli import app
+from tests.conftest import ENVS
+from tests.eval.conftest import right_when
+from tests.fakes.chat_server import ChatServer
+
+
+def test_the_environment_page_shows_a_generated_leaderboard(answers, tmp_path: Path) -> None:
+    runs = {}
+    for model, good in {"weak": lambda i: i == 0, "strong": lambda i: i != 3}.items():
+        runs[model] = tmp_path / f"{model}.jsonl"
+        with ChatServer(right_when(answers, good)) as server:
+            result = CliRunner().invoke(app, [
+                "eval", str(ENVS / "gsm8k.yaml"), "--model", model, "--base-url", server.base_url,
+                "--limit", "4", "--out", str(runs[model])])  # fmt: skip
+        assert result.exit_code == 0, result.output
+    other = tmp_path / "other.summary.json"
+    summary = json.loads((tmp_path / "weak.summary.json").read_text())
+    summary["run"]["env"] = "not-catalogued"
+    other.write_text(json.dumps(summary))
+    site = tmp_path / "site"
+    result = CliRunner().invoke(app, [
+        "catalog", str(ENVS / "gsm8k.yaml"), "--out", str(site),
+        "--results", str(tmp_path / "weak.summary.json"), "--results", str(runs["strong"]),
+        "--results", str(other)])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "warning: 1 run(s) of 'not-catalogued', which is not in the catalog" in result.output
+    board = json.loads((site / "catalog.json").read_text())["environments"][0]["leaderboard"]
+    assert [(r["model"], r["score"], r["tasks"], r["samples"], r["same_version"]) for r in board] == [
+        ("strong", 0.75, 4, 1, True), ("weak", 0.25, 4, 1, True)]  # fmt: skip
+    assert board[1]["command"].startswith(
+        f"envbuilder eval {ENVS / 'gsm8k.yaml'} --model weak --base-url http"
+    )
+    html = (site / "env" / "gsm8k.html").read_text()
+    rows = re.findall(r'<tr class="run"><td><code>(\w+)</code>', html)
+    assert rows == ["strong", "weak"]
+    assert "<td>0.750</td>" in html and "--model strong" in html
+
+
+def test_a_bad_summary_is_an_error(tmp_path: Path) -> None:
+    bad = tmp_path / "x.summary.json"
+    bad.write_text('{"run": {}}')
+    result = CliRunner().invoke(app, ["catalog", str(ENVS / "gsm8k.yaml"), "--out", str(tmp_path / "s"),
+                                      "--results", str(bad)])  # fmt: skip
+    assert result.exit_code == 1
+    assert (
+        f"error: {bad}: not a run summary (no `run` and `summary`). Give the .summary.json" in result.output
+    )

@@ -1,0 +1,106 @@
+"""The ``python`` and ``bash`` tools: code run in the real bubblewrap sandbox during an episode."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from envbuilder.environment import Environment
+from envbuilder.episode import Episode
+from envbuilder.protocol import RunToolSuccess
+from envbuilder.server._sessions import Session
+from envbuilder.spec import parse_spec
+from envbuilder.tools._code import WORKDIRS_ENV
+
+HERE = Path(__file__).parent
+SPEC = """
+name: code-tools
+dataset: {type: jsonl, files: {test: data/qa.jsonl}}
+splits: {test: {type: test}}
+prompt: {template: "{{ question }}"}
+grader: {type: exact_match, target: "{{ answer }}"}
+tools:
+  - type: python
+    persist: true
+    limits: {wall_seconds: 5, cpu_seconds: 5, output_kb: 4, disk_mb: 1}
+  - type: python
+    name: scratch
+  - type: bash
+"""
+
+
+@pytest.fixture
+def workdirs(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    # Not under pytest's tmp_path: as root the sandbox runs as nobody, who must reach the folder.
+    root = Path(tempfile.mkdtemp(prefix="envbuilder-test-workdirs-"))
+    root.chmod(0o711)
+    monkeypatch.setenv(WORKDIRS_ENV, str(root))
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def env(workdirs: Path) -> Environment:
+    return Environment(parse_spec(SPEC, file="code.yaml", base_dir=HERE))
+
+
+async def _call(env: Environment, episode: Episode, tool: str, code: str) -> str:
+    result = await env.call_tool(episode, tool, {"code": code})
+    assert isinstance(result, RunToolSuccess), result
+    return "".join(getattr(b, "text", "") for b in result.output.blocks)
+
+
+async def test_a_session_keeps_its_folder_until_it_ends(env: Environment, workdirs: Path) -> None:
+    episode = Episode(task=env.split("test").task(0))
+    assert await _call(env, episode, "python", "open('notes.txt', 'w').write('kept')") == "[no output]"
+    assert await _call(env, episode, "python", "print(open('notes.txt').read())") == "kept"
+    # The state is the folder's name only: the session stays small, plain JSON.
+    name = episode.tool_state["python"]["workdir"]
+    data = json.loads(json.dumps(Session(sid="s", env="code-tools", episode=episode).to_dict()))
+    assert data["episode"]["tool_state"]["python"] == {"workdir": name}
+    folder = workdirs / name
+    assert (folder / "notes.txt").read_text() == "kept"
+    # Another session does not see it; a tool without `persist` starts empty each call.
+    other = Episode(task=env.split("test").task(0))
+    assert "FileNotFoundError" in await _call(env, other, "python", "open('notes.txt')")
+    assert "FileNotFoundError" in await _call(env, episode, "scratch", "open('notes.txt')")
+    await env.end_session(episode)
+    assert not folder.exists()
+
+
+async def test_limits_and_isolation_are_those_of_the_grader(env: Environment) -> None:
+    episode = Episode(task=env.split("test").task(0))
+    assert "timeout" in await _call(env, episode, "python", "while True: pass")
+    assert "output limit" in await _call(env, episode, "python", "while True: print('x' * 100)")
+    assert "Network is unreachable" in await _call(
+        env, episode, "python", "import socket; socket.create_connection(('1.1.1.1', 53), timeout=2)"
+    )
+    big = "open(f'f{i}', 'wb').write(b'x' * 600_000) for i in range(3)"
+    text = await _call(env, episode, "python", f"[{big}]")
+    assert "was emptied" in text
+    assert await _call(env, episode, "python", "import os; print(os.listdir('.'))") == "['_cell.py']"
+
+
+async def test_bash_runs_a_script(env: Environment) -> None:
+    episode = Episode(task=env.split("test").task(0))
+    text = await _call(env, episode, "bash", "echo $HOME; cd /tmp && echo hi > x && cat x; exit 3")
+    assert text.startswith("/work\nhi\n") and "exit status 3" in text
+
+
+async def test_a_folder_the_sandbox_cannot_reach_is_an_error_output(
+    env: Environment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hidden = Path(tempfile.mkdtemp(prefix="envbuilder-test-hidden-"))
+    try:
+        hidden.chmod(0o700)
+        monkeypatch.setenv(WORKDIRS_ENV, str(hidden / "workdirs"))
+        result = await env.call_tool(Episode(task=env.split("test").task(0)), "python", {"code": "print(1)"})
+        assert isinstance(result, RunToolSuccess)
+        assert result.output.metadata and "bubblewrap failed" in result.output.metadata["error"]
+    finally:
+        shutil.rmtree(hidden, ignore_errors=True)
