@@ -82,13 +82,18 @@ def publish(specs: list[Path], dest: str, *, sign_key: Path | None = None) -> Pu
             try:
                 env = load_environment(spec)
                 entry = catalog_entry(env)
-                made = _make_pack(spec, tmp / str(i), sign_key)
+                versions: list[dict[str, Any]] = list(entries.get(env.name, {}).get("versions", []))
+                same = next((v for v in versions if v["content_hash"] == entry["content_hash"]), None)
+                # A version already published (and still all there) is reused, not packed again.
+                reuse = same is not None and set(_pack_files(same["pack"])) <= present
+                made = None if reuse else _make_pack(spec, tmp / str(i), sign_key)
             except EnvbuilderError as exc:
                 failures.append(LoadFailure(spec, exc))
                 continue
-            versions: list[dict[str, Any]] = list(entries.get(env.name, {}).get("versions", []))
-            same = next((v for v in versions if v["content_hash"] == entry["content_hash"]), None)
-            if same is None or not set(_pack_files(same["pack"])) <= present:
+            if made is None:
+                assert same is not None
+                report.unchanged += _pack_files(same["pack"])
+            else:
                 ref, files = made
                 uploads.update({n: p for n, p in files.items() if n not in present})
                 report.unchanged += [n for n in files if n in present]
@@ -96,8 +101,6 @@ def publish(specs: list[Path], dest: str, *, sign_key: Path | None = None) -> Pu
                     same = {"version": entry["version"], "content_hash": entry["content_hash"]}
                     versions.insert(0, same)
                 same.update(pack=ref, published=_now())
-            else:
-                report.unchanged += _pack_files(same["pack"])
             entry["pack"] = same["pack"]
             entry["versions"] = versions
             entry["serve"] = serve_command(catalog_url, env.name, str(entry["version"]))
