@@ -37,15 +37,43 @@ TRAIN, TEST = GSM8K / "train-00000-of-00001.parquet", GSM8K / "test-00000-of-000
 SUBMIT = ["--tool", "submit", "--tool-input", '{"answer": "0"}']
 
 
-def orsbench(shared: Path, label: str, cmd: str, port: int, env: str, extra: list[str],
-             args: argparse.Namespace) -> dict[str, Any]:
+def orsbench(
+    shared: Path, label: str, cmd: str, port: int, env: str, extra: list[str], args: argparse.Namespace
+) -> dict[str, Any]:
     print(f"[compare] {label}", file=sys.stderr, flush=True)
-    argv = [sys.executable, str(shared / "bench" / "orsbench.py"), "--server-cmd", cmd,
-            "--url", f"http://127.0.0.1:{port}", "--env", env, "--split", "train", "--repeat", "1",
-            "--label", label, "--server-cpus", "0", "--client-cpus", "1", "--startup-timeout", "600",
-            "--micro-kinds", "task", "--micro-concurrency", "1,16",
-            "--micro-requests", str(args.requests), "--episodes", str(args.episodes),
-            "--episode-concurrency", "1,8,64", *extra]
+    argv = [
+        sys.executable,
+        str(shared / "bench" / "orsbench.py"),
+        "--server-cmd",
+        cmd,
+        "--url",
+        f"http://127.0.0.1:{port}",
+        "--env",
+        env,
+        "--split",
+        "train",
+        "--repeat",
+        "1",
+        "--label",
+        label,
+        "--server-cpus",
+        "0",
+        "--client-cpus",
+        "1",
+        "--startup-timeout",
+        "600",
+        "--micro-kinds",
+        "task",
+        "--micro-concurrency",
+        "1,16",
+        "--micro-requests",
+        str(args.requests),
+        "--episodes",
+        str(args.episodes),
+        "--episode-concurrency",
+        "1,8,64",
+        *extra,
+    ]
     out = subprocess.run(argv, check=True, capture_output=True, text=True).stdout
     return json.loads(out)["median"]  # type: ignore[no-any-return]
 
@@ -72,29 +100,51 @@ def fmt(v: float) -> str:
 
 
 def report(results: dict[str, list[dict[str, float]]], rounds: int) -> str:
-    med = {name: {k: statistics.median(r[k] for r in rows) for k in rows[0]}
-           for name, rows in results.items()}
+    med = {
+        name: {k: statistics.median(r[k] for r in rows) for k in rows[0]} for name, rows in results.items()
+    }
     cols = list(next(iter(med.values())))
     when = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    lines = [f"Run {when} on {platform.machine()}, {os.cpu_count()} cores, Python "
-             f"{platform.python_version()}; server pinned to CPU 0, orsbench to CPU 1; medians of "
-             f"{rounds} interleaved round(s).", "",
-             "| server | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
+    lines = [
+        f"Run {when} on {platform.machine()}, {os.cpu_count()} cores, Python "
+        f"{platform.python_version()}; server pinned to CPU 0, orsbench to CPU 1; medians of "
+        f"{rounds} interleaved round(s).",
+        "",
+        "| server | " + " | ".join(cols) + " |",
+        "|---|" + "---|" * len(cols),
+    ]
     lines += [f"| {name} | " + " | ".join(fmt(row[c]) for c in cols) + " |" for name, row in med.items()]
     ref, ours = med.get("ors-sdk reference, GSM8K"), med.get("envbuilder, GSM8K")
     if ref and ours:
-        lines += ["", "Ratios, envbuilder / reference on GSM8K: " + ", ".join(
-            f"{c} {ours[c] / ref[c]:.2f}×" for c in ("episodes/s c=8", "episodes/s c=64",
-                                                      "server CPU ms/episode", "episode p99 ms c=8",
-                                                      "/task req/s c=16", "RSS MB"))]
-        lines.append(f"Tails: envbuilder episode p99/p50 at c=8 = "
-                     f"{ours['episode p99 ms c=8'] / ours['episode p50 ms c=8']:.2f}; throughput at "
-                     f"c=64 / c=8 = {ours['episodes/s c=64'] / ours['episodes/s c=8']:.2f}.")
+        lines += [
+            "",
+            "Ratios, envbuilder / reference on GSM8K: "
+            + ", ".join(
+                f"{c} {ours[c] / ref[c]:.2f}×"
+                for c in (
+                    "episodes/s c=8",
+                    "episodes/s c=64",
+                    "server CPU ms/episode",
+                    "episode p99 ms c=8",
+                    "/task req/s c=16",
+                    "RSS MB",
+                )
+            ),
+        ]
+        lines.append(
+            f"Tails: envbuilder episode p99/p50 at c=8 = "
+            f"{ours['episode p99 ms c=8'] / ours['episode p50 ms c=8']:.2f}; throughput at "
+            f"c=64 / c=8 = {ours['episodes/s c=64'] / ours['episodes/s c=8']:.2f}."
+        )
     big = med.get("envbuilder, 10M rows")
     if big and ours:
-        lines.append("envbuilder on 10M rows / on GSM8K: " + ", ".join(
-            f"{c} {big[c] / ours[c]:.2f}×" for c in ("episodes/s c=8", "server CPU ms/episode",
-                                                     "episode p99 ms c=8", "/task req/s c=16")))
+        lines.append(
+            "envbuilder on 10M rows / on GSM8K: "
+            + ", ".join(
+                f"{c} {big[c] / ours[c]:.2f}×"
+                for c in ("episodes/s c=8", "server CPU ms/episode", "episode p99 ms c=8", "/task req/s c=16")
+            )
+        )
     return "\n".join(lines)
 
 
@@ -114,30 +164,51 @@ def main() -> None:
     ref_server = f"{ref_py} {shared}/bench/servers/gsm8k_ors.py --port 8202 --test-data {TEST}"
     ours = f"{py} -m envbuilder serve --host 127.0.0.1 --port 8203"
     servers: list[tuple[str, str, int, str, list[str]]] = [
-        ("bare ASGI floor", f"{ref_py} {shared}/bench/servers/bare_asgi.py --port 8201 --env gsm8k",
-         8201, "gsm8k", []),
+        (
+            "bare ASGI floor",
+            f"{ref_py} {shared}/bench/servers/bare_asgi.py --port 8201 --env gsm8k",
+            8201,
+            "gsm8k",
+            [],
+        ),
         # The same floor on the event loop and HTTP parser envbuilder installs (uvloop, httptools).
-        ("bare ASGI floor, uvloop + httptools",
-         f"{py} {shared}/bench/servers/bare_asgi.py --port 8201 --env gsm8k", 8201, "gsm8k", []),
+        (
+            "bare ASGI floor, uvloop + httptools",
+            f"{py} {shared}/bench/servers/bare_asgi.py --port 8201 --env gsm8k",
+            8201,
+            "gsm8k",
+            [],
+        ),
         ("ors-sdk reference, GSM8K", f"{ref_server} --data {TRAIN}", 8202, "gsm8kenvironment", []),
         ("envbuilder, GSM8K", f"{ours} {ROOT}/envs/gsm8k.yaml", 8203, "gsm8k", SUBMIT),
     ]
     if args.big is not None:
         spec = Path(tempfile.mkdtemp()) / "big.yaml"
-        spec.write_text((ROOT / "envs" / "gsm8k.yaml").read_text()
-                        .replace("data/gsm8k/train-00000-of-00001.parquet", str(args.big.resolve()))
-                        .replace("data/gsm8k/test-00000-of-00001.parquet", str(TEST)))
+        spec.write_text(
+            (ROOT / "envs" / "gsm8k.yaml")
+            .read_text()
+            .replace("data/gsm8k/train-00000-of-00001.parquet", str(args.big.resolve()))
+            .replace("data/gsm8k/test-00000-of-00001.parquet", str(TEST))
+        )
         servers.append(("envbuilder, 10M rows", f"{ours} {spec}", 8203, "gsm8k", SUBMIT))
         if not args.skip_reference_big:
-            servers.append(("ors-sdk reference, 10M rows", f"{ref_server} --data {args.big}", 8202,
-                            "gsm8kenvironment", []))
+            servers.append(
+                (
+                    "ors-sdk reference, 10M rows",
+                    f"{ref_server} --data {args.big}",
+                    8202,
+                    "gsm8kenvironment",
+                    [],
+                )
+            )
     results: dict[str, list[dict[str, float]]] = {name: [] for name, *_ in servers}
     for round_ in range(args.rounds):
         for name, cmd, port, env, extra in servers:
             if name == "ors-sdk reference, 10M rows" and round_ > 0:
                 continue  # minutes to start and most of the machine's memory: once is enough
-            results[name].append(figures(orsbench(shared, f"{name} (round {round_ + 1})", cmd, port,
-                                                   env, extra, args)))
+            results[name].append(
+                figures(orsbench(shared, f"{name} (round {round_ + 1})", cmd, port, env, extra, args))
+            )
     text = report(results, args.rounds)
     print(text)
     if not args.no_readme:

@@ -62,9 +62,20 @@ def serve_judge(latency: float, port: int) -> None:
 
 
 def judge_app(latency: float) -> Any:
-    reply = json.dumps({"id": "x", "object": "chat.completion", "model": "judge-1", "choices": [
-        {"index": 0, "finish_reason": "stop",
-         "message": {"role": "assistant", "content": "VERDICT: CORRECT"}}]}).encode()
+    reply = json.dumps(
+        {
+            "id": "x",
+            "object": "chat.completion",
+            "model": "judge-1",
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": "VERDICT: CORRECT"},
+                }
+            ],
+        }
+    ).encode()
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -73,8 +84,13 @@ def judge_app(latency: float) -> Any:
         while more:
             more = (await receive()).get("more_body", False)
         await asyncio.sleep(latency)
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"application/json")]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"application/json")],
+            }
+        )
         await send({"type": "http.response.body", "body": reply})
 
     return app
@@ -112,16 +128,37 @@ def main() -> None:
     # The fake judge runs in a process of its own (on the harness's core), so that neither it
     # nor the harness shares the server's core or the harness's interpreter.
     judge = multiprocessing.get_context("spawn").Process(
-        target=serve_judge, args=(args.latency, judge_port), daemon=True)
+        target=serve_judge, args=(args.latency, judge_port), daemon=True
+    )
     judge.start()
     spec = Path(tempfile.mkdtemp()) / "judged.yaml"
-    spec.write_text(SPEC.format(data=ROOT / "envs/data/gsm8k/test-00000-of-00001.parquet",
-                                base_url=f"http://127.0.0.1:{judge_port}/v1"))
+    spec.write_text(
+        SPEC.format(
+            data=ROOT / "envs/data/gsm8k/test-00000-of-00001.parquet",
+            base_url=f"http://127.0.0.1:{judge_port}/v1",
+        )
+    )
     env = {**os.environ, "BENCH_JUDGE_KEY": "sk-bench"}
     os.sched_setaffinity(0, {1})  # the harness
-    server = subprocess.Popen(["taskset", "-c", "0", sys.executable, "-m", "envbuilder", "serve", str(spec),
-                               "--host", "127.0.0.1", "--port", str(port)],
-                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [
+            "taskset",
+            "-c",
+            "0",
+            sys.executable,
+            "-m",
+            "envbuilder",
+            "serve",
+            str(spec),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 30
@@ -142,10 +179,12 @@ def main() -> None:
         server.wait(timeout=10)
         judge.terminate()
     serial = args.episodes * args.latency
-    print(f"{args.episodes} concurrent judged episodes, judge latency {args.latency * 1e3:.0f} ms: "
-          f"wall {wall * 1e3:.0f} ms (one judge call: {args.latency * 1e3:.0f} ms; judge calls "
-          f"serialised: {serial * 1e3:.0f} ms); episode p50 {times[len(times) // 2] * 1e3:.0f} ms, "
-          f"max {times[-1] * 1e3:.0f} ms; server CPU {cpu / args.episodes * 1e3:.2f} ms per episode")
+    print(
+        f"{args.episodes} concurrent judged episodes, judge latency {args.latency * 1e3:.0f} ms: "
+        f"wall {wall * 1e3:.0f} ms (one judge call: {args.latency * 1e3:.0f} ms; judge calls "
+        f"serialised: {serial * 1e3:.0f} ms); episode p50 {times[len(times) // 2] * 1e3:.0f} ms, "
+        f"max {times[-1] * 1e3:.0f} ms; server CPU {cpu / args.episodes * 1e3:.2f} ms per episode"
+    )
 
 
 if __name__ == "__main__":

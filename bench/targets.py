@@ -46,8 +46,15 @@ def main() -> None:
     spec = work / "big.yaml"
     spec.write_text(SPEC.format(path=big))
     env = {**os.environ, "ENVBUILDER_CACHE_DIR": str(work / "cache")}  # the first time: no cache
-    cmd = [str(Path(sys.executable).parent / "envbuilder"), "serve", str(spec), "--port", str(PORT),
-           "--host", "127.0.0.1"]
+    cmd = [
+        str(Path(sys.executable).parent / "envbuilder"),
+        "serve",
+        str(spec),
+        "--port",
+        str(PORT),
+        "--host",
+        "127.0.0.1",
+    ]
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env, stderr=subprocess.DEVNULL)
     try:
@@ -70,8 +77,10 @@ def main() -> None:
                 during.append(time.perf_counter() - t)
                 time.sleep(0.02)
             built = time.perf_counter() - t0
-            print(f"row index built {built:.1f} s after start; /task meanwhile: n={len(during)} "
-                  f"p50 {pct(during, .5):.2f} ms p99 {pct(during, .99):.2f} ms")
+            print(
+                f"row index built {built:.1f} s after start; /task meanwhile: n={len(during)} "
+                f"p50 {pct(during, 0.5):.2f} ms p99 {pct(during, 0.99):.2f} ms"
+            )
             time.sleep(0.5)
             lat = []
             for _ in range(10_000):
@@ -80,15 +89,19 @@ def main() -> None:
                 c.post("/big/task", json={"split": "train", "index": i})
                 lat.append(time.perf_counter() - t)
             rss = psutil.Process(proc.pid).memory_info().rss / 2**20
-            print(f"random /task, concurrency 1, 10,000 reads: p50 {pct(lat, .5):.3f} ms "
-                  f"p99 {pct(lat, .99):.3f} ms; server RSS after: {rss:.0f} MB")
+            print(
+                f"random /task, concurrency 1, 10,000 reads: p50 {pct(lat, 0.5):.3f} ms "
+                f"p99 {pct(lat, 0.99):.3f} ms; server RSS after: {rss:.0f} MB"
+            )
             health: list[float] = []
             done = threading.Event()
             size = [0]
 
             def stream() -> None:
-                with httpx.Client(base_url=URL, timeout=600) as s, s.stream(
-                        "POST", "/big/tasks", json={"split": "million"}) as r:
+                with (
+                    httpx.Client(base_url=URL, timeout=600) as s,
+                    s.stream("POST", "/big/tasks", json={"split": "million"}) as r,
+                ):
                     for chunk in r.iter_bytes():
                         size[0] += len(chunk)
                 done.set()
@@ -102,9 +115,11 @@ def main() -> None:
                 health.append(time.perf_counter() - t)
                 time.sleep(0.01)
             th.join()
-            print(f"/tasks of 1M rows: {size[0] / 2**20:.0f} MB in {time.perf_counter() - ts:.1f} s; "
-                  f"/health meanwhile: n={len(health)} p50 {pct(health, .5):.2f} ms "
-                  f"p99 {pct(health, .99):.2f} ms max {max(health) * 1e3:.1f} ms")
+            print(
+                f"/tasks of 1M rows: {size[0] / 2**20:.0f} MB in {time.perf_counter() - ts:.1f} s; "
+                f"/health meanwhile: n={len(health)} p50 {pct(health, 0.5):.2f} ms "
+                f"p99 {pct(health, 0.99):.2f} ms max {max(health) * 1e3:.1f} ms"
+            )
             rss = psutil.Process(proc.pid).memory_info().rss / 2**20
             print(f"server RSS after streaming: {rss:.0f} MB")
     finally:

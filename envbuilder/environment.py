@@ -11,7 +11,16 @@ from envbuilder.data import SplitView, Task
 from envbuilder.data._build import open_splits
 from envbuilder.dialogue import DIALOGUE_VARIABLES, Dialogue
 from envbuilder.episode import Episode, SubmitTool
-from envbuilder.errors import DataError, EnvbuilderError, Problem, SpecError, TaskNotFound, TemplateError
+from envbuilder.errors import (
+    DataError,
+    EnvbuilderError,
+    Loc,
+    Problem,
+    SpecError,
+    TaskNotFound,
+    TemplateError,
+    name_hint,
+)
 from envbuilder.graders import Grader, GraderContext, graders
 from envbuilder.prompting import Prompter
 from envbuilder.protocol import (
@@ -24,32 +33,45 @@ from envbuilder.protocol import (
     TextBlock,
 )
 from envbuilder.spec import LoadedSpec, load_spec
-from envbuilder.templating import Template
+from envbuilder.templating import Template, recording_files, template_globals
 from envbuilder.toolbox import Toolbox
 from envbuilder.tools import Tool, ToolContext, tools
 
 __all__ = ["Environment", "Episode", "load_environment"]
 
-#: Names a template may use besides the task's fields.
-_JINJA_GLOBALS = frozenset({"letters", "range", "dict", "lipsum", "cycler", "joiner", "namespace", "loop"})
 #: Names the `submit.feedback` template gets besides the task's fields.
 _FEEDBACK_VARIABLES = frozenset(
     {"outcome", "score", "reason", "attempt", "attempts_left", "finished", "answer", "grade"}
 )
-Loc = tuple[str | int, ...]
 Fail = Callable[[Loc, EnvbuilderError], None]
+
+
+def _files(loaded: LoadedSpec, data: list[Path], templates: dict[str, Path]) -> dict[str, Path]:
+    """Name every file read; a template found outside the spec's folder (one shipped with
+    envbuilder) keeps the name the spec gave it, so a pack that puts it there serves that file."""
+    base = loaded.base_dir.resolve()
+
+    def name(path: Path) -> str:
+        return Path(os.path.relpath(path, base)).as_posix()
+
+    out = {name(path): path for path in [*loaded.files, *(p.resolve() for p in data)]}
+    for given, path in templates.items():
+        out[name(path) if path.is_relative_to(base) else Path(given).as_posix()] = path
+    return dict(sorted(out.items()))
 
 
 class Environment:
     """Everything a server needs to serve one spec; raises SpecError listing every problem."""
 
-    def __init__(self, loaded: LoadedSpec):
+    def __init__(self, loaded: LoadedSpec, *, strict: bool = True):
+        """Compile ``loaded``; with ``strict=False`` (for ``validate``) problems are kept in
+        :attr:`problems` instead of raised, and the environment is only good for more checks."""
         self.loaded = loaded
         spec = self.spec = loaded.spec
         self.name = spec.name
         problems: list[Problem] = []
 
-        def fail(loc: tuple[str | int, ...], exc: EnvbuilderError) -> None:
+        def fail(loc: Loc, exc: EnvbuilderError) -> None:
             problems.append(loaded.locate(loc, exc.message, code=exc.code, hint=exc.hint))
 
         self.source, self.splits, errors = open_splits(spec, loaded.base_dir)
@@ -57,62 +79,77 @@ class Environment:
             fail(loc, exc)
 
         self.prompter: Prompter | None = None
-        try:
-            self.prompter = Prompter(spec.prompt, loaded.base_dir, splits=self.splits)
-        except EnvbuilderError as exc:
-            fail(("prompt",), exc)
-        if self.prompter is not None:
-            for loc, problem in self.prompter.check():
-                fail(loc, problem)
-
         self.submit: SubmitTool | None = None
-        context = GraderContext(base_dir=loaded.base_dir)
-        used = dict(self.prompter.variables()) if self.prompter else {}
-        extra: frozenset[str] = frozenset()
-        if spec.dialogue is not None:
-            extra = DIALOGUE_VARIABLES
-        try:
-            grader = graders.for_config(spec.grader)(spec.grader, context)
-        except EnvbuilderError as exc:
-            # A nested grader's error says where inside the block it is (`graders[1].type`).
-            fail(("grader", *getattr(exc, "loc", ())), exc)
-        else:
-            used[("grader",)] = grader.fields - extra
-            dialogue = transcript_grader = feedback = None
+        with recording_files() as templates:
+            try:
+                self.prompter = Prompter(spec.prompt, loaded.base_dir, splits=self.splits)
+            except EnvbuilderError as exc:
+                fail(("prompt",), exc)
+            if self.prompter is not None:
+                for loc, problem in self.prompter.check():
+                    fail(loc, problem)
+
+            context = GraderContext(base_dir=loaded.base_dir)
+            used = dict(self.prompter.variables()) if self.prompter else {}
+            extra: frozenset[str] = frozenset()
             if spec.dialogue is not None:
-                dialogue, transcript_grader = self._dialogue(used, fail)
-            if spec.submit.feedback is not None:
-                try:
-                    feedback = Template(
-                        spec.submit.feedback, name="submit.feedback", base_dir=loaded.base_dir
-                    )
-                    used[("submit", "feedback")] = feedback.variables - _FEEDBACK_VARIABLES
-                except EnvbuilderError as exc:
-                    fail(("submit", "feedback"), exc)
-            self.submit = SubmitTool(
-                spec.submit, grader, dialogue=dialogue, transcript_grader=transcript_grader, feedback=feedback
-            )
-        built = self._tools(used, fail)
+                extra = DIALOGUE_VARIABLES
+            try:
+                grader = graders.for_config(spec.grader)(spec.grader, context)
+            except EnvbuilderError as exc:
+                # A nested grader's error says where inside the block it is (`graders[1].type`).
+                fail(("grader", *getattr(exc, "loc", ())), exc)
+            else:
+                used[("grader",)] = grader.fields - extra
+                dialogue = transcript_grader = feedback = None
+                if spec.dialogue is not None:
+                    dialogue, transcript_grader = self._dialogue(used, fail)
+                if spec.submit.feedback is not None:
+                    try:
+                        feedback = Template(
+                            spec.submit.feedback, name="submit.feedback", base_dir=loaded.base_dir
+                        )
+                        used[("submit", "feedback")] = feedback.variables - _FEEDBACK_VARIABLES
+                    except EnvbuilderError as exc:
+                        fail(("submit", "feedback"), exc)
+                self.submit = SubmitTool(
+                    spec.submit,
+                    grader,
+                    dialogue=dialogue,
+                    transcript_grader=transcript_grader,
+                    feedback=feedback,
+                )
+            built = self._tools(used, fail)
         self.task_fields: frozenset[str] = (
             (self.prompter.task_fields() if self.prompter else frozenset())
             | frozenset().union(*(names for loc, names in used.items() if loc[0] != "prompt"))
-        ) - _JINJA_GLOBALS
+        ) - template_globals()
         """The task fields the prompt, the grader, the dialogue and the tools read: a client's
         `task_spec` must have them."""
         if self.splits:
             fields = {f for view in self.splits.values() for f in view.shaper.fields}
+            if any(p.loc[:1] == ("task",) for p in problems):
+                fields |= set(spec.task.rename.values())  # a misnamed column: reported once, above
             for loc, names in used.items():
-                for var in sorted(set(names) - fields - _JINJA_GLOBALS):
+                for var in sorted(set(names) - fields - template_globals()):
                     fail(
                         loc,
                         TemplateError(
                             f"the template uses {var!r}, which the tasks lack",
-                            hint=f"Task fields: {', '.join(sorted(fields))}",
+                            hint=name_hint(var, sorted(fields), "Task fields"),
                         ),
                     )
+        self.problems = problems
         if problems:
-            raise SpecError(problems)
+            if strict:
+                raise SpecError(problems)
+            return
         assert self.prompter is not None and self.submit is not None
+        self.files: dict[str, Path] = _files(loaded, self.source.files(), templates)
+        """Every file the environment was made of, by its path relative to the spec's folder
+        (POSIX, may start with ``../``): the spec and its bases, the data files, and the template
+        files of the prompt, the graders, the dialogue and the tools. Packs, content hashes and
+        catalogs use this list."""
         self.toolbox = Toolbox(self.submit, built)
         self.tools_listing = self.toolbox.listing
         """``/tools``: the answer tool and the shared tools."""

@@ -29,6 +29,7 @@ __all__ = [
     "DataError",
     "EnvbuilderError",
     "GraderError",
+    "Loc",
     "Problem",
     "RequestError",
     "SandboxError",
@@ -38,13 +39,36 @@ __all__ = [
     "ToolError",
     "did_you_mean",
     "format_loc",
+    "name_hint",
 ]
 
 
-def did_you_mean(value: str, choices: Iterable[str]) -> str | None:
+#: A key path in a spec: ``("graders", 1, "pattern")`` is ``graders[1].pattern``.
+Loc = tuple[str | int, ...]
+
+
+def did_you_mean(value: str, choices: Iterable[str], *, cutoff: float = 0.6) -> str | None:
     """A "Did you mean …?" hint for an unknown name, or None when nothing is close."""
-    close = difflib.get_close_matches(value, list(choices), n=1, cutoff=0.6)
+    names = list(choices)
+    close = difflib.get_close_matches(value, names, n=1, cutoff=cutoff)
+    if not close and len(value) >= 2:
+        # An abbreviation: `uid` for `unique_id` (same first letter, the letters in order).
+        close = [n for n in names if n[:1].lower() == value[:1].lower() and _in_order(value, n)]
+        close = close if len(close) == 1 else []
     return f"Did you mean {close[0]!r}?" if close else None
+
+
+def _in_order(letters: str, word: str) -> bool:
+    rest = iter(word.lower())
+    letters = letters.lower()
+    return all(letter in rest for letter in letters)
+
+
+def name_hint(value: str, names: Sequence[str], label: str) -> str:
+    """The hint for an unknown name: ``Did you mean 'level'?`` when one is close, else the
+    names there are (``Its columns are: a, b``, with ``label="Its columns are"``). Column names
+    are often alike (`solution`, `question`), so only a closer match than for keys is offered."""
+    return did_you_mean(value, names, cutoff=0.75) or f"{label}: {', '.join(names)}"
 
 
 def format_loc(loc: Sequence[str | int]) -> str:
@@ -69,7 +93,7 @@ class Problem:
 
     code: str
     message: str
-    loc: tuple[str | int, ...] = ()
+    loc: Loc = ()
     file: str | None = None
     line: int | None = None
     col: int | None = None

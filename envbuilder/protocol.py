@@ -6,6 +6,7 @@ both reference clients index some of them directly (see PROTOCOL.md §2).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -15,11 +16,24 @@ JSONObject = dict[str, Any]
 #: Block types a conversation served by envbuilder may contain (advertised in tool listings).
 MESSAGE_BLOCK_TYPES = ["text", "image", "reasoning", "tool_call", "tool_result"]
 
-_ALLOWED_BLOCKS: dict[str, frozenset[str]] = {
+#: Which block types each role may carry (Anthropic placement semantics); the one copy of the rule.
+BLOCK_PLACEMENT: dict[str, frozenset[str]] = {
     "system": frozenset({"text", "image"}),
     "user": frozenset({"text", "image", "tool_result"}),
     "assistant": frozenset({"text", "image", "reasoning", "tool_call"}),
 }
+
+
+def check_placement(role: str, block_types: Iterable[str]) -> None:
+    """Raise ValueError for the first block type ``role`` may not carry (see :data:`BLOCK_PLACEMENT`)."""
+    allowed = BLOCK_PLACEMENT[role]
+    for kind in block_types:
+        if kind not in allowed:
+            raise ValueError(
+                f"A {kind!r} block is not valid in a {role!r} message: reasoning "
+                "and tool_call blocks belong in 'assistant' turns, tool_result blocks in "
+                "'user' turns (Anthropic placement semantics)."
+            )
 
 
 class TextBlock(BaseModel):
@@ -75,14 +89,7 @@ class Message(BaseModel):
 
     @model_validator(mode="after")
     def _check_placement(self) -> Message:
-        allowed = _ALLOWED_BLOCKS[self.role]
-        for block in self.blocks:
-            if block.type not in allowed:
-                raise ValueError(
-                    f"A {block.type!r} block is not valid in a {self.role!r} message: reasoning "
-                    "and tool_call blocks belong in 'assistant' turns, tool_result blocks in "
-                    "'user' turns (Anthropic placement semantics)."
-                )
+        check_placement(self.role, (block.type for block in self.blocks))
         return self
 
 

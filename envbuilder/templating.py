@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import json
 import operator
 import string
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 
 from envbuilder.errors import TemplateError
 
-__all__ = ["Template", "jinja_env", "templates_dir"]
+__all__ = ["Template", "jinja_env", "recording_files", "template_globals", "templates_dir"]
 
 
 def templates_dir() -> Path:
@@ -101,6 +103,47 @@ def jinja_env(base_dir: Path | None = None) -> jinja2.Environment:
     return env
 
 
+_recording: contextvars.ContextVar[dict[str, Path] | None] = contextvars.ContextVar(
+    "envbuilder_template_files", default=None
+)
+
+
+@contextlib.contextmanager
+def recording_files() -> Iterator[dict[str, Path]]:
+    """Collect the template files compiled inside the block (by any part: prompt, turns, graders
+    and plugins), as ``{name as written: resolved path}``, including the files they
+    ``{% include %}``, ``{% import %}`` or ``{% extends %}`` by a constant name."""
+    files: dict[str, Path] = {}
+    token = _recording.set(files)
+    try:
+        yield files
+    finally:
+        _recording.reset(token)
+
+
+def _record(env: jinja2.Environment, names: Iterable[str]) -> None:
+    files = _recording.get()
+    if files is None:
+        return
+    for name in names:
+        if name in files:
+            continue
+        try:
+            source, filename, _ = env.loader.get_source(env, name)  # type: ignore[union-attr]
+            referenced = jinja2.meta.find_referenced_templates(env.parse(source))
+        except (jinja2.TemplateNotFound, jinja2.TemplateSyntaxError):
+            continue  # reported when the template compiles or renders
+        if filename is not None:
+            files[name] = Path(filename).resolve()
+        _record(env, [n for n in referenced if n is not None])
+
+
+@functools.cache
+def template_globals() -> frozenset[str]:
+    """The names a template may use besides the task's fields (Jinja's globals and ours)."""
+    return frozenset(jinja_env().globals)
+
+
 class Template:
     """A compiled template with the variables it reads; renders with clear errors."""
 
@@ -145,8 +188,9 @@ class Template:
                 hint="Templates may only read the task's fields",
                 code="template_unsafe",
             )
-        self.variables: frozenset[str] = frozenset(jinja2.meta.find_undeclared_variables(ast)) - set(
-            env.globals
+        _record(env, [source] if from_file else [n for n in jinja2.meta.find_referenced_templates(ast) if n])
+        self.variables: frozenset[str] = (
+            frozenset(jinja2.meta.find_undeclared_variables(ast)) - template_globals()
         )
 
     def render(self, context: Mapping[str, Any]) -> str:

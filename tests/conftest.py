@@ -13,6 +13,7 @@ os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")
 # Tests never read or write the user's cache (filters, row indexes, judge replies, packs).
 os.environ["ENVBUILDER_CACHE_DIR"] = tempfile.mkdtemp(prefix="envbuilder-tests-")
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,10 +25,21 @@ from tests.servers import serve_app
 
 ROOT = Path(__file__).resolve().parent.parent
 ENVS = ROOT / "envs"
-SHARED_DATA = ROOT.parent / "shared" / "data"
-if not SHARED_DATA.is_dir() and os.environ.get("ENVBUILDER_SHARED_DATA"):
-    # A git worktree sits one level deeper than a CI clone: point at shared/data explicitly.
-    SHARED_DATA = Path(os.environ["ENVBUILDER_SHARED_DATA"])
+# Tests read only the repository: the data shipped with envs/ and the slices in tests/fixtures/
+# (sources and licences in tests/fixtures/SOURCES.md).
+DATA = ENVS / "data"
+FIXTURES = ROOT / "tests" / "fixtures"
+
+
+@pytest.fixture(scope="session")
+def hub_gsm8k(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """GSM8K laid out like the hub repo `openai/gsm8k` (config `main`), at `<tmp>/hf/openai__gsm8k`."""
+    folder = tmp_path_factory.mktemp("hub") / "hf" / "openai__gsm8k"
+    shutil.copytree(FIXTURES / "hf" / "openai__gsm8k", folder)
+    (folder / "main").mkdir()
+    for path in (DATA / "gsm8k").glob("*.parquet"):
+        shutil.copyfile(path, folder / "main" / path.name)
+    return folder
 
 
 @pytest.fixture(scope="session")

@@ -93,6 +93,6 @@ def test_dialogue_errors_are_located() -> None:
         "must be 1. Remove `submit.max_attempts` or the `dialogue:` block",
         "chat.yaml:8:43 submit.on_ungradeable: `retry` is not available in a dialogue (a reply cannot be "
         "taken back). Use `no_reward` or `incorrect`",
-        "chat.yaml:7:20 dialogue.turns[0]: the template uses 'nope', which the tasks lack. "
-        "Task fields: answer, hint, id, note, passages, question, table",
+        "chat.yaml:7:20 dialogue.turns[0]: the template uses 'nope', which the tasks lack "
+        "Did you mean 'note'?",
     ]

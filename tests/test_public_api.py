@@ -1,5 +1,9 @@
 """The package's public API is a contract: adding or removing a name is a deliberate change."""
 
+import importlib
+import pkgutil
+from types import ModuleType
+
 import envbuilder
 import envbuilder.authoring
 import envbuilder.client
@@ -13,45 +17,136 @@ import envbuilder.tools
 
 
 def test_top_level_api() -> None:
-    assert sorted(envbuilder.__all__) == sorted([
-        "Environment", "EnvbuilderError", "Episode", "SpecError", "__version__",
-        "load_environment", "load_spec"])
+    assert sorted(envbuilder.__all__) == sorted(
+        [
+            "Environment",
+            "EnvbuilderError",
+            "Episode",
+            "SpecError",
+            "__version__",
+            "load_environment",
+            "load_spec",
+        ]
+    )
+
+
+def _isort_key(name: str) -> tuple[int, str]:
+    """The order ruff's RUF022 keeps: SCREAMING_CASE, then CamelCase, then the rest, each A-Z."""
+    return (0 if name.isupper() and len(name) > 1 else 1 if name[:1].isupper() else 2, name)
+
+
+def _public_modules() -> list[ModuleType]:
+    """envbuilder and each of its public modules and packages (no `_private` part)."""
+    names = [m.name for m in pkgutil.walk_packages(envbuilder.__path__, "envbuilder.")]
+    public = [n for n in names if not any(part.startswith("_") for part in n.split("."))]
+    return [envbuilder, *(importlib.import_module(n) for n in public)]
 
 
 def test_subpackage_apis_are_sorted_and_resolve() -> None:
-    for module in (envbuilder, envbuilder.data, envbuilder.graders, envbuilder.server,
-                   envbuilder.spec, envbuilder.authoring, envbuilder.client, envbuilder.eval,
-                   envbuilder.tools, envbuilder.sandbox):
-        assert len(set(module.__all__)) == len(module.__all__)
-        for name in module.__all__:
+    modules = _public_modules()
+    assert {m.__name__ for m in modules} >= {
+        "envbuilder.authoring", "envbuilder.catalog", "envbuilder.client", "envbuilder.data",
+        "envbuilder.errors", "envbuilder.eval", "envbuilder.graders", "envbuilder.prompting",
+        "envbuilder.sandbox", "envbuilder.server", "envbuilder.spec", "envbuilder.templating",
+        "envbuilder.tools"}  # fmt: skip
+    for module in modules:
+        names = getattr(module, "__all__", None)
+        if names is None:
+            continue  # a module that exports by definition only (protocol: the wire models)
+        assert list(names) == sorted(names, key=_isort_key), module.__name__
+        assert len(set(names)) == len(names), module.__name__
+        for name in names:
             assert hasattr(module, name), (module.__name__, name)
+
+
+def test_the_sort_check_can_fail() -> None:
+    assert sorted(["b", "a"], key=_isort_key) == ["a", "b"]
+    assert sorted(["Prompter", "SAMPLE_ROWS", "api"], key=_isort_key) == ["SAMPLE_ROWS", "Prompter", "api"]
 
 
 def test_client_api() -> None:
     assert envbuilder.client.__all__ == [
-        "AsyncClient", "AsyncRemoteEnvironment", "AsyncSession", "Client", "ClientError",
-        "EpisodeFinished", "InputValidation", "NotFound", "RemoteEnvironment", "ResponseError",
-        "RetryPolicy", "ServerError", "Session", "SessionGone", "ToolCallError", "ToolFailed",
-        "ToolInputInvalid", "ToolNotFound", "TransportError", "convert_messages", "convert_tools"]
+        "AsyncClient",
+        "AsyncRemoteEnvironment",
+        "AsyncSession",
+        "Client",
+        "ClientError",
+        "EpisodeFinished",
+        "InputValidation",
+        "NotFound",
+        "RemoteEnvironment",
+        "ResponseError",
+        "RetryPolicy",
+        "ServerError",
+        "Session",
+        "SessionGone",
+        "ToolCallError",
+        "ToolFailed",
+        "ToolInputInvalid",
+        "ToolNotFound",
+        "TransportError",
+        "convert_messages",
+        "convert_tools",
+    ]
     assert issubclass(envbuilder.client.ClientError, envbuilder.EnvbuilderError)
 
 
 def test_eval_api() -> None:
     assert envbuilder.eval.__all__ == [
-        "OUTCOMES", "ChatModel", "Comparison", "Difference", "Estimate", "EvalPlan", "LocalBackend",
-        "ModelError", "RemoteBackend", "ResultsFile", "RunIdentity", "RunMismatch", "Sampling", "Summary",
-        "clustered_mean", "compare_runs", "outcome_of", "paired_difference", "pass_at_k", "plan_eval",
-        "run_eval", "summarize", "write_report"]
+        "OUTCOMES",
+        "ChatModel",
+        "Comparison",
+        "Difference",
+        "Estimate",
+        "EvalPlan",
+        "LocalBackend",
+        "ModelError",
+        "RemoteBackend",
+        "ResultsFile",
+        "RunIdentity",
+        "RunMismatch",
+        "Sampling",
+        "Summary",
+        "clustered_mean",
+        "compare_runs",
+        "outcome_of",
+        "paired_difference",
+        "pass_at_k",
+        "plan_eval",
+        "run_eval",
+        "summarize",
+        "write_report",
+    ]
 
 
 def test_tools_api() -> None:
     assert envbuilder.tools.__all__ == [
-        "ParamSpec", "Tool", "ToolCall", "ToolConfig", "ToolContext", "ToolReply", "input_model", "tools"]
+        "ParamSpec",
+        "Tool",
+        "ToolCall",
+        "ToolConfig",
+        "ToolContext",
+        "ToolReply",
+        "input_model",
+        "tools",
+    ]
     assert {"calculator", "retrieve", "template", "python", "bash"} <= set(envbuilder.tools.tools.names())
 
 
 def test_sandbox_api() -> None:
     assert envbuilder.sandbox.__all__ == [
-        "BACKEND_ENV", "Backend", "BubblewrapBackend", "DockerBackend", "Limits", "RunResult", "Slots",
-        "Status", "backend_from_name", "default_backend", "default_concurrency", "run_code", "shared_slots"]
+        "BACKEND_ENV",
+        "Backend",
+        "BubblewrapBackend",
+        "DockerBackend",
+        "Limits",
+        "RunResult",
+        "Slots",
+        "Status",
+        "backend_from_name",
+        "default_backend",
+        "default_concurrency",
+        "run_code",
+        "shared_slots",
+    ]
     assert "unit_tests" in envbuilder.graders.graders.names()

@@ -82,8 +82,7 @@ def test_readme_curl_walkthrough_is_what_the_server_answers(gsm8k_url: str) -> N
         url = next(w for w in words if w.startswith("localhost:8080"))
         headers = dict(words[i + 1].split(": ", 1) for i, w in enumerate(words) if w == "-H")
         data = words[words.index("-d") + 1] if "-d" in words else None
-        r = httpx.request(method, gsm8k_url + url[len("localhost:8080"):], headers=headers,
-                          content=data)
+        r = httpx.request(method, gsm8k_url + url[len("localhost:8080") :], headers=headers, content=data)
         got = r.text.replace("\r\n", "\n").strip()
         if "create_session" in url:
             sid = _ID.findall(got)[0]

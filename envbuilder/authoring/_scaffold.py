@@ -9,24 +9,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from envbuilder.data import Row, sources
+from envbuilder.authoring._guess import ANSWER_COLUMNS, Guess, guess
+from envbuilder.data import Row, hub_unreachable, sources
 from envbuilder.errors import DataError
+from envbuilder.prompting import SAMPLE_ROWS
 
 __all__ = ["Scaffold", "scaffold_spec"]
 
-PROMPT_COLUMNS = ("question", "prompt", "problem", "input", "query", "instruction", "text", "content")
-ANSWER_COLUMNS = (
-    "answer", "final_answer", "solution", "label", "target", "output", "gold", "reference", "response",
-    "completion", "correct_answer",
-)  # fmt: skip
+#: The file kinds `init` reads, by suffix: each is a `dataset.type` (a source of the spec).
+FILE_KINDS = {".parquet": "parquet", ".jsonl": "jsonl", ".json": "json", ".csv": "csv"}
 _SPLIT_WORDS = {
     "train": "train", "training": "train",
     "validation": "validation", "valid": "validation", "val": "validation", "dev": "validation",
     "test": "test", "testing": "test", "eval": "test",
 }  # fmt: skip
 _SPLIT_RE = re.compile(r"(?<![a-z])(" + "|".join(sorted(_SPLIT_WORDS, key=len, reverse=True)) + r")(?![a-z])")
-_NUMBER = re.compile(r"^\s*[-+]?\$?\s*[\d,]*\.?\d+\s*%?\s*$")
-SAMPLE_ROWS = 50
 
 
 @dataclass
@@ -36,9 +33,21 @@ class Scaffold:
     text: str
     name: str
     splits: list[str]
-    prompt_column: str
-    answer_column: str
-    numeric: bool
+    guess: Guess
+    kind: str
+    """The spec's `dataset.type`."""
+
+    @property
+    def prompt_column(self) -> str:
+        return self.guess.prompt
+
+    @property
+    def answer_column(self) -> str:
+        return self.guess.answer
+
+    @property
+    def numeric(self) -> bool:
+        return self.guess.numeric
 
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
@@ -53,8 +62,9 @@ def scaffold_spec(
     huggingface: bool = False,
     config: str | None = None,
 ) -> Scaffold:
-    """A commented spec for ``dataset``: a Parquet file or folder, or (``huggingface=True``, or
-    an ``owner/name`` that is no local path) a HuggingFace hub id or hub-shaped local folder.
+    """A commented spec for ``dataset``: a Parquet, JSON Lines, JSON or CSV file or a folder of
+    them, or (``huggingface=True``, or an ``owner/name`` that is no local path) a HuggingFace
+    hub id or hub-shaped local folder.
 
     Paths in the spec are relative to ``out`` (the file the spec will be written to; the
     current directory when None). Raises DataError when the data cannot be read or a column
@@ -73,23 +83,22 @@ def scaffold_spec(
         if config is not None:
             block.append(f"  config: {_q(config)}")
         name = _name(Path(dataset.rsplit("/", 1)[-1]) if not root.exists() else root)
-        return _finish(name, block, splits, rows, columns, prompt_column, answer_column)
+        return _finish(name, "huggingface", block, splits, rows, columns, prompt_column, answer_column)
     if not root.exists():
         raise DataError(
             f"no file or folder at {dataset!r}",
-            hint="Give a Parquet file or a folder of Parquet files, or a HuggingFace id (owner/name)",
+            hint="Give a Parquet, JSON Lines, JSON or CSV file or a folder of them, or a HuggingFace id"
+            " (owner/name)",
             code="data_not_found",
         )
-    paths = [root] if root.is_file() else sorted(root.rglob("*.parquet"))
-    if not paths:
-        raise DataError(f"no Parquet files in {dataset!r}", hint="Give a Parquet file or a folder of them")
+    kind, paths = _data_files(root, dataset)
     files = _group_splits(paths, root)
     first = next(iter(files))
-    rows, columns = _sample(files[first])
+    rows, columns = _sample(kind, files[first])
     rel = {split: [_relpath(p, spec_dir) for p in split_paths] for split, split_paths in files.items()}
     block = [
-        "  type: parquet",
-        "  # Source split name -> Parquet file(s), relative to this spec.",
+        f"  type: {kind}",
+        f"  # Source split name -> {kind} file(s), relative to this spec.",
         "  files:",
     ]
     for split, split_paths in rel.items():
@@ -99,11 +108,12 @@ def scaffold_spec(
             block.append(f"    {split}:")
             block += [f"      - {_q(path)}" for path in split_paths]
     splits = {split: split for split in rel}
-    return _finish(_name(root), block, splits, rows, columns, prompt_column, answer_column)
+    return _finish(_name(root), kind, block, splits, rows, columns, prompt_column, answer_column)
 
 
 def _finish(
     name: str,
+    kind: str,
     dataset_block: list[str],
     splits: dict[str, str],
     rows: list[Row],
@@ -111,19 +121,36 @@ def _finish(
     prompt_column: str | None,
     answer_column: str | None,
 ) -> Scaffold:
-    prompt = prompt_column or _guess_prompt(rows, columns)
-    answer = answer_column or _guess_answer(rows, columns, prompt)
-    for given in (prompt, answer):
-        if given not in columns:
-            raise DataError(
-                f"the data has no column {given!r}", hint=f"Its columns are: {', '.join(columns)}"
-            )
-    answers = [row.get(answer) for row in rows]
-    gsm8k_style = bool(answers) and all(isinstance(a, str) and "####" in a for a in answers)
-    numeric = gsm8k_style or (bool(answers) and all(_is_number(a) for a in answers))
-    text = _render(name, dataset_block, splits, columns, prompt, answer, numeric, gsm8k_style)
+    guessed = guess(rows, columns, prompt_column, answer_column)
+    text = render_spec(name, dataset_block, splits, columns, guessed)
     text += "".join(f"{line}\n" for line in conversation_hints(rows, columns))
-    return Scaffold(text, name, list(splits), prompt, answer, numeric)
+    return Scaffold(text, name, list(splits), guessed, kind)
+
+
+def _data_files(root: Path, dataset: str) -> tuple[str, list[Path]]:
+    """The kind of data at ``root`` and its files (of a folder: those of its most common kind)."""
+    if root.is_file():
+        kind = FILE_KINDS.get(root.suffix.lower())
+        if kind is None:
+            raise DataError(
+                f"cannot read {dataset!r}: expected a {', '.join(FILE_KINDS)} file",
+                hint="Convert it to one of these, or give a HuggingFace dataset folder with --hf",
+                code="data_unreadable",
+            )
+        return kind, [root]
+    found: dict[str, list[Path]] = {}
+    for path in sorted(root.rglob("*")):
+        kind = FILE_KINDS.get(path.suffix.lower())
+        if kind is not None and path.is_file() and not path.name.startswith("."):
+            found.setdefault(kind, []).append(path)
+    if not found:
+        raise DataError(
+            f"no data files in {dataset!r}",
+            hint=f"Give a folder of {', '.join(FILE_KINDS)} files, or a HuggingFace dataset folder with --hf",
+            code="data_not_found",
+        )
+    kind = max(found, key=lambda k: (len(found[k]), -list(FILE_KINDS.values()).index(k)))
+    return kind, found[kind]
 
 
 def conversation_hints(rows: list[Row], columns: list[str]) -> list[str]:
@@ -159,6 +186,15 @@ def conversation_hints(rows: list[Row], columns: list[str]) -> list[str]:
 
 def _sample_hub(path: str, config: str | None) -> tuple[list[Row], list[str], dict[str, str]]:
     """Rows and columns of the first split of a hub dataset, and ``{split: its type}``."""
+    if not Path(path).is_dir():
+        reason = hub_unreachable()
+        if reason is not None and reason != "HF_HUB_OFFLINE is set":  # offline: read the cache
+            raise DataError(
+                f"cannot read the hub dataset {path!r}: the hub cannot be reached ({reason})",
+                hint="With network access run it again (the dataset is then cached); to use a copy"
+                " already in the HuggingFace cache, set HF_HUB_OFFLINE=1; or give a local folder",
+                code="data_unavailable",
+            )
     source_cls = sources.get("huggingface")
     cfg = source_cls.Config.model_validate({"type": "huggingface", "path": path, "config": config})
     source = source_cls(cfg, Path.cwd())
@@ -181,53 +217,12 @@ def _group_splits(paths: list[Path], root: Path) -> dict[str, list[Path]]:
     return {k: groups[k] for k in sorted(groups, key=order.index)}
 
 
-def _sample(paths: list[Path]) -> tuple[list[Row], list[str]]:
-    source_cls = sources.get("parquet")
-    config = source_cls.Config.model_validate(
-        {"type": "parquet", "files": {"s": [str(p.resolve()) for p in paths]}}
-    )
+def _sample(kind: str, paths: list[Path]) -> tuple[list[Row], list[str]]:
+    source_cls = sources.get(kind)
+    files = {"s": [str(p.resolve()) for p in paths]}
+    config = source_cls.Config.model_validate({"type": kind, "files": files})
     table = source_cls(config, Path("/")).open("s")
     return table.rows(0, min(SAMPLE_ROWS, len(table))), list(table.columns)
-
-
-def _string_columns(rows: list[Row], columns: list[str]) -> list[str]:
-    return [c for c in columns if rows and all(isinstance(r.get(c), str) for r in rows)]
-
-
-def _named(columns: list[str], names: tuple[str, ...], exclude: str | None = None) -> str | None:
-    by_lower = {c.lower(): c for c in columns if c != exclude}
-    return next((by_lower[n] for n in names if n in by_lower), None)
-
-
-def _guess_prompt(rows: list[Row], columns: list[str]) -> str:
-    strings = _string_columns(rows, columns)
-    found = _named(strings, PROMPT_COLUMNS)
-    if found:
-        return found
-    if not strings:
-        raise DataError(
-            "no text column to use as the prompt",
-            hint=f"Its columns are: {', '.join(columns)}; pass --prompt-column",
-            code="scaffold_no_prompt",
-        )
-    return max(strings, key=lambda c: sum(len(r[c]) for r in rows))
-
-
-def _guess_answer(rows: list[Row], columns: list[str], prompt: str) -> str:
-    found = _named(columns, ANSWER_COLUMNS, exclude=prompt)
-    if found:
-        return found
-    raise DataError(
-        "cannot tell which column holds the answer",
-        hint=f"Its columns are: {', '.join(columns)}; pass --answer-column",
-        code="scaffold_no_answer",
-    )
-
-
-def _is_number(value: Any) -> bool:
-    if isinstance(value, bool):
-        return False
-    return isinstance(value, int | float) or (isinstance(value, str) and bool(_NUMBER.match(value)))
 
 
 def _name(root: Path) -> str:
@@ -254,18 +249,19 @@ def _var(column: str) -> str:
     return re.sub(r"\W+", "_", column).strip("_").lower() or "field"
 
 
-def _render(
-    name: str,
-    dataset_block: list[str],
-    splits: dict[str, str],
-    columns: list[str],
-    prompt: str,
-    answer: str,
-    numeric: bool,
-    gsm8k_style: bool,
+def render_spec(
+    name: str, dataset_block: list[str], splits: dict[str, str], columns: list[str], g: Guess
 ) -> str:
-    rename = {c: _var(c) for c in (prompt, answer) if not c.isidentifier()}
-    p, a = rename.get(prompt, prompt), rename.get(answer, answer)
+    """The commented spec text of the guess ``g``."""
+    used = [c for c in (g.prompt, g.answer, g.choices) if c is not None]
+    rename = {c: _var(c) for c in dict.fromkeys(used) if not c.isidentifier()}
+
+    def var(expr: str) -> str:  # a column expression with the column renamed
+        column, _, rest = expr.partition("[")
+        return rename.get(column, column) + (f"[{rest}" if rest else "")
+
+    column = g.target.partition("[")[0]
+    keep = f"{column} is not none and {column} != ''" if g.without_target and column.isidentifier() else None
     lines = [
         f"# {name}: scaffolded by `envbuilder init`. Check it with:",
         "#   envbuilder validate SPEC && envbuilder preview SPEC && envbuilder check SPEC",
@@ -276,59 +272,31 @@ def _render(
         f"name: {name}",
         f"title: {_q(name)}",
         "# What the environment tests (shown in catalogs).",
-        f"description: {_q(f'Answer the `{prompt}` column; graded by exact match with `{answer}`.')}",
+        f"description: {_q(f'Answer the `{g.prompt}` column; graded by {g.grader} against `{g.answer}`.')}",
         "",
         f"# Where the rows come from. Columns: {', '.join(columns)}.",
         "dataset:",
         *dataset_block,
+        "",
+        "# The splits served, and what each is for (train, validation or test).",
     ]
-    lines += ["", "# The splits served, and what each is for (train, validation or test).", "splits:"]
-    lines += [f"  {_q(split)}: {{type: {kind}}}" for split, kind in splits.items()]
-    if rename:
+    if keep is not None:
         lines += [
-            "",
-            "# Column names that are not valid template variables, renamed.",
-            "task:",
-            "  rename:",
-            *[f"    {_q(old)}: {new}" for old, new in rename.items()],
+            f"# {g.without_target} of the first {g.sampled} rows have no `{column}` to grade against:",
+            "# each split keeps only the rows that have one.",
         ]
-    ask = "your final answer as a number" if numeric else "your final answer"
-    lines += [
-        "",
-        f"# The prompt: a Jinja template over the task's fields (the prompt column is `{prompt}`).",
-        "prompt:",
-        "  template: |-",
-        f"    {{{{ {p} }}}}",
-        "",
-        f"    When you are done, call the `submit` tool with {ask}.",
-        "",
-        "# The tool the agent answers with.",
-        "submit:",
-        f"  description: Submit {ask}.",
-        "",
-        f"# How an answer is graded against the answer column `{answer}`.",
-        "grader:",
-        "  type: exact_match",
-    ]
-    if gsm8k_style:
-        lines += [
-            '  # The reference ends with "#### <number>"; the number after it is the target.',
-            f"  target: \"{{{{ {a}.split('####')[-1] }}}}\"",
-            '  # Compare the final number of the response ("The answer is $1,000" -> 1000).',
-            "  extract: number",
-        ]
-    elif numeric:
-        lines += [
-            "  # The answers are numbers: the target is the answer column.",
-            f'  target: "{{{{ {a} }}}}"',
-            '  # Compare the final number of the response ("The answer is $1,000" -> 1000).',
-            "  extract: number",
-        ]
-    else:
-        lines += [
-            "  # The whole response must equal the answer column (after trimming whitespace).",
-            f'  target: "{{{{ {a} }}}}"',
-        ]
+    lines.append("splits:")
+    extra = f", filter: {_q(keep)}" if keep is not None else ""
+    lines += [f"  {_q(split)}: {{type: {kind}{extra}}}" for split, kind in splits.items()]
+    if rename or g.id_column:
+        lines += ["", "# How a row becomes a task.", "task:"]
+        if g.id_column:
+            lines.append(f"  id: {_q(g.id_column)}   # unique per row: the task id")
+        if rename:
+            lines += ["  # Column names that are not valid template variables, renamed.", "  rename:"]
+            lines += [f"    {_q(old)}: {new}" for old, new in rename.items()]
+    lines += _prompt_lines(g, var)
+    lines += _grader_lines(g, var)
     lines += [
         "",
         "# Responses with the reward each must get (`envbuilder check` runs them).",
@@ -336,3 +304,89 @@ def _render(
         '#   - {response: "The answer is 42.", reward: 1, split: test, index: 0}',
     ]
     return "\n".join(lines) + "\n"
+
+
+def _ask(g: Guess) -> str:
+    if g.grader == "choice":
+        return "the letter of the correct answer"
+    return "your final answer as a number" if g.numeric else "your final answer"
+
+
+def _prompt_lines(g: Guess, var: Any) -> list[str]:
+    if g.conversation:
+        return [
+            "",
+            f"# The prompt: the conversation held in the `{g.prompt}` column (a list of role/content turns).",
+            "prompt:",
+            "  conversation:",
+            f"    column: {var(g.prompt)}",
+            "",
+            "# The tool the agent answers with.",
+            "submit:",
+            f"  description: Submit {_ask(g)}.",
+        ]
+    body = [f"    {{{{ {var(g.prompt_expr)} }}}}", ""]
+    if g.grader == "choice":
+        body += [f"    {{{{ {var(g.choices or '')} | lettered }}}}", ""]
+    return [
+        "",
+        f"# The prompt: a Jinja template over the task's fields (the prompt column is `{g.prompt}`).",
+        "prompt:",
+        "  template: |-",
+        *body,
+        f"    When you are done, call the `submit` tool with {_ask(g)}.",
+        "",
+        "# The tool the agent answers with.",
+        "submit:",
+        f"  description: Submit {_ask(g)}.",
+    ]
+
+
+def _grader_lines(g: Guess, var: Any) -> list[str]:
+    target = var(g.target)
+    lines = ["", f"# How an answer is graded against the answer column `{g.answer}`.", "grader:"]
+    if g.grader == "choice":
+        return [
+            *lines,
+            "  type: choice",
+            "  # The correct option, as a letter or an index into the options.",
+            f'  target: "{{{{ {target} }}}}"',
+            f"  choices_field: {var(g.choices or '')}",
+        ]
+    if g.grader == "math":
+        return [
+            *lines,
+            "  # The answers are LaTeX: compared for mathematical equivalence",
+            "  # (the `math` grader: `pip install 'envbuilder[math]'`); `$...$` marks the target as LaTeX.",
+            "  type: math",
+            f'  target: "${{{{ {target} }}}}$"',
+        ]
+    lines.append("  type: exact_match")
+    if g.gsm8k_style:
+        return [
+            *lines,
+            '  # The reference ends with "#### <number>"; the number after it is the target.',
+            f"  target: \"{{{{ {target}.split('####')[-1] }}}}\"",
+            '  # Compare the final number of the response ("The answer is $1,000" -> 1000).',
+            "  extract: number",
+        ]
+    if g.numeric:
+        return [
+            *lines,
+            "  # The answers are numbers: the target is the answer column.",
+            f'  target: "{{{{ {target} }}}}"',
+            '  # Compare the final number of the response ("The answer is $1,000" -> 1000).',
+            "  extract: number",
+        ]
+    if g.free_text:
+        lines = [
+            *lines[:-1],
+            "# The answers are long free text, which an exact match will rarely meet: consider grading",
+            "# with a judge model instead (`type: llm_judge`, see the README).",
+            "grader:",
+        ]
+    return [
+        *lines,
+        "  # The whole response must equal the answer (after trimming whitespace).",
+        f'  target: "{{{{ {target} }}}}"',
+    ]

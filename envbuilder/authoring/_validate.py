@@ -6,8 +6,8 @@ import os
 from dataclasses import dataclass, field
 
 from envbuilder.environment import Environment
-from envbuilder.errors import EnvbuilderError, Problem, SpecError
-from envbuilder.spec import load_spec_partially
+from envbuilder.errors import EnvbuilderError, Loc, Problem, format_loc
+from envbuilder.spec import LoadedSpec, load_spec_partially
 
 __all__ = ["Validation", "validate_spec"]
 
@@ -18,6 +18,8 @@ class Validation:
 
     path: str
     problems: list[Problem] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    """Invalid keys (``grader``, ``splits.test.slice``) whose dependent checks did not run."""
     env: Environment | None = None
     """The compiled environment when the spec is valid."""
 
@@ -27,44 +29,52 @@ class Validation:
 
 
 def validate_spec(path: str | os.PathLike[str]) -> Validation:
-    """Every problem of the spec at ``path``: schema errors, then data errors.
+    """Every problem of the spec at ``path`` in one run, sorted by file and line.
 
     Beyond the schema: the dataset opens, the splits exist and are not empty, templates parse
     and use only fields the tasks have, the grader's fields exist, the prompt and the grading
     target render for the first task of each split, and each ``tests:`` entry names a real task.
-    A spec with schema errors still gets every data check its valid blocks allow.
+    A spec with schema errors still gets every check its valid parts allow; the invalid keys
+    whose dependent checks could not run are listed in :attr:`Validation.skipped`.
     """
     result = Validation(str(path))
-    loaded, result.problems = load_spec_partially(path)
-    if loaded is None:
-        return result
-    partial = bool(result.problems)
-    try:
-        env = Environment(loaded)
-    except SpecError as exc:
-        result.problems += [p for p in exc.problems if p.code != "unchecked"]
-        return result
-    except EnvbuilderError as exc:
-        if exc.code != "unchecked":
-            result.problems.append(loaded.locate((), exc.message, code=exc.code, hint=exc.hint))
-        return result
-    except Exception:
-        if partial:  # best effort on a spec already known to be invalid
-            return result
-        raise
-    for loc, error in _data_checks(env):
-        if error.code != "unchecked":
-            result.problems.append(loaded.locate(loc, error.message, code=error.code, hint=error.hint))
-    if not result.problems:
-        result.env = env
+    partial_load = load_spec_partially(path)
+    loaded, problems = partial_load.loaded, list(partial_load.problems)
+    result.skipped = [format_loc(loc) for loc in partial_load.skipped]
+    if loaded is not None:
+        env = _environment(loaded, problems, partial=bool(problems))
+        if env is not None:
+            problems += env.problems
+            checked = {p.loc[0] for p in problems if p.loc}  # a block with a problem: not rendered
+            for loc, error in _data_checks(env, skip=checked):
+                problems.append(loaded.locate(loc, error.message, code=error.code, hint=error.hint))
+            if not problems:
+                result.env = env
+    result.problems = _in_order([p for p in problems if p.code != "unchecked"], str(path))
     return result
 
 
-Loc = tuple[str | int, ...]
+def _environment(loaded: LoadedSpec, problems: list[Problem], *, partial: bool) -> Environment | None:
+    try:
+        return Environment(loaded, strict=False)
+    except EnvbuilderError as exc:
+        problems.append(loaded.locate((), exc.message, code=exc.code, hint=exc.hint))
+    except Exception:
+        if not partial:
+            raise
+        # best effort on a spec already known to be invalid: its problems are reported
+    return None
 
 
-def _data_checks(env: Environment) -> list[tuple[Loc, EnvbuilderError]]:
-    """What Environment does not check because serving does not need it."""
+def _in_order(problems: list[Problem], path: str) -> list[Problem]:
+    """Problems by file (the spec's own first, then the bases') and line; each once."""
+    unique = list(dict.fromkeys(problems))
+    return sorted(unique, key=lambda p: (p.file != path, p.file or "", p.line or 0, p.col or 0))
+
+
+def _data_checks(env: Environment, skip: set[str | int]) -> list[tuple[Loc, EnvbuilderError]]:
+    """What Environment does not check because serving does not need it (the prompt and the
+    grader are not rendered when ``skip`` holds them: their problems are already reported)."""
     errors: list[tuple[Loc, EnvbuilderError]] = []
     for name, view in env.splits.items():
         if len(view) == 0:
@@ -85,11 +95,12 @@ def _data_checks(env: Environment) -> list[tuple[Loc, EnvbuilderError]]:
             errors.append((("dataset",), exc))
             continue
         try:
-            env.messages(task)
+            if env.prompter is not None and "prompt" not in skip:
+                env.messages(task)
         except EnvbuilderError as exc:
             errors.append((("prompt",), _in_task(exc, name)))
         try:
-            if env.submit is not None:
+            if env.submit is not None and "grader" not in skip:
                 env.submit.turn_targets(task)
         except EnvbuilderError as exc:
             errors.append((("grader",), _in_task(exc, name)))

@@ -2,7 +2,7 @@
 
 from envbuilder.catalog._collect import Collection, LoadFailure, find_specs, load_environments
 from envbuilder.catalog._entry import build_catalog, catalog_entry
-from envbuilder.catalog._files import content_hash, environment_files, file_sha256
+from envbuilder.catalog._files import content_hash, file_sha256
 from envbuilder.catalog._pack import PackInfo, is_pack, load_pack, open_pack, pack
 from envbuilder.catalog._publish import PublishReport, publish, serve_command
 from envbuilder.catalog._pull import Pulled, pull
@@ -19,7 +19,6 @@ __all__ = [
     "build_catalog",
     "catalog_entry",
     "content_hash",
-    "environment_files",
     "file_sha256",
     "find_specs",
     "is_pack",

@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 from envbuilder import __version__
-from envbuilder.catalog._files import content_hash, environment_files, file_sha256
+from envbuilder.catalog._files import content_hash, file_sha256
 from envbuilder.environment import Environment
 from envbuilder.errors import EnvbuilderError
 
@@ -19,7 +19,7 @@ _SECRET_KEY = re.compile(r"secret|password|token|api_?key|credential", re.I)
 def catalog_entry(env: Environment) -> dict[str, Any]:
     """The catalog entry of ``env`` (JSON-ready)."""
     spec = env.spec
-    files = environment_files(env)
+    files = env.files
     digests = {name: file_sha256(path) for name, path in files.items()}
     return {
         "name": env.name,

@@ -1,16 +1,12 @@
-"""The files an environment is made of (spec, data, prompt template) and their content hash."""
+"""The content hash of an environment's files (``Environment.files``: what loading it read)."""
 
 from __future__ import annotations
 
 import hashlib
-import os
 import threading
 from pathlib import Path
 
-from envbuilder.environment import Environment
-from envbuilder.templating import jinja_env
-
-__all__ = ["content_hash", "environment_files", "file_sha256"]
+__all__ = ["content_hash", "file_sha256"]
 
 _digests: dict[tuple[str, int, int, int], str] = {}
 _lock = threading.Lock()
@@ -29,33 +25,6 @@ def file_sha256(path: Path) -> str:
     with _lock:
         _digests[key] = digest
     return digest
-
-
-def environment_files(env: Environment) -> dict[str, Path]:
-    """Every file ``env`` is made of, by its path relative to the spec's folder (POSIX, may start
-    with ``../``): the spec, the files its source reads, and its prompt template file.
-
-    A template shipped with envbuilder is listed under the name the spec uses for it, so a pack
-    that bundles it there serves exactly that template (the spec's folder is searched first).
-    """
-    base = env.loaded.base_dir.resolve()
-
-    def name(path: Path) -> str:
-        return Path(os.path.relpath(path.resolve(), base)).as_posix()
-
-    out: dict[str, Path] = {}
-    if env.loaded.path is not None:
-        out[name(env.loaded.path)] = env.loaded.path.resolve()
-    for path in env.source.files():
-        out[name(path)] = path.resolve()
-    template = env.spec.prompt.template_file
-    if template is not None:
-        jinja = jinja_env(env.loaded.base_dir)
-        filename = jinja.loader.get_source(jinja, template)[1]  # type: ignore[union-attr]
-        if filename is not None:
-            found = Path(filename).resolve()
-            out[name(found) if found.is_relative_to(base) else Path(template).as_posix()] = found
-    return dict(sorted(out.items()))
 
 
 def content_hash(digests: dict[str, str]) -> str:

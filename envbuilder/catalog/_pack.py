@@ -1,6 +1,6 @@
 """Packs: a spec, its data and a lock of sha256 hashes in one zip, served elsewhere exactly as published.
 
-A pack holds the files of :func:`environment_files` under their paths relative to the
+A pack holds ``Environment.files`` (every file loading the spec read) under their paths relative to the
 common folder of them all, plus ``envbuilder.lock.json``::
 
     {"format": 1, "name": ..., "version": ..., "spec": "gsm8k.yaml",
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from envbuilder import __version__, paths
-from envbuilder.catalog._files import content_hash, environment_files, file_sha256
+from envbuilder.catalog._files import content_hash, file_sha256
 from envbuilder.environment import Environment, load_environment
 from envbuilder.errors import DataError
 
@@ -49,8 +49,6 @@ def is_pack(path: Path) -> bool:
     return path.suffix.lower() == ".zip"
 
 
-
-
 def pack(spec: Path, out: Path) -> PackInfo:
     """Bundle the environment of ``spec`` into the zip ``out``; checks the pack serves before returning.
 
@@ -63,7 +61,7 @@ def pack(spec: Path, out: Path) -> PackInfo:
             f"a pack is a .zip file, not {str(out)!r}", hint="Use --out NAME.zip", code="pack_name"
         )
     env = load_environment(spec)
-    files = environment_files(env)
+    files = env.files
     spec_file = env.loaded.path.resolve() if env.loaded.path is not None else None
     assert spec_file is not None  # load_environment reads a file
     # Lay files out as the spec sees them (a shipped template goes beside the spec, where it is
@@ -118,7 +116,7 @@ def load_pack(path: Path, *, cache_dir: Path | None = None) -> Environment:
     """
     folder, lock = _open(path, cache_dir)
     env = load_environment(folder / lock["spec"])
-    files = environment_files(env)
+    files = env.files
     for file in files.values():
         if not file.is_relative_to(folder.resolve()):
             raise DataError(

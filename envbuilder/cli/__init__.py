@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import functools
+from collections.abc import Callable
+from typing import Annotated, Any
 
 import typer
+import typer.core
 
 from envbuilder import __version__
 from envbuilder.cli import (
@@ -22,10 +25,28 @@ from envbuilder.cli import (
     _view,
 )
 
+
+def _flag_type(display_type_rich: Callable[[Any, Any], str | None]) -> Callable[[Any, Any], str | None]:
+    """Typer labels every option with its type; a flag takes no value, so it gets no `<bool>`."""
+
+    @functools.wraps(display_type_rich)
+    def patched(self: Any, ctx: Any) -> str | None:
+        return None if getattr(self, "is_flag", False) else display_type_rich(self, ctx)
+
+    return patched
+
+
+# Typer has no setting for this; wrap its method once (tests/cli/test_help.py checks the result,
+# and a Typer without the method is left alone: help then only shows the labels again).
+_Option: Any = getattr(typer.core, "TyperOption", None)
+if hasattr(_Option, "display_type_rich") and not hasattr(_Option.display_type_rich, "__wrapped__"):
+    _Option.display_type_rich = _flag_type(_Option.display_type_rich)
+
 app = typer.Typer(
     name="envbuilder",
     help="Declare LLM-agent environments in YAML and serve them over ORS.",
     no_args_is_help=True,
+    rich_markup_mode="markdown",  # paragraphs reflow: docstrings wrap at 110 columns, help at the terminal
     pretty_exceptions_show_locals=False,  # locals may hold secrets
     add_completion=False,
 )

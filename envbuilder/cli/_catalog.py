@@ -77,5 +77,6 @@ def catalog(
             for env in envs
             if env.loaded.path is not None
         }
-        readme.write_text(render_readme(data, links), encoding="utf-8")
+        typed = " ".join(str(s) for s in specs)
+        readme.write_text(render_readme(data, links, specs=typed, readme=str(readme)), encoding="utf-8")
         typer.echo(f"envbuilder: wrote {readme}")

@@ -16,9 +16,12 @@ def check(
     sample: Annotated[int, typer.Option(help="Tasks per split whose gold answer is submitted.", min=0)] = 50,
     seed: Annotated[int, typer.Option(help="Seed of the random sample of tasks.")] = 0,
 ) -> None:
-    """Self-check SPEC before any model sees it: its grader must give full reward to the gold
-    answer (the grading target) of a sample of tasks, and each entry of its `tests:` block the
-    reward it lists. Exit 1 on any failure."""
+    """Self-check SPEC: gold answers must earn full reward and its `tests:` must pass.
+
+    Before any model sees the spec, its grader must give full reward to the gold answer (the
+    grading target) of a sample of tasks, and each entry of its `tests:` block the reward it
+    lists. Exit 1 on any failure.
+    """
     from envbuilder.authoring import gold_cases, run_cases, spec_cases, validate_spec
 
     with fail_on_errors():

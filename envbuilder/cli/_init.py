@@ -14,7 +14,10 @@ from envbuilder.cli._output import fail_on_errors
 def init(
     dataset: Annotated[
         str,
-        typer.Argument(help="A Parquet file or folder, or a HuggingFace dataset (hub id or local folder)."),
+        typer.Argument(
+            help="A Parquet, JSON Lines, JSON or CSV file or folder, or a HuggingFace dataset (hub id or"
+            " local folder)."
+        ),
     ],
     out: Annotated[
         Path | None,
@@ -56,11 +59,25 @@ def init(
         return
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(scaffold.text, encoding="utf-8")
-    grader = "exact_match, extract: number" if scaffold.numeric else "exact_match"
+    g = scaffold.guess
+    prompt = f"prompt: the conversation in {g.prompt!r}" if g.conversation else f"prompt column {g.prompt!r}"
     _console.line(
-        f"{out}: prompt column {scaffold.prompt_column!r}, answer column {scaffold.answer_column!r}, "
-        f"grader {grader}, splits {', '.join(scaffold.splits)}"
+        f"{out}: {prompt}, answer column {g.answer!r}, {g.describe()}, splits {', '.join(scaffold.splits)}"
+        + (f", task id {g.id_column!r}" if g.id_column else "")
     )
+    if g.free_text:
+        _console.line(
+            f"{out}: the answers in {g.answer!r} are long free text: consider a judge model"
+            " (`grader: {type: llm_judge, ...}`) instead of exact_match",
+            "yellow",
+        )
+    if g.without_target:
+        column = g.target.partition("[")[0]
+        _console.line(
+            f"{out}: {g.without_target} of the first {g.sampled} rows have no {column!r} to grade against;"
+            " each split keeps only the rows that have one (`filter:`)",
+            "yellow",
+        )
     with fail_on_errors():
         result = validate_spec(out)
     if not result.ok:

@@ -14,8 +14,11 @@ def pack(
     spec: Annotated[Path, typer.Argument(help="The spec file (YAML) to pack.")],
     out: Annotated[Path, typer.Option(help="The pack to write (.zip).")],
 ) -> None:
-    """Bundle SPEC, its data files and a lock file of sha256 hashes into one .zip that
-    `envbuilder serve FILE.zip` serves exactly as published."""
+    """Bundle SPEC and every file it reads into one .zip that serves exactly as published.
+
+    The pack holds the spec and the bases it extends, its data files and templates, and a lock
+    file of their sha256 hashes; `envbuilder serve FILE.zip` refuses it if any file differs.
+    """
     from envbuilder.catalog import pack as make_pack
 
     with fail_on_errors():

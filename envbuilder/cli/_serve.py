@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from envbuilder.cli._output import fail_on_errors
+from envbuilder.cli._port import port_taken
 from envbuilder.cli._pull import EnvOption, RequireSignatureOption, TrustedKeyOption, resolve_targets
 
 
@@ -48,6 +49,10 @@ def serve(
     from envbuilder.cli._catalog import load_or_exit
     from envbuilder.server import ServerSettings, create_app
 
+    taken = port_taken(host, port)
+    if taken is not None:
+        typer.echo(f"error: {taken}. Stop it, or pass --port with a free port (0: any)", err=True)
+        raise typer.Exit(1)
     # Published catalogs and packs at URLs: pulled into the cache and verified, then served as local packs.
     local = resolve_targets(
         specs, envs=pick, cache_dir=cache_dir, trusted_key=trusted_key, require_signature=require_signature

@@ -32,5 +32,11 @@ def validate(specs: SpecsArg) -> None:
         _console.problems(result.problems)
         n = len(result.problems)
         _console.line(f"{path}: {n} problem{'s' if n != 1 else ''}", "bold red")
+        if result.skipped:
+            _console.line(
+                f"{path}: checks that need {', '.join(result.skipped)} were skipped until"
+                f" {'it is' if len(result.skipped) == 1 else 'they are'} fixed",
+                "yellow",
+            )
     if invalid:
         raise typer.Exit(1)

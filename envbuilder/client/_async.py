@@ -40,11 +40,11 @@ def _tools(listing: Any) -> list[ToolSpec]:
 class AsyncClient:
     """An ORS server at ``base_url``::
 
-        async with AsyncClient("http://127.0.0.1:8080") as client:
-            env = client.environment("gsm8k")
-            async with env.session(split="test", index=0) as session:
-                messages = await session.get_messages("openai")
-                out = await session.call_tool("submit", {"answer": "72"})
+    async with AsyncClient("http://127.0.0.1:8080") as client:
+        env = client.environment("gsm8k")
+        async with env.session(split="test", index=0) as session:
+            messages = await session.get_messages("openai")
+            out = await session.call_tool("submit", {"answer": "72"})
     """
 
     def __init__(

@@ -28,6 +28,7 @@ from pydantic import ValidationError
 
 from envbuilder.client._errors import ClientError
 from envbuilder.protocol import (
+    MESSAGE_BLOCK_TYPES,
     ImageBlock,
     Message,
     ReasoningBlock,
@@ -35,6 +36,7 @@ from envbuilder.protocol import (
     ToolCallBlock,
     ToolResultBlock,
     ToolSpec,
+    check_placement,
 )
 
 __all__ = ["Format", "ToolFormat", "convert_messages", "convert_tools", "parse_messages"]
@@ -43,12 +45,7 @@ Format = Literal["openai", "openrouter", "anthropic", "google"]
 #: ``chat_completions`` is envbuilder's addition: the nested shape ``/v1/chat/completions`` takes.
 ToolFormat = Literal["openai", "openrouter", "anthropic", "google", "chat_completions"]
 
-_KNOWN_BLOCKS = frozenset({"text", "image", "reasoning", "tool_call", "tool_result"})
-_PLACEMENT = {
-    "system": frozenset({"text", "image"}),
-    "user": frozenset({"text", "image", "tool_result"}),
-    "assistant": frozenset({"text", "image", "reasoning", "tool_call"}),
-}
+_KNOWN_BLOCKS = frozenset(MESSAGE_BLOCK_TYPES)
 
 
 def _known(blocks: Iterable[Any]) -> list[Any]:
@@ -57,8 +54,10 @@ def _known(blocks: Iterable[Any]) -> list[Any]:
         if not isinstance(block, dict) or block.get("type") not in _KNOWN_BLOCKS:
             continue  # a block type from a newer server: skipped (lossy but safe)
         if block["type"] == "tool_result":
-            block = {**block, "blocks": [b for b in _known(block.get("blocks", ())) if b["type"] in
-                                         ("text", "image")]}
+            block = {
+                **block,
+                "blocks": [b for b in _known(block.get("blocks", ())) if b["type"] in ("text", "image")],
+            }
         out.append(block)
     return out
 
@@ -68,36 +67,26 @@ def parse_messages(raw: Any) -> list[Message]:
     if not isinstance(raw, list):
         raise ClientError(f"/messages answered {type(raw).__name__}, expected a list of messages")
     try:
-        return [
-            Message.model_validate({**m, "blocks": _known(m.get("blocks", ()))}) for m in raw
-        ]
+        return [Message.model_validate({**m, "blocks": _known(m.get("blocks", ()))}) for m in raw]
     except (ValidationError, AttributeError, TypeError) as exc:
         raise ClientError(f"/messages answered messages this client cannot read: {exc}") from None
-
-
-def _check_placement(messages: Sequence[Message]) -> None:
-    for message in messages:
-        for block in message.blocks:
-            if block.type not in _PLACEMENT[message.role]:
-                raise ValueError(
-                    f"a {block.type!r} block cannot be in a {message.role!r} message: reasoning and "
-                    "tool_call blocks belong in 'assistant' turns, tool_result blocks in 'user' turns"
-                )
 
 
 def convert_messages(messages: Sequence[Message], format: Format | None = None) -> Any:
     """Convert a conversation to ``format`` (see the module docstring); ValueError if it can't."""
     if format is None:
         return list(messages)
-    _check_placement(messages)
+    for message in messages:  # Messages built with model_construct skip the validator
+        check_placement(message.role, (block.type for block in message.blocks))
     if format in ("openai", "openrouter"):
         return _to_openai(messages, format)
     if format == "anthropic":
         return _to_anthropic(messages)
     if format == "google":
         return _to_google(messages)
-    raise ValueError(f"unknown format {format!r}; expected one of None, 'openai', 'openrouter', "
-                     "'anthropic', 'google'")
+    raise ValueError(
+        f"unknown format {format!r}; expected one of None, 'openai', 'openrouter', 'anthropic', 'google'"
+    )
 
 
 # -- openai -----------------------------------------------------------------------------------
@@ -155,8 +144,11 @@ def _to_openai(messages: Sequence[Message], format: str) -> list[dict[str, Any]]
             for block in message.blocks:
                 if isinstance(block, ToolResultBlock):
                     out.append(
-                        {"role": "tool", "tool_call_id": block.tool_call_id,
-                         "content": _result_text(block, format)}
+                        {
+                            "role": "tool",
+                            "tool_call_id": block.tool_call_id,
+                            "content": _result_text(block, format),
+                        }
                     )
                 else:
                     rest.append(block)
@@ -252,9 +244,14 @@ def _to_google(messages: Sequence[Message]) -> dict[str, Any]:
                         f"tool_result {b.tool_call_id!r} has no matching tool_call in the conversation; "
                         "format='google' addresses results by function name"
                     )
-                parts.append({"function_response": {
-                    "name": names[b.tool_call_id], "response": {"output": _result_text(b, "google")}
-                }})
+                parts.append(
+                    {
+                        "function_response": {
+                            "name": names[b.tool_call_id],
+                            "response": {"output": _result_text(b, "google")},
+                        }
+                    }
+                )
         contents.append({"role": "model" if message.role == "assistant" else "user", "parts": parts})
     return {"system_instruction": system, "contents": contents}
 
@@ -262,10 +259,21 @@ def _to_google(messages: Sequence[Message]) -> dict[str, Any]:
 # -- tools ------------------------------------------------------------------------------------
 
 _OPENAI_DROP = frozenset({"additionalProperties", "patternProperties", "not"})
-_GOOGLE_DROP = frozenset({
-    "additionalProperties", "additional_properties", "title", "default", "examples", "example",
-    "patternProperties", "oneOf", "allOf", "anyOf", "not",
-})
+_GOOGLE_DROP = frozenset(
+    {
+        "additionalProperties",
+        "additional_properties",
+        "title",
+        "default",
+        "examples",
+        "example",
+        "patternProperties",
+        "oneOf",
+        "allOf",
+        "anyOf",
+        "not",
+    }
+)
 _SCHEMA_MAPS = frozenset({"properties", "$defs", "definitions", "patternProperties"})
 
 
@@ -295,8 +303,9 @@ def _openai_schema(schema: Any) -> Any:
             continue
         chosen = options[0]
         if key == "anyOf":
-            chosen = next((o for o in options if not (isinstance(o, dict) and o.get("type") == "null")),
-                          options[0])
+            chosen = next(
+                (o for o in options if not (isinstance(o, dict) and o.get("type") == "null")), options[0]
+            )
         if not isinstance(chosen, dict):
             return _openai_schema(chosen)
         siblings = {k: v for k, v in schema.items() if k != key}
@@ -339,8 +348,10 @@ def convert_tools(tools: Sequence[ToolSpec], format: ToolFormat | None = None) -
     if format is None:
         return list(tools)
     if format not in ("openai", "openrouter", "anthropic", "google", "chat_completions"):
-        raise ValueError(f"unknown format {format!r}; expected one of None, 'openai', 'openrouter', "
-                         "'anthropic', 'google', 'chat_completions'")
+        raise ValueError(
+            f"unknown format {format!r}; expected one of None, 'openai', 'openrouter', "
+            "'anthropic', 'google', 'chat_completions'"
+        )
     out: list[Any] = []
     for tool in tools:
         meta = {"name": tool.name, "description": tool.description}
@@ -353,12 +364,16 @@ def convert_tools(tools: Sequence[ToolSpec], format: ToolFormat | None = None) -
             elif format == "openrouter":
                 out.append({"type": "function", "function": meta, "parameters": params})
             else:
-                out.append({"type": "function", "function": {
-                    **meta, "parameters": params or {"type": "object", "properties": {}}
-                }})
+                out.append(
+                    {
+                        "type": "function",
+                        "function": {**meta, "parameters": params or {"type": "object", "properties": {}}},
+                    }
+                )
         elif format == "anthropic":
-            out.append({"type": "custom", **meta,
-                        "input_schema": schema or {"type": "object", "properties": {}}})
+            out.append(
+                {"type": "custom", **meta, "input_schema": schema or {"type": "object", "properties": {}}}
+            )
         else:
             out.append({**meta, "parameters": _google_schema(schema) if schema else None})
     return out

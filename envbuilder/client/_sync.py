@@ -43,12 +43,12 @@ class _Portal:
 class Client:
     """An ORS server at ``base_url``::
 
-        with Client("http://127.0.0.1:8080") as client:
-            env = client.environment("gsm8k")
-            print(env.num_tasks("test"))
-            with env.session(split="test", index=0) as session:
-                print(session.get_messages("openai"))
-                out = session.call_tool("submit", {"answer": "72"})
+    with Client("http://127.0.0.1:8080") as client:
+        env = client.environment("gsm8k")
+        print(env.num_tasks("test"))
+        with env.session(split="test", index=0) as session:
+            print(session.get_messages("openai"))
+            out = session.call_tool("submit", {"answer": "72"})
     """
 
     def __init__(
@@ -64,8 +64,14 @@ class Client:
         self._portal = _Portal()
 
         async def make() -> AsyncClient:
-            return AsyncClient(base_url, api_key=api_key, timeout=timeout, retry=retry,
-                               ping_interval=ping_interval, transport=transport)
+            return AsyncClient(
+                base_url,
+                api_key=api_key,
+                timeout=timeout,
+                retry=retry,
+                ping_interval=ping_interval,
+                transport=transport,
+            )
 
         self.aclient = self._portal.run(make())
 

@@ -10,24 +10,22 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from envbuilder.data._base import Source, Table, sources
 from envbuilder.data._filter import RowFilter, filter_rows
-from envbuilder.data._maps import Complement, Gather, IndexMap, Permutation, Window, slice_bounds
-from envbuilder.data._maps import Source as All
+from envbuilder.data._maps import Complement, Gather, Identity, IndexMap, Permutation, Window, slice_bounds
 from envbuilder.data._splits import SplitView, TaskShaper
-from envbuilder.errors import DataError, EnvbuilderError
+from envbuilder.errors import DataError, EnvbuilderError, Loc, name_hint
 
-Loc = tuple[str | int, ...]
+if TYPE_CHECKING:  # spec imports data at run time (its dataset models), so data names it only here
+    from envbuilder.spec import Spec, SplitSpec, TaskShape
+
 Errors = list[tuple[Loc, EnvbuilderError]]
 
 
-def open_splits(spec: Any, base_dir: Path) -> tuple[Source, dict[str, SplitView], Errors]:
-    """The source, the splits that opened, and the located errors of those that did not.
-
-    ``spec`` is a :class:`envbuilder.spec.Spec` (typed loosely: data must not import spec).
-    """
+def open_splits(spec: Spec, base_dir: Path) -> tuple[Source, dict[str, SplitView], Errors]:
+    """The source, the splits that opened, and the located errors of those that did not."""
     errors: Errors = []
     source: Source = sources.for_config(spec.dataset)(spec.dataset, base_dir)
     try:
@@ -50,13 +48,21 @@ def open_splits(spec: Any, base_dir: Path) -> tuple[Source, dict[str, SplitView]
         if parent not in pools:
             if parent not in spec.splits or spec.splits[parent].carve_from is not None:
                 others = [n for n, s in spec.splits.items() if s.carve_from is None]
-                errors.append((("splits", name, "carve_from"), DataError(
-                    f"no split {parent!r} to carve from",
-                    hint=f"Name one of: {', '.join(others)}", code="unknown_split")))
+                errors.append(
+                    (
+                        ("splits", name, "carve_from"),
+                        DataError(
+                            f"no split {parent!r} to carve from",
+                            hint=f"Name one of: {', '.join(others)}",
+                            code="unknown_split",
+                        ),
+                    )
+                )
             continue
         table, pool, label = pools[parent]
+        assert split.fraction is not None  # SplitSpec: `carve_from` and `fraction` go together
         used = taken.setdefault(parent, [])
-        left = Complement(All(len(pool)), used)
+        left = Complement(Identity(len(pool)), used)
         k = min(len(left), round(split.fraction * len(pool)))
         rng = random.Random(f"carve:{split.seed}:{name}")
         mine = sorted(left[j] for j in rng.sample(range(len(left)), k))
@@ -76,14 +82,17 @@ def open_splits(spec: Any, base_dir: Path) -> tuple[Source, dict[str, SplitView]
             index = Permutation(index, split.seed)
         if split.limit is not None:
             index = Window(index, 0, min(split.limit, len(index)))
-        shaper = _shaper(spec.task, label, table, errors)
-        if shaper is not None:
-            views[name] = SplitView(name, split.type, table, shaper, index)
+        views[name] = SplitView(name, split.type, table, _shaper(spec.task, label, table, errors), index)
     return source, views, errors
 
 
 def _pool(
-    source: Source, source_splits: list[str], tables: dict[str, Table], name: str, split: Any, errors: Errors
+    source: Source,
+    source_splits: list[str],
+    tables: dict[str, Table],
+    name: str,
+    split: SplitSpec,
+    errors: Errors,
 ) -> tuple[Table, IndexMap, str] | None:
     """The split's table and its rows after `filter` and `slice`, or None (error recorded)."""
     try:
@@ -93,9 +102,16 @@ def _pool(
         else:
             label = split.source or name
             if label not in source_splits:
-                errors.append((("splits", name, "source") if split.source else ("splits", name), DataError(
-                    f"the dataset has no split {label!r}",
-                    hint=f"Its splits are: {', '.join(source_splits)}", code="unknown_split")))
+                errors.append(
+                    (
+                        ("splits", name, "source") if split.source else ("splits", name),
+                        DataError(
+                            f"the dataset has no split {label!r}",
+                            hint=f"Its splits are: {', '.join(source_splits)}",
+                            code="unknown_split",
+                        ),
+                    )
+                )
                 return None
             if label not in tables:
                 tables[label] = source.open(label)
@@ -104,19 +120,19 @@ def _pool(
         loc = ("splits", name, "files") if split.files is not None else source.location(split.source or name)
         errors.append((loc, exc))
         return None
-    index: IndexMap = All(len(table))
+    index: IndexMap = Identity(len(table))
     if split.filter is not None:
         try:
             index = Gather(index, filter_rows(table, RowFilter(split.filter, f"splits.{name}.filter")))
         except EnvbuilderError as exc:
+            # Reported; the split is still opened unfiltered so its columns can be checked.
             errors.append((("splits", name, "filter"), exc))
-            return None
     if split.slice is not None:
         index = Window(index, *slice_bounds(split.slice, len(index)))
     return table, index, label
 
 
-def _shaper(shape: Any, label: str, table: Table, errors: Errors) -> TaskShaper | None:
+def _shaper(shape: TaskShape, label: str, table: Table, errors: Errors) -> TaskShaper:
     columns = table.columns
     wanted: list[tuple[Loc, str]] = [
         *((("task", "include", i), c) for i, c in enumerate(shape.include or [])),
@@ -125,13 +141,28 @@ def _shaper(shape: Any, label: str, table: Table, errors: Errors) -> TaskShaper 
         *([(("task", "id"), shape.id)] if shape.id else []),
     ]
     missing = [(loc, c) for loc, c in wanted if c not in columns]
+    reported = {loc for loc, _ in errors}
     for loc, column in missing:
-        errors.append((loc, DataError(
-            f"split {label!r} has no column {column!r}",
-            hint=f"Its columns are: {', '.join(columns)}", code="unknown_column")))
-    if missing:
-        return None
+        if loc in reported:
+            continue  # the same key, already reported for another split
+        errors.append(
+            (
+                loc,
+                DataError(
+                    f"split {label!r} has no column {column!r}",
+                    hint=name_hint(column, columns, "Its columns are"),
+                    code="unknown_column",
+                ),
+            )
+        )
+    # Reported; the shaper leaves the missing columns out (and a broken `include` keeps every
+    # column), so templates are still checked without the same mistake reported again.
+    absent = {c for _, c in missing}
     return TaskShaper(
-        label, id_column=shape.id, include=shape.include, exclude=shape.exclude, rename=shape.rename,
+        label,
+        id_column=shape.id if shape.id not in absent else None,
+        include=None if absent.intersection(shape.include or ()) else shape.include,
+        exclude=[c for c in shape.exclude if c not in absent],
+        rename={k: v for k, v in shape.rename.items() if k not in absent},
         columns=columns,
     )

@@ -26,8 +26,6 @@ from envbuilder.paths import cache_dir
 FORMAT_VERSION = 1
 
 
-
-
 def file_identity(paths: Iterable[Path]) -> list[tuple[str, int, int]]:
     """(absolute path, size, mtime in ns) of each file: what a cache key derives from."""
     out = []

@@ -1,16 +1,22 @@
 """JSONL, JSON and CSV files as lazy tables: converted once into the cache's Arrow row files.
 
-The first open parses the files with pyarrow (streaming for CSV) into an Arrow IPC file of small
-batches keyed by the files' identity (see ``_cache``); every later open, and every row read,
-goes to that file.
+The first open streams the files, a block at a time, into an Arrow IPC file of small batches
+keyed by the files' identity (see ``_cache``); every later open, and every row read, goes to that
+file, as Parquet does (`_parquet`): start-up reads no rows and a task reads one small batch.
+
+Streaming takes the columns and their types from the first block (4 MB) of the first file.
+A later block that disagrees (a new key, an int column turning into text) makes the conversion
+start again reading each file whole, whose types pyarrow then unifies: correct, at the memory
+cost of one file, and only for such files.
 """
 
 from __future__ import annotations
 
+import io
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import pyarrow as pa
 import pyarrow.csv as pcsv
@@ -63,30 +69,73 @@ class _FileSource(Source):
         path = cache_path("rows", cache_key(self.type_name, file_identity(paths)), ".arrow")
         if not path.exists():
             try:
-                tables = [self.read(p) for p in paths]
-                schema = tables[0].schema
-                for p, t in zip(paths[1:], tables[1:], strict=True):
-                    if t.schema.names != schema.names:
-                        raise DataError(
-                            f"{str(p)!r} has columns {t.schema.names}, but {str(paths[0])!r} has "
-                            f"{schema.names}", hint="All files of one split must share columns",
-                            code="data_schema_mismatch")
-                write_ipc(path, schema, _unified(tables, schema))
-            except (pa.ArrowInvalid, ValueError, OSError) as exc:
-                raise DataError(f"cannot read {self.type_name} data: {exc}", code="data_unreadable",
-                                hint=f"Check that the files are valid {self.suffix} files") from None
+                try:
+                    first = next(iter(self.stream(paths[0])))  # an empty file: read whole below
+                    write_ipc(path, first.schema, _conformed(paths, first.schema, self.stream))
+                except (pa.ArrowInvalid, pa.ArrowTypeError, _Disagrees, StopIteration):
+                    tables = [self.read(p) for p in paths]  # whole files: pyarrow unifies types
+                    _same_columns(paths, [t.schema for t in tables])
+                    write_ipc(path, tables[0].schema, _unified(tables, tables[0].schema))
+            except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError, OSError) as exc:
+                raise DataError(
+                    f"cannot read {self.type_name} data: {exc}",
+                    code="data_unreadable",
+                    hint=f"Check that the files are valid {self.suffix} files",
+                ) from None
         return IpcTable(path)
 
     def location(self, split: str) -> tuple[str | int, ...]:
         return ("dataset", "files", split)
 
     def files(self) -> list[Path]:
-        found = (resolve_paths(p, self.base_dir, f"dataset.files.{s}", suffix=self.suffix, remote=False)
-                 for s, p in self.config.files.items())
+        found = (
+            resolve_paths(p, self.base_dir, f"dataset.files.{s}", suffix=self.suffix, remote=False)
+            for s, p in self.config.files.items()
+        )
         return sorted({path for paths in found for path in paths})
 
-    def read(self, path: Path) -> pa.Table:
+    def stream(self, path: Path) -> Iterator[pa.RecordBatch]:
+        """The rows of ``path`` a block at a time (the first block fixes the columns)."""
         raise NotImplementedError
+
+    def read(self, path: Path) -> pa.Table:
+        """All the rows of ``path``, types inferred over the whole file."""
+        raise NotImplementedError
+
+
+_BLOCK = 4 << 20  # bytes per parsed block: bounds the memory of a conversion
+_JSON_ROWS = 8192  # rows per batch of a JSON array
+
+
+class _Disagrees(ValueError):
+    """A later block does not fit the columns of the first: convert whole files instead."""
+
+
+def _conformed(paths: list[Path], schema: pa.Schema, stream: Any) -> Iterator[pa.RecordBatch]:
+    """Every block of every file, cast to ``schema`` (raises :class:`_Disagrees` if one cannot be)."""
+    for path in paths:
+        for batch in stream(path):
+            if batch.schema.equals(schema):
+                yield batch
+                continue
+            if set(batch.schema.names) - set(schema.names):
+                raise _Disagrees(f"{str(path)!r} has other columns")
+            columns = [
+                batch.column(name).cast(field.type) if name in batch.schema.names
+                else pa.nulls(batch.num_rows, field.type)
+                for name, field in zip(schema.names, schema, strict=True)
+            ]  # fmt: skip
+            yield pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def _same_columns(paths: list[Path], schemas: list[pa.Schema]) -> None:
+    for p, schema in zip(paths[1:], schemas[1:], strict=True):
+        if schema.names != schemas[0].names:
+            raise DataError(
+                f"{str(p)!r} has columns {schema.names}, but {str(paths[0])!r} has {schemas[0].names}",
+                hint="All files of one split must share columns",
+                code="data_schema_mismatch",
+            )
 
 
 def _unified(tables: list[pa.Table], schema: pa.Schema) -> Iterator[pa.Table]:
@@ -98,6 +147,20 @@ class JsonlSource(_FileSource):
     Config = JsonlConfig
     suffix = ".jsonl"
 
+    def stream(self, path: Path) -> Iterator[pa.RecordBatch]:
+        # Whole lines, a block at a time, each parsed on its own with the first block's columns:
+        # pyarrow's own streaming JSON reader reads ahead without bound (its peak memory grows
+        # with the file), this stays at a few blocks.
+        schema: pa.Schema | None = None
+        for block in _line_blocks(path, _BLOCK):
+            if schema is None:
+                table = pjson.read_json(io.BytesIO(block))
+                schema = table.schema
+            else:
+                options = pjson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="error")
+                table = pjson.read_json(io.BytesIO(block), parse_options=options)
+            yield from table.to_batches()
+
     def read(self, path: Path) -> pa.Table:
         return pjson.read_json(path)
 
@@ -106,13 +169,25 @@ class JsonSource(_FileSource):
     Config = JsonConfig
     suffix = ".json"
 
+    def stream(self, path: Path) -> Iterator[pa.RecordBatch]:
+        schema: pa.Schema | None = None
+        for rows in _batched(_array_items(path), _JSON_ROWS):
+            if schema is None:
+                table = pa.Table.from_pylist(rows)
+                schema = table.schema
+            else:
+                if any(key not in schema.names for row in rows for key in row):
+                    raise _Disagrees(f"{str(path)!r} has other keys further on")
+                table = pa.Table.from_pylist(rows, schema=schema)
+            yield from table.to_batches()
+
     def read(self, path: Path) -> pa.Table:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
         if isinstance(data, dict) and isinstance(data.get("data"), list):
             data = data["data"]
         if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
-            raise ValueError(f"{str(path)!r} must hold an array of objects (or {{\"data\": [...]}})")
+            raise ValueError(f'{str(path)!r} must hold an array of objects (or {{"data": [...]}})')
         return pa.Table.from_pylist(data)
 
 
@@ -120,5 +195,81 @@ class CsvSource(_FileSource):
     Config = CsvConfig
     suffix = ".csv"
 
+    def stream(self, path: Path) -> Iterator[pa.RecordBatch]:
+        yield from pcsv.open_csv(path, read_options=pcsv.ReadOptions(block_size=_BLOCK))
+
     def read(self, path: Path) -> pa.Table:
         return pcsv.read_csv(path)
+
+
+def _line_blocks(path: Path, size: int) -> Iterator[bytes]:
+    """The bytes of ``path`` in blocks of about ``size`` that end at a line break."""
+    with open(path, "rb") as f:
+        rest = b""
+        while True:
+            data = f.read(size)
+            if not data:
+                if rest.strip():
+                    yield rest
+                return
+            data = rest + data
+            cut = data.rfind(b"\n") + 1
+            rest, block = (data, b"") if cut == 0 else (data[cut:], data[:cut])
+            if block.strip():
+                yield block
+
+
+def _batched(items: Iterable[dict[str, Any]], n: int) -> Iterator[list[dict[str, Any]]]:
+    batch: list[dict[str, Any]] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == n:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _array_items(path: Path) -> Iterator[dict[str, Any]]:
+    """The objects of the JSON array in ``path``, parsed one at a time from a sliding buffer.
+
+    A file that is not a top-level array (``{"data": [...]}``) raises :class:`_Disagrees`, so
+    it is read whole."""
+    decoder = json.JSONDecoder()
+    with open(path, encoding="utf-8") as f:
+        buf, pos, eof = f.read(1 << 20), 0, False
+
+        def fill() -> bool:
+            nonlocal buf, pos
+            more = f.read(1 << 20)
+            buf, pos = buf[pos:] + more, 0
+            return bool(more)
+
+        def skip(chars: str) -> None:
+            nonlocal pos, eof
+            while True:
+                while pos < len(buf) and buf[pos] in chars:
+                    pos += 1
+                if pos < len(buf) or eof:
+                    return
+                eof = not fill()
+
+        skip(" \t\r\n\ufeff")
+        if buf[pos : pos + 1] != "[":
+            raise _Disagrees(f"{str(path)!r} is not a JSON array")
+        pos += 1
+        while True:
+            skip(" \t\r\n,")
+            if buf[pos : pos + 1] == "]":
+                return
+            while True:
+                try:
+                    item, end = decoder.raw_decode(buf, pos)
+                    break
+                except json.JSONDecodeError:
+                    if eof or not fill():
+                        raise ValueError(f"{str(path)!r} is not valid JSON") from None
+            if not isinstance(item, dict):
+                raise ValueError(f'{str(path)!r} must hold an array of objects (or {{"data": [...]}})')
+            pos = end
+            yield item

@@ -24,7 +24,7 @@ import jinja2.meta
 from envbuilder.data._base import Table
 from envbuilder.data._cache import atomic_write, cache_key, cache_path
 from envbuilder.data._convert import needs_conversion, to_json
-from envbuilder.errors import DataError, TemplateError
+from envbuilder.errors import DataError, TemplateError, name_hint
 from envbuilder.templating import jinja_env
 
 log = logging.getLogger("envbuilder.data")
@@ -50,7 +50,7 @@ class RowFilter:
         if missing:
             raise DataError(
                 f"the filter uses {missing[0]!r}, which the rows lack",
-                hint=f"Row columns: {', '.join(columns)}",
+                hint=name_hint(missing[0], columns, "Row columns"),
                 code="filter_unknown_column",
             )
 
@@ -80,8 +80,13 @@ def filter_rows(table: Table, flt: RowFilter) -> Sequence[int]:
             if flt.keep(to_json(row) if needs_conversion(row) else row):
                 kept.append(lo + k)
     if n > 100_000:
-        log.info("filter %r kept %s of %s rows in %.1f s", flt.expression, f"{len(kept):,}", f"{n:,}",
-                 time.monotonic() - started)
+        log.info(
+            "filter %r kept %s of %s rows in %.1f s",
+            flt.expression,
+            f"{len(kept):,}",
+            f"{n:,}",
+            time.monotonic() - started,
+        )
     if path is not None:
         with atomic_write(path) as tmp, open(tmp, "wb") as f:
             (kept if sys.byteorder == "little" else _swapped(kept)).tofile(f)

@@ -11,6 +11,8 @@ with ``HF_HUB_OFFLINE=1`` everything comes from the local cache.
 from __future__ import annotations
 
 import os
+import socket
+import urllib.parse
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
@@ -68,18 +70,27 @@ class HuggingFaceSource(Source):
         cfg = self.config
         try:
             return datasets.load_dataset_builder(
-                self._path, name=cfg.config, revision=cfg.revision, data_files=_fetched(cfg.data_files),
+                self._path,
+                name=cfg.config,
+                revision=cfg.revision,
+                data_files=_fetched(cfg.data_files),
                 data_dir=cfg.data_dir,
             )
         except (ConnectionError, TimeoutError) as exc:
             raise DataError(
                 f"dataset {cfg.path!r} is not in the local cache and the hub cannot be reached"
-                f" ({_offline_note()}): {exc}", hint=_HINT, code="data_unavailable") from None
+                f" ({_offline_note()}): {exc}",
+                hint=_HINT,
+                code="data_unavailable",
+            ) from None
         except Exception as exc:
             # datasets raises many types (DatasetNotFoundError, ValueError for an unknown
             # config, FileNotFoundError, …); each is a problem with the spec's dataset block.
-            raise DataError(f"cannot load dataset {cfg.path!r}: {exc}", hint=_HINT if "/" in cfg.path and
-                            not Path(self._path).is_dir() else None, code="data_unavailable") from None
+            raise DataError(
+                f"cannot load dataset {cfg.path!r}: {exc}",
+                hint=_HINT if "/" in cfg.path and not Path(self._path).is_dir() else None,
+                code="data_unavailable",
+            ) from None
 
     @cached_property
     def _files(self) -> dict[str, list[str]]:
@@ -103,14 +114,18 @@ class HuggingFaceSource(Source):
             except DataError:
                 raise
             except Exception as exc:
-                raise DataError(f"cannot fetch the files of split {split!r}: {exc}", hint=_HINT,
-                                code="data_unavailable") from None
+                raise DataError(
+                    f"cannot fetch the files of split {split!r}: {exc}", hint=_HINT, code="data_unavailable"
+                ) from None
         try:
             builder.download_and_prepare()
             return ArrowTable(builder.as_dataset(split=split).data.table)
         except Exception as exc:
-            raise DataError(f"cannot prepare split {split!r} of {self.config.path!r}: {exc}", hint=_HINT,
-                            code="data_unavailable") from None
+            raise DataError(
+                f"cannot prepare split {split!r} of {self.config.path!r}: {exc}",
+                hint=_HINT,
+                code="data_unavailable",
+            ) from None
 
     def files(self) -> list[Path]:
         """The data files of a local folder (a hub dataset's files live in the HF cache: none)."""
@@ -131,6 +146,21 @@ def _fetched(files: DataFiles | None) -> DataFiles | None:
     if isinstance(files, list):
         return [str(fetch(f)) if is_url(f) else f for f in files]
     return str(fetch(files)) if is_url(files) else files
+
+
+def hub_unreachable(timeout: float = 3.0) -> str | None:
+    """Why the hub cannot be reached (offline mode, no name resolution, no connection), or None.
+
+    A quick probe, so that a hub id fails in seconds rather than after ``datasets``'s retries."""
+    if os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0", "false", "False"):
+        return "HF_HUB_OFFLINE is set"
+    url = urllib.parse.urlsplit(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    host, port = url.hostname or "huggingface.co", url.port or (443 if url.scheme == "https" else 80)
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return None
+    except OSError as exc:
+        return f"cannot connect to {host}:{port}: {exc.strerror or exc}"
 
 
 def _offline_note() -> str:

@@ -15,8 +15,15 @@ from collections.abc import Sequence
 from typing import Protocol
 
 __all__ = [
-    "Complement", "Gather", "IndexMap", "Permutation", "Source", "Window",
-    "parse_slice", "runs", "slice_bounds",
+    "Complement",
+    "Gather",
+    "Identity",
+    "IndexMap",
+    "Permutation",
+    "Window",
+    "parse_slice",
+    "runs",
+    "slice_bounds",
 ]
 
 
@@ -28,7 +35,7 @@ class IndexMap(Protocol):
         ...
 
 
-class Source:
+class Identity:
     """The identity map over a table of ``n`` rows."""
 
     def __init__(self, n: int):

@@ -67,8 +67,10 @@ class ParquetSource(Source):
         return {"type": "parquet", "files": dict(self.config.files)}
 
     def files(self) -> list[Path]:
-        found = (resolve_paths(p, self.base_dir, f"dataset.files.{s}", remote=False)
-                 for s, p in self.config.files.items())
+        found = (
+            resolve_paths(p, self.base_dir, f"dataset.files.{s}", remote=False)
+            for s, p in self.config.files.items()
+        )
         return sorted({path for paths in found for path in paths})
 
 
@@ -221,8 +223,13 @@ class ParquetTable(Table):
         self._fast = fast
         with self._lock:
             self._cache.clear()
-        log.info("row index of %s rows %s in %.1f s: %s", f"{self._len:,}", "built" if built else "found",
-                 time.monotonic() - started, self.index_path)
+        log.info(
+            "row index of %s rows %s in %.1f s: %s",
+            f"{self._len:,}",
+            "built" if built else "found",
+            time.monotonic() - started,
+            self.index_path,
+        )
 
     def wait_indexed(self, timeout: float | None = None) -> bool:
         """Wait for the background index (tests, benchmarks); True when rows come from it."""

@@ -7,7 +7,7 @@ from typing import Any
 
 from envbuilder.data._base import Row, Table
 from envbuilder.data._convert import needs_conversion, to_json
-from envbuilder.data._maps import IndexMap, Source, runs
+from envbuilder.data._maps import Identity, IndexMap, runs
 from envbuilder.errors import TaskNotFound
 
 Task = dict[str, Any]
@@ -60,14 +60,12 @@ class TaskShaper:
 class SplitView:
     """One ORS split: a typed, lazily read sequence of tasks (an index map over a table)."""
 
-    def __init__(
-        self, name: str, type: str, table: Table, shaper: TaskShaper, index: IndexMap | None = None
-    ):
+    def __init__(self, name: str, type: str, table: Table, shaper: TaskShaper, index: IndexMap | None = None):
         self.name = name
         self.type = type
         self.table = table
         self.shaper = shaper
-        self.index: IndexMap = index if index is not None else Source(len(table))
+        self.index: IndexMap = index if index is not None else Identity(len(table))
 
     def __len__(self) -> int:
         return len(self.index)

@@ -70,10 +70,9 @@ class LocalBackend:
         self.server: str | None = None
 
     async def content_hash(self) -> str | None:
-        from envbuilder.catalog import content_hash, environment_files, file_sha256
+        from envbuilder.catalog import content_hash, file_sha256
 
-        files = environment_files(self.env)
-        return content_hash({name: file_sha256(path) for name, path in files.items()})
+        return content_hash({name: file_sha256(path) for name, path in self.env.files.items()})
 
     async def splits(self) -> list[str]:
         return list(self.env.splits)

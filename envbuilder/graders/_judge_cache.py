@@ -25,8 +25,6 @@ log = logging.getLogger("envbuilder.graders.judge")
 FILE_NAME = "judge-cache.sqlite3"
 
 
-
-
 def cache_key(request: dict[str, Any]) -> str:
     """The sha256 of ``request`` as canonical JSON."""
     blob = json.dumps(request, sort_keys=True, ensure_ascii=False, separators=(",", ":"))

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from envbuilder.data import SplitView, Task
-from envbuilder.errors import DataError, EnvbuilderError, did_you_mean
+from envbuilder.errors import DataError, EnvbuilderError, Loc, did_you_mean
 from envbuilder.prompting._conversation import ConversationReader
 from envbuilder.prompting._fewshot import FewShot
 from envbuilder.prompting._flatten import flatten_messages
@@ -32,8 +32,6 @@ from envbuilder.spec import PromptSpec
 from envbuilder.templating import Template
 
 __all__ = ["SAMPLE_ROWS", "Prompter"]
-
-Loc = tuple[str | int, ...]
 
 #: Rows of each split whose conversation and images are checked when a spec is loaded
 #: (the first ones: one row-group read per split). Every request is checked as well.
@@ -130,8 +128,7 @@ class Prompter:
             return None, "with a `conversation` prompt, few_shot needs `template` (an example's question)"
         if len(users) != 1:
             return None, (
-                f"the turns hold {len(users)} user turns: few_shot needs `template` "
-                "(an example's question)"
+                f"the turns hold {len(users)} user turns: few_shot needs `template` (an example's question)"
             )
         return _Turn("user", users[0].text, users[0].images, users[0].loc), None
 
@@ -181,7 +178,7 @@ class Prompter:
                     ("prompt", "few_shot"),
                     DataError(
                         self._few_shot_problem,
-                        hint="e.g. `template: \"{{ question }}\"`: the examples' user turns",
+                        hint='e.g. `template: "{{ question }}"`: the examples\' user turns',
                         code="few_shot_question",
                     ),
                 )

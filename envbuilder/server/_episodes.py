@@ -130,7 +130,7 @@ def _stream(interval: float, task_id: str, fut: asyncio.Future[bytes]) -> Respon
         exc = fut.exception()
         if exc is None:
             yield fut.result()
-        elif isinstance(exc, _ops.SessionGone):
+        elif isinstance(exc, _ops.SessionDeleted):
             yield _sse.event("error", "Session deleted")
         else:
             yield _sse.event("error", type(exc).__name__)

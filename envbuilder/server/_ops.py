@@ -200,7 +200,7 @@ def score_group(state: State, sid: str) -> Reply:
     raise RequestError(404, f"Environment {session.env!r} does not implement score_group")
 
 
-class SessionGone(Exception):
+class SessionDeleted(Exception):
     """The session was deleted while a call waited for it."""
 
 
@@ -211,7 +211,7 @@ async def run_call(state: State, session: Session, name: str, tool_input: dict[s
         lock = state.locks[session.sid] = asyncio.Lock()
     async with lock:
         if state.sessions.get(session.sid) is not session:
-            raise SessionGone
+            raise SessionDeleted
         env = state.envs[session.env]
         try:
             result = await env.call_tool(session.episode, name, tool_input)
@@ -240,7 +240,7 @@ def start_call(
 async def _recorded(state: State, task_id: str, work: Awaitable[bytes]) -> bytes:
     try:
         frames = await work
-    except SessionGone:
+    except SessionDeleted:
         raise RequestError(410, "Session deleted") from None
     state.calls.finished(task_id, frames)
     return frames

@@ -13,8 +13,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from envbuilder.errors import Problem, SpecError
-from envbuilder.spec._yaml import Loc, Positions, load_yaml
+from envbuilder.errors import Loc, Problem, SpecError
+from envbuilder.spec._yaml import Positions, load_yaml
 
 __all__ = ["resolve_extends"]
 
@@ -81,7 +81,9 @@ def resolve_extends(
             "extends_invalid",
         )
     base, base_positions = resolve_extends(base, base_positions, path.parent, (*chain, path))
-    return _merge(base, base_positions, data, positions)
+    merged, merged_positions = _merge(base, base_positions, data, positions)
+    merged_positions.bases = [path, *base_positions.bases]
+    return merged, merged_positions
 
 
 def _shown(path: Path) -> str:

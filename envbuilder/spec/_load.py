@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from envbuilder.errors import Problem, SpecError
+from envbuilder.errors import Loc, Problem, SpecError
 from envbuilder.spec._extends import resolve_extends
 from envbuilder.spec._messages import spec_problems
 from envbuilder.spec._models import Spec
@@ -29,7 +29,7 @@ class LoadedSpec:
 
     def locate(
         self,
-        loc: tuple[str | int, ...],
+        loc: Loc,
         message: str,
         *,
         code: str,
@@ -38,8 +38,13 @@ class LoadedSpec:
         hint: str | None = None,
     ) -> Problem:
         """A :class:`Problem` at ``loc`` in this spec's file."""
-        return self.positions.problem(loc, message, code=code, value=value, has_value=has_value,
-                                      hint=hint)
+        return self.positions.problem(loc, message, code=code, value=value, has_value=has_value, hint=hint)
+
+    @property
+    def files(self) -> list[Path]:
+        """The spec files read to load it: its own file, then the bases it ``extends:``."""
+        own = [self.path.resolve()] if self.path is not None else []
+        return [*own, *self.positions.bases]
 
 
 def load_spec(path: str | os.PathLike[str]) -> LoadedSpec:

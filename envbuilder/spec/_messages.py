@@ -14,10 +14,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from envbuilder.errors import Problem, did_you_mean
-from envbuilder.spec._yaml import Loc, Positions
+from envbuilder.errors import Loc, Problem, did_you_mean
+from envbuilder.spec._yaml import Positions
 
-__all__ = ["spec_problems"]
+__all__ = ["misspelled_keys", "spec_problems"]
 
 _QUOTED = re.compile(r"'([^']*)'")
 
@@ -41,8 +41,11 @@ _EXPECTED = {
 }
 
 
-def spec_problems(exc: ValidationError, positions: Positions, data: Any) -> list[Problem]:
-    """One located :class:`Problem` per error (errors of one union at one key merged)."""
+def spec_problems(
+    exc: ValidationError, positions: Positions, data: Any, *, keep_missing: bool = False
+) -> list[Problem]:
+    """One located :class:`Problem` per error (errors of one union at one key merged); a
+    required key that is missing because it is misspelled is left out unless ``keep_missing``."""
     groups: dict[Loc, list[Any]] = {}
     members: dict[Loc, bool] = {}
     for err in exc.errors():
@@ -60,7 +63,23 @@ def spec_problems(exc: ValidationError, positions: Positions, data: Any) -> list
             problems.append(_union_problem(loc, errs, positions))
         else:
             problems.extend(_problem(loc, err, positions, data) for err in errs)
-    return problems
+    # A misspelled required key is one mistake: "unknown key 'promt' Did you mean 'prompt'?"
+    # says it all, so its "missing required key 'prompt'" is left out.
+    fixed = set() if keep_missing else set(misspelled_keys(problems).values())
+    return [p for p in problems if not (p.code == "missing" and p.loc in fixed)]
+
+
+def misspelled_keys(problems: Sequence[Problem]) -> dict[Loc, Loc]:
+    """``{loc of an unknown key: loc of the missing key it is a misspelling of}``."""
+    missing = {p.loc for p in problems if p.code == "missing"}
+    out: dict[Loc, Loc] = {}
+    for p in problems:
+        if p.code != "extra_forbidden" or not p.hint or not p.loc:
+            continue
+        meant = _QUOTED.findall(p.hint)
+        if meant and (*p.loc[:-1], meant[0]) in missing:
+            out[p.loc] = (*p.loc[:-1], meant[0])
+    return out
 
 
 def _union_problem(loc: Loc, errs: Sequence[dict[str, Any]], positions: Positions) -> Problem:
@@ -155,8 +174,15 @@ def _problem(loc: Loc, err: dict[str, Any], positions: Positions, data: Any) -> 
             hint = did_you_mean(value, _QUOTED.findall(str(ctx.get("expected", ""))))
         elif kind == "string_pattern_mismatch":
             hint = _description(loc, data)
-    return positions.problem(loc, message, code=kind, value=value, has_value=has_value, hint=hint,
-                             key=kind in ("extra_forbidden", "union_tag_invalid"))
+    return positions.problem(
+        loc,
+        message,
+        code=kind,
+        value=value,
+        has_value=has_value,
+        hint=hint,
+        key=kind in ("extra_forbidden", "union_tag_invalid"),
+    )
 
 
 def _strip_tags(loc: tuple[Any, ...], data: Any, *, missing: bool = False) -> tuple[Loc, bool]:
@@ -170,8 +196,10 @@ def _strip_tags(loc: tuple[Any, ...], data: Any, *, missing: bool = False) -> tu
     in_union = False
     for i, part in enumerate(loc):
         last = i == len(loc) - 1
-        if isinstance(node, dict) and node.get("type") == part and (
-            part not in node or (not last and not isinstance(node[part], dict | list))
+        if (
+            isinstance(node, dict)
+            and node.get("type") == part
+            and (part not in node or (not last and not isinstance(node[part], dict | list)))
         ):
             continue  # the tag of a plugin block (also when a key has the type's name)
         if isinstance(part, str) and (

@@ -181,9 +181,7 @@ class PromptSpec(ConfigModel):
     @model_validator(mode="after")
     def _one_template(self) -> PromptSpec:
         given = [
-            k
-            for k in ("template", "template_file", "turns", "conversation")
-            if getattr(self, k) is not None
+            k for k in ("template", "template_file", "turns", "conversation") if getattr(self, k) is not None
         ]
         if len(given) != 1:
             raise ValueError(

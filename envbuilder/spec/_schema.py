@@ -1,7 +1,15 @@
-"""The JSON Schema of the spec format, and key look-ups in it for "Did you mean …?" hints."""
+"""The JSON Schema of the spec format, and key look-ups in it for "Did you mean …?" hints.
+
+A spec with ``extends:`` is validated after its base is merged in, so on its own it may leave
+out any key, at any depth, that the base supplies. The schema says the same: a spec without
+``extends`` must match ``$defs/Spec`` (every required key), one with it ``$defs/PartialSpec``,
+a copy of every definition with no ``required`` keys (and ``anyOf`` for tagged unions, whose
+``type:`` may come from the base).
+"""
 
 from __future__ import annotations
 
+import copy
 import functools
 from typing import Any
 
@@ -13,12 +21,45 @@ SCHEMA_ID = "https://envbuilder.dev/schema/spec.json"
 @functools.cache
 def json_schema() -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of a spec file, with a description for every key."""
-    schema = Spec.model_json_schema(mode="validation")
-    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["$id"] = SCHEMA_ID
-    for model in schema.get("$defs", {}).values():
+    spec = Spec.model_json_schema(mode="validation")
+    defs: dict[str, Any] = spec.pop("$defs", {})
+    defs["Spec"] = spec
+    for model in defs.values():
         _describe_tag(model)
-    return schema
+    defs.update({f"Partial{name}": _partial(model) for name, model in list(defs.items())})
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": SCHEMA_ID,
+        "title": spec["title"],
+        "description": spec["description"],
+        "type": "object",
+        "if": {"required": ["extends"]},
+        "then": {"$ref": "#/$defs/PartialSpec"},
+        "else": {"$ref": "#/$defs/Spec"},
+        "$defs": dict(sorted(defs.items())),
+    }
+
+
+def _partial(node: Any) -> Any:
+    """``node`` with nothing required: no ``required`` lists, tagged unions as ``anyOf``, and
+    references to the partial copies."""
+    if isinstance(node, list):
+        return [_partial(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in ("required", "discriminator"):
+            continue
+        if key == "$ref" and isinstance(value, str) and value.startswith("#/$defs/"):
+            out[key] = "#/$defs/Partial" + value.removeprefix("#/$defs/")
+        elif key == "oneOf":
+            out["anyOf"] = _partial(value)
+        elif key == "properties":  # property names are not keywords
+            out[key] = {name: _partial(prop) for name, prop in value.items()}
+        else:
+            out[key] = _partial(copy.deepcopy(value))
+    return out
 
 
 def _describe_tag(model: dict[str, Any]) -> None:
@@ -51,9 +92,8 @@ def description_at(loc: tuple[Any, ...], data: Any) -> str | None:
 
 def _node_at(loc: tuple[Any, ...], data: Any) -> dict[str, Any] | None:
     """The schema of the value at ``loc`` (resolved to one object schema when it is a union)."""
-    schema = json_schema()
-    defs = schema.get("$defs", {})
-    node: dict[str, Any] | None = schema
+    defs = json_schema()["$defs"]
+    node: dict[str, Any] | None = defs["Spec"]
     value = data
     for part in loc:
         node = _resolve(node, defs, value)

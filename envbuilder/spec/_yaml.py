@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import yaml
 
-from envbuilder.errors import Problem, SpecError
-
-Loc = tuple[str | int, ...]
+from envbuilder.errors import Loc, Problem, SpecError
 
 
 class _Loader(yaml.SafeLoader):
@@ -32,6 +31,8 @@ class Positions:
     """Where the key of a mapping entry starts (for unknown or duplicate keys)."""
     files: dict[Loc, str] = field(default_factory=dict)
     """The file holding a key when it is not ``file`` (a key inherited through ``extends:``)."""
+    bases: list[Path] = field(default_factory=list)
+    """The base specs merged in through ``extends:`` (resolved paths, nearest first)."""
 
     def lookup(self, loc: Loc, *, key: bool = False) -> tuple[int | None, int | None]:
         """The position of ``loc``'s value (of its key with ``key=True``), else of its
@@ -51,12 +52,30 @@ class Positions:
                 return self.file, None, None
             loc = loc[:-1]
 
-    def problem(self, loc: Loc, message: str, *, code: str, key: bool = False, value: Any = None,
-                has_value: bool = False, hint: str | None = None) -> Problem:
+    def problem(
+        self,
+        loc: Loc,
+        message: str,
+        *,
+        code: str,
+        key: bool = False,
+        value: Any = None,
+        has_value: bool = False,
+        hint: str | None = None,
+    ) -> Problem:
         """A :class:`Problem` located at ``loc`` (at its key with ``key=True``)."""
         file, line, col = self.where(loc, key=key)
-        return Problem(code=code, message=message, loc=tuple(loc), file=file, line=line, col=col,
-                       value=value, has_value=has_value, hint=hint)
+        return Problem(
+            code=code,
+            message=message,
+            loc=tuple(loc),
+            file=file,
+            line=line,
+            col=col,
+            value=value,
+            has_value=has_value,
+            hint=hint,
+        )
 
 
 def load_yaml(text: str, file: str) -> tuple[Any, Positions]:

@@ -64,15 +64,7 @@ class RetrieveTool(Tool):
 
     def __init__(self, config: RetrieveConfig, context: ToolContext):
         super().__init__(config, context)
-        try:
-            import bm25s  # noqa: F401 - checked at load time, used in worker threads
-        except ImportError:
-            raise ToolError(
-                "the retrieve tool needs the `bm25s` package",
-                loc=("type",),
-                hint="pip install 'envbuilder[retrieve]'",
-                code="tool_dependency",
-            ) from None
+        _bm25s()  # checked at load time, used in worker threads
         self._text: Template | None = None
         if config.text is not None:
             try:
@@ -146,8 +138,7 @@ class _Index:
     """A BM25 index over passages."""
 
     def __init__(self, passages: tuple[str, ...]):
-        import bm25s
-
+        bm25s = _bm25s()
         self.passages = passages
         self._bm25 = bm25s.BM25()
         tokens = bm25s.tokenize(list(passages), return_ids=False, show_progress=False)
@@ -167,3 +158,18 @@ class _Index:
 def _index_of(passages: tuple[str, ...]) -> _Index:
     """The index of a task's passages (the last few are kept: an episode searches one task)."""
     return _Index(passages)
+
+
+def _bm25s() -> Any:
+    """The optional ``bm25s`` module (the ``retrieve`` extra), or a located ToolError saying how
+    to install it."""
+    try:
+        import bm25s
+    except ImportError:
+        raise ToolError(
+            "the retrieve tool needs the `bm25s` package",
+            loc=("type",),
+            hint="pip install 'envbuilder[retrieve]'",
+            code="tool_dependency",
+        ) from None
+    return bm25s

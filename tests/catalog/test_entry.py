@@ -10,7 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
-from envbuilder.catalog import build_catalog, catalog_entry, environment_files
+from envbuilder.catalog import build_catalog, catalog_entry
 from envbuilder.cli import app
 from envbuilder.environment import Environment, load_environment
 from envbuilder.protocol import ImageBlock, Message, TextBlock
@@ -66,7 +66,7 @@ def test_gsm8k_entry(gsm8k: Environment) -> None:
 
 
 def test_a_shipped_template_is_hashed_under_the_name_the_spec_uses(gsm8k: Environment) -> None:
-    files = environment_files(gsm8k)
+    files = gsm8k.files
     assert files["prompts/math_final_answer.jinja"] == templates_dir() / "prompts" / "math_final_answer.jinja"
     assert files["gsm8k.yaml"] == (ENVS / "gsm8k.yaml").resolve()
 

@@ -193,3 +193,74 @@ def test_a_pack_is_a_zip(tmp_path: Path) -> None:
         result.stderr
         == f"error: a pack is a .zip file, not {str(tmp_path / 'x.tar.gz')!r}. Use --out NAME.zip\n"
     )
+
+
+@pytest.mark.parametrize("spec", sorted(p.name for p in ENVS.glob("*.yaml")))
+def test_every_shipped_spec_packs_and_serves_the_same(spec: str, tmp_path: Path) -> None:
+    out = pack(ENVS / spec, tmp_path / "env.zip")
+    env = load_environment(ENVS / spec)
+    served = load_pack(out.path, cache_dir=tmp_path / "cache")
+    assert served.files.keys() == env.files.keys()
+    assert catalog_entry(served)["content_hash"] == catalog_entry(env)["content_hash"] == out.content_hash
+    first = next(iter(env.splits))
+    assert served.messages(served.split(first).task(0)) == env.messages(env.split(first).task(0))
+
+
+def test_a_spec_that_extends_packs_its_base(tmp_path: Path) -> None:
+    out = pack(ENVS / "gsm8k_cot.yaml", tmp_path / "cot.zip")
+    with zipfile.ZipFile(out.path) as zf:
+        assert zf.namelist() == [
+            LOCK_NAME,
+            "data/gsm8k/test-00000-of-00001.parquet",
+            "data/gsm8k/train-00000-of-00001.parquet",
+            "gsm8k.yaml",
+            "gsm8k_cot.yaml",
+        ]  # the base's template file is replaced by an inline template: not read, not packed
+
+
+JUDGED = """\
+name: judged
+extends: base.yaml
+prompt:
+  turns:
+    - role: system
+      template_file: prompts/system.jinja
+    - role: user
+      template_file: prompts/question.jinja
+grader:
+  type: llm_judge
+  base_url: http://127.0.0.1:9/v1
+  model: judge
+  api_key_secret: null
+  template_file: judges/mine.jinja
+  question: "{{ n }}"
+  reference: "{{ square }}"
+"""
+
+
+def test_turn_judge_and_included_templates_and_the_base_are_packed_and_hashed(tmp_path: Path) -> None:
+    folder = tmp_path / "specs"
+    write_data(folder)
+    (folder / "base.yaml").write_text(SQUARES.split("prompt:")[0])  # a base may leave keys out
+    (folder / "prompts").mkdir()
+    (folder / "prompts" / "system.jinja").write_text("You square numbers.")
+    (folder / "prompts" / "question.jinja").write_text("{% include 'prompts/ask.jinja' %}")
+    (folder / "prompts" / "ask.jinja").write_text("What is {{ n }} squared?")
+    (folder / "judges").mkdir()
+    (folder / "judges" / "mine.jinja").write_text("{{ question }} {{ reference }} {{ response }} VERDICT?")
+    (folder / "judged.yaml").write_text(JUDGED)
+    env = load_environment(folder / "judged.yaml")
+    assert list(env.files) == [
+        "base.yaml", "data/squares.parquet", "judged.yaml", "judges/mine.jinja",
+        "prompts/ask.jinja", "prompts/question.jinja", "prompts/system.jinja",
+    ]  # fmt: skip
+    out = pack(folder / "judged.yaml", tmp_path / "judged.zip")
+    with zipfile.ZipFile(out.path) as zf:
+        assert sorted(zf.namelist()) == sorted([LOCK_NAME, *env.files])
+    before = catalog_entry(env)["content_hash"]
+    for name in ("base.yaml", "prompts/ask.jinja", "judges/mine.jinja"):
+        path = folder / name
+        path.write_text(path.read_text() + ("\n# changed\n" if name.endswith(".yaml") else " "))
+        after = catalog_entry(load_environment(folder / "judged.yaml"))["content_hash"]
+        assert after != before, name
+        before = after

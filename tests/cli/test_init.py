@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from envbuilder.authoring import scaffold_spec
 from envbuilder.cli import app
-from tests.conftest import ENVS, SHARED_DATA
+from tests.conftest import ENVS, FIXTURES
 
 runner = CliRunner()
 
@@ -60,12 +60,28 @@ def test_init_missing_dataset_and_unguessable_answer(tmp_path: Path) -> None:
     assert result.exit_code == 0 and 'target: "{{ foo }}"' in result.output
 
 
-@pytest.mark.skipif(not (SHARED_DATA / "math500").is_dir(), reason="needs shared/data")
-def test_guesses_on_other_datasets() -> None:
-    math = scaffold_spec(str(SHARED_DATA / "math500"))
+def test_guesses_on_other_datasets(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    math = scaffold_spec(str(FIXTURES / "math500"))
     assert (math.prompt_column, math.answer_column, math.numeric) == ("problem", "answer", False)
-    aime = scaffold_spec(str(SHARED_DATA / "aime24"))
-    assert (aime.answer_column, aime.numeric, aime.splits) == ("answer", True, ["test"])
+    # AIME-shaped: integer answers written as strings, some with leading zeros.
+    aime = tmp_path / "aime"
+    aime.mkdir()
+    pq.write_table(
+        pa.table(
+            {
+                "id": [0, 1, 2],
+                "problem": ["Find $x$.", "Find $y$.", "Find $z$."],
+                "solution": ["So $x=25$.", "So $y=73$.", "So $z=204$."],
+                "answer": ["025", "073", "204"],
+            }
+        ),
+        aime / "test-00000-of-00001.parquet",
+    )
+    guess = scaffold_spec(str(aime))
+    assert (guess.answer_column, guess.numeric, guess.splits) == ("answer", True, ["test"])
 
 
 def test_columns_that_are_not_names_are_renamed(tmp_path: Path) -> None:
@@ -85,10 +101,9 @@ def test_columns_that_are_not_names_are_renamed(tmp_path: Path) -> None:
     assert "    {{ long_text }}\n" in text
 
 
-@pytest.mark.skipif(not (SHARED_DATA / "hf" / "openai__gsm8k").is_dir(), reason="needs shared/data")
-def test_init_huggingface_dataset_validates_and_checks_clean(tmp_path: Path) -> None:
+def test_init_huggingface_dataset_validates_and_checks_clean(tmp_path: Path, hub_gsm8k: Path) -> None:
     out = tmp_path / "hf_gsm8k.yaml"
-    folder = SHARED_DATA / "hf" / "openai__gsm8k"
+    folder = hub_gsm8k
     result = runner.invoke(app, ["init", str(folder), "--hf", "--config", "main", "--out", str(out)])
     assert result.exit_code == 0, result.output
     text = out.read_text()
@@ -126,3 +141,115 @@ def test_init_hints_at_conversation_columns(tmp_path: Path) -> None:
     out.write_text(applied, encoding="utf-8")
     check = runner.invoke(app, ["validate", str(out)])
     assert check.exit_code == 0, check.output
+
+
+def test_init_mt_bench_jsonl_reads_the_conversation_and_says_which_rows_lack_a_reference(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "mt.yaml"
+    result = runner.invoke(app, ["init", str(FIXTURES / "mt_bench" / "question.jsonl"), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert result.output == (
+        f"{out}: prompt: the conversation in 'messages', answer column 'reference', grader exact_match,"
+        " splits test, task id 'question_id'\n"
+        f"{out}: 8 of the first 16 rows have no 'reference' to grade against; each split keeps only the"
+        " rows that have one (`filter:`)\n"
+        f"{out}: valid (test 8 tasks); next: envbuilder preview {out}\n"
+    )
+    text = out.read_text(encoding="utf-8")
+    assert "  type: jsonl\n" in text and "  conversation:\n    column: messages\n" in text
+    assert "  test: {type: test, filter: \"reference is not none and reference != ''\"}\n" in text
+    assert "  id: question_id" in text and '  target: "{{ reference[0] }}"\n' in text
+    from tests.cli.test_schema import _schema_errors
+
+    assert _schema_errors(text) == []  # a spec envbuilder accepts, editors accept too
+    check = runner.invoke(app, ["check", str(out)])
+    assert check.exit_code == 0, check.output  # no sample row has a null target
+
+
+def test_init_math500_picks_the_math_grader_and_the_unique_id(tmp_path: Path) -> None:
+    pytest.importorskip("math_verify")
+    out = tmp_path / "math.yaml"
+    result = runner.invoke(app, ["init", str(FIXTURES / "math500"), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith(
+        f"{out}: prompt column 'problem', answer column 'answer', grader math, splits test,"
+        " task id 'unique_id'\n"
+    )
+    check = runner.invoke(app, ["check", str(out), "--sample", "40"])
+    assert (check.exit_code, check.output) == (0, f"{out}: gold answers: 40/40 get full reward\n")
+
+
+def test_init_lettered_options_pick_the_choice_grader(tmp_path: Path) -> None:
+    out = tmp_path / "mmlu.yaml"
+    result = runner.invoke(app, ["init", str(ENVS / "data" / "mmlu_stem"), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "grader choice (options: choices), splits validation, test\n" in result.output
+    text = out.read_text(encoding="utf-8")
+    assert "    {{ choices | lettered }}\n" in text and "  choices_field: choices\n" in text
+    check = runner.invoke(app, ["check", str(out), "--sample", "20"])
+    assert (check.exit_code, check.output) == (0, f"{out}: gold answers: 30/30 get full reward\n")
+
+
+@pytest.mark.parametrize("kind", ["json", "csv"])
+def test_init_reads_json_and_csv(kind: str, tmp_path: Path) -> None:
+    import json
+
+    rows = [{"uid": f"q{i}", "question": f"What is {i} + {i}?", "answer": str(2 * i)} for i in range(5)]
+    path = tmp_path / f"train.{kind}"
+    if kind == "json":
+        path.write_text(json.dumps(rows))
+    else:
+        lines = [f"{r['uid']},{r['question']},{r['answer']}\n" for r in rows]
+        path.write_text("uid,question,answer\n" + "".join(lines))
+    out = tmp_path / "spec.yaml"
+    result = runner.invoke(app, ["init", str(path), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert f"  type: {kind}\n" in out.read_text(encoding="utf-8") and "task id 'uid'" in result.output
+    check = runner.invoke(app, ["check", str(out)])
+    assert (check.exit_code, check.output) == (0, f"{out}: gold answers: 5/5 get full reward\n")
+
+
+def test_init_unreadable_file_kind_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "data.txt").write_text("hello")
+    result = runner.invoke(app, ["init", str(tmp_path / "data.txt")])
+    assert result.exit_code == 1 and "expected a .parquet, .jsonl, .json, .csv file" in result.output
+
+
+def test_init_hub_id_without_a_reachable_hub_fails_fast(monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+    import time
+
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
+    started = time.monotonic()
+    result = runner.invoke(app, ["init", "no-such-owner/no-such-dataset"])
+    assert result.exit_code == 1
+    assert result.output.startswith(
+        "error: cannot read the hub dataset 'no-such-owner/no-such-dataset': the hub cannot be reached"
+        f" (cannot connect to 127.0.0.1:{port}: Connection refused)."
+    )
+    assert "HF_HUB_OFFLINE=1" in result.output
+    assert time.monotonic() - started < 10  # not datasets's retries (about 25 s)
+
+
+def test_the_readme_init_example_is_what_init_prints(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import re
+    import shutil
+
+    from tests.conftest import ROOT
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"```\n\$ envbuilder init (tests/fixtures/\S+) --out (\S+)\n(.*?)\$ grep", readme, re.S)
+    assert block is not None
+    source, out, printed = block.groups()
+    shutil.copytree(ROOT / "tests" / "fixtures", tmp_path / "tests" / "fixtures")
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["init", source, "--out", out])
+    assert (result.exit_code, result.output) == (0, printed)
+    assert "splits:\n  test: {type: test, filter: \"reference is not none and reference != ''\"}\n" in (
+        tmp_path / out
+    ).read_text(encoding="utf-8")

@@ -58,3 +58,37 @@ def test_shipped_specs_point_editors_at_the_schema() -> None:
     for spec in (ROOT / "envs" / "gsm8k.yaml", ROOT / "envs" / "gsm8k_cot.yaml"):
         first = spec.read_text(encoding="utf-8").splitlines()[0]
         assert first == "# yaml-language-server: $schema=../schema/envbuilder.schema.json", spec.name
+
+
+def _schema_errors(text: str) -> list[str]:
+    import jsonschema
+
+    from envbuilder.spec._yaml import load_yaml
+
+    validator = jsonschema.Draft202012Validator(json.loads(COMMITTED.read_text(encoding="utf-8")))
+    data, _ = load_yaml(text, "spec.yaml")
+    return sorted(e.message for e in validator.iter_errors(data))
+
+
+def test_the_committed_schema_is_a_valid_draft_2020_12_schema() -> None:
+    import jsonschema
+
+    jsonschema.Draft202012Validator.check_schema(json.loads(COMMITTED.read_text(encoding="utf-8")))
+
+
+def test_every_shipped_spec_validates_against_the_schema() -> None:
+    specs = sorted((ROOT / "envs").glob("*.yaml"))
+    assert any("extends:" in p.read_text(encoding="utf-8") for p in specs)
+    for spec in specs:
+        assert _schema_errors(spec.read_text(encoding="utf-8")) == [], spec.name
+
+
+def test_extends_lifts_required_keys_at_every_depth_but_not_unknown_ones() -> None:
+    full = (ROOT / "envs" / "gsm8k.yaml").read_text(encoding="utf-8")
+    without_grader = full[: full.index("\ngrader:")] + "\n"
+    assert _schema_errors(without_grader) == ["'grader' is a required property"]
+    variant = "extends: gsm8k.yaml\nname: v\ngrader:\n  extract: none\nsplits:\n  test: {limit: 5}\n"
+    assert _schema_errors(variant) == []
+    assert _schema_errors(variant + "promt: {template: x}\n") == [
+        "Additional properties are not allowed ('promt' was unexpected)"
+    ]

@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from envbuilder.cli import app
+from envbuilder.errors import format_loc
 
 INVALID = Path(__file__).parent / "invalid"
 CASES = sorted(INVALID.glob("*.yaml"))
@@ -49,3 +50,35 @@ def test_valid_specs_exit_0_and_all_specs_are_reported(monkeypatch: pytest.Monke
 def test_bad_usage_exits_2(tmp_path: Path) -> None:
     assert runner.invoke(app, ["validate"]).exit_code == 2
     assert runner.invoke(app, ["validate", str(tmp_path / "nope.yaml")]).exit_code == 2
+
+
+def test_seven_mistakes_of_seven_kinds_in_one_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    from envbuilder.authoring import validate_spec
+
+    monkeypatch.chdir(INVALID)
+    result = validate_spec("seven_mistakes.yaml")
+    assert [(p.line, p.code) for p in result.problems] == [
+        (9, "filter_unknown_column"),
+        (10, "value_error"),
+        (12, "unknown_column"),
+        (13, "extra_forbidden"),
+        (14, "template_error"),
+        (16, "union_tag_invalid"),
+        (21, "test_index"),
+    ]
+    assert result.skipped == ["grader", "splits.test.slice"]
+
+
+def test_a_bad_list_entry_leaves_out_its_list_so_no_problem_is_misplaced(tmp_path: Path) -> None:
+    from envbuilder.authoring import validate_spec
+
+    spec = (INVALID / "seven_mistakes.yaml").read_text(encoding="utf-8")
+    spec = spec.replace("../../fixtures", str(INVALID.parent.parent / "fixtures"))
+    spec = spec.replace("  - response:", '  - {response: x, reward: "high"}\n  - response:')
+    (tmp_path / "s.yaml").write_text(spec, encoding="utf-8")
+    result = validate_spec(tmp_path / "s.yaml")
+    assert [(p.line, format_loc(p.loc)) for p in result.problems][-2:] == [
+        (16, "grader.type"),
+        (19, "tests[0].reward"),
+    ]
+    assert "tests" in result.skipped

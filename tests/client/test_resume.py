@@ -22,8 +22,15 @@ from envbuilder.client import (
     TransportError,
 )
 
-OK = {"ok": True, "output": {"blocks": [{"type": "text", "text": "done"}], "metadata": None,
-                             "reward": 1.0, "finished": True}}
+OK = {
+    "ok": True,
+    "output": {
+        "blocks": [{"type": "text", "text": "done"}],
+        "metadata": None,
+        "reward": 1.0,
+        "finished": True,
+    },
+}
 
 
 class _Broken(httpx.AsyncByteStream):
@@ -49,8 +56,11 @@ def _client(on_call: Callable[[dict, int], httpx.Response], retries: int = 3):
         seen.append(request.url.path)
         path = request.url.path
         if path == "/create_session":
-            return httpx.Response(200, content=_sse(("task_id", "sid-1"), ("end", "")),
-                                  headers={"content-type": "text/event-stream"})
+            return httpx.Response(
+                200,
+                content=_sse(("task_id", "sid-1"), ("end", "")),
+                headers={"content-type": "text/event-stream"},
+            )
         if path in ("/create", "/ping", "/delete", "/delete_session"):
             return httpx.Response(200, json={"sid": "sid-1"})
         if path == "/list_environments":
@@ -61,8 +71,12 @@ def _client(on_call: Callable[[dict, int], httpx.Response], retries: int = 3):
             return on_call(body, len(calls) - 1)
         return httpx.Response(404, json={"detail": "Not Found"})
 
-    client = AsyncClient("http://test", transport=httpx.MockTransport(handler),
-                         retry=RetryPolicy(max_retries=retries, backoff=0.001), ping_interval=60)
+    client = AsyncClient(
+        "http://test",
+        transport=httpx.MockTransport(handler),
+        retry=RetryPolicy(max_retries=retries, backoff=0.001),
+        ping_interval=60,
+    )
     return client, calls, seen
 
 
@@ -73,8 +87,9 @@ def _stream(body: bytes) -> httpx.Response:
 async def test_drop_after_task_id_resumes_with_the_task_id() -> None:
     def on_call(body: dict, n: int) -> httpx.Response:
         if n == 0:
-            return httpx.Response(200, stream=_Broken(_sse(("task_id", "T1"))),
-                                  headers={"content-type": "text/event-stream"})
+            return httpx.Response(
+                200, stream=_Broken(_sse(("task_id", "T1"))), headers={"content-type": "text/event-stream"}
+            )
         payload = json.dumps(OK)
         return _stream(_sse(("task_id", "T1"), ("chunk", payload[:10]), ("end", payload[10:])))
 
@@ -82,8 +97,10 @@ async def test_drop_after_task_id_resumes_with_the_task_id() -> None:
     async with client, client.environment().session(split="train", index=0) as s:
         out = await s.call_tool("submit", {"answer": "4"})
     assert out.reward == 1.0 and out.finished
-    assert calls == [{"name": "submit", "input": {"answer": "4"}},
-                     {"name": "submit", "input": {"answer": "4"}, "task_id": "T1"}]
+    assert calls == [
+        {"name": "submit", "input": {"answer": "4"}},
+        {"name": "submit", "input": {"answer": "4"}, "task_id": "T1"},
+    ]
 
 
 async def test_a_stream_without_end_is_retried_a_bounded_number_of_times() -> None:
@@ -109,14 +126,21 @@ async def test_result_gone_after_resume_is_a_clear_tool_failure() -> None:
 
 @pytest.mark.parametrize(
     ("status", "detail", "error", "tries"),
-    [(400, "Invalid split", NotFound, 1), (404, "Active environment not found", SessionGone, 1),
-     (410, "Session deleted", SessionGone, 1), (422, "bad", InputValidation, 1),
-     (500, "KeyError: 'x'", ServerError, 1), (503, "starting", ServerError, 4),
-     (429, "slow", Exception, 4), (408, "timeout", Exception, 4)],
+    [
+        (400, "Invalid split", NotFound, 1),
+        (404, "Active environment not found", SessionGone, 1),
+        (410, "Session deleted", SessionGone, 1),
+        (422, "bad", InputValidation, 1),
+        (500, "KeyError: 'x'", ServerError, 1),
+        (503, "starting", ServerError, 4),
+        (429, "slow", Exception, 4),
+        (408, "timeout", Exception, 4),
+    ],
 )
 async def test_4xx_are_not_retried_except_408_and_429(status, detail, error, tries) -> None:
     client, calls, _ = _client(
-        lambda body, n: httpx.Response(status, json={"detail": detail}, headers={"retry-after": "0"}))
+        lambda body, n: httpx.Response(status, json={"detail": detail}, headers={"retry-after": "0"})
+    )
     async with client, client.environment().session(split="train", index=0) as s:
         with pytest.raises(error) as info:
             await s.call_tool("submit", {"answer": "4"})
@@ -127,8 +151,11 @@ async def test_4xx_are_not_retried_except_408_and_429(status, detail, error, tri
 async def test_a_retry_that_then_succeeds() -> None:
     def on_call(body: dict, n: int) -> httpx.Response:
         if n < 2:
-            return httpx.Response(503, json={"detail": "Environment still starting."},
-                                  headers={"retry-after": "0", "x-backend-state": "starting"})
+            return httpx.Response(
+                503,
+                json={"detail": "Environment still starting."},
+                headers={"retry-after": "0", "x-backend-state": "starting"},
+            )
         return _stream(_sse(("task_id", "T"), ("end", json.dumps(OK))))
 
     client, calls, _ = _client(on_call)
@@ -139,9 +166,15 @@ async def test_a_retry_that_then_succeeds() -> None:
 
 @pytest.mark.parametrize(
     ("result", "error", "reason"),
-    [({"ok": False, "error": "'x' is not a valid tool"}, ToolNotFound, "not_found"),
-     ({"ok": False, "error": "Tool input validation error: [...]"}, ToolInputInvalid, "input_validation"),
-     ({"ok": False, "error": "anything", "reason": "episode_finished"}, EpisodeFinished, "episode_finished")],
+    [
+        ({"ok": False, "error": "'x' is not a valid tool"}, ToolNotFound, "not_found"),
+        ({"ok": False, "error": "Tool input validation error: [...]"}, ToolInputInvalid, "input_validation"),
+        (
+            {"ok": False, "error": "anything", "reason": "episode_finished"},
+            EpisodeFinished,
+            "episode_finished",
+        ),
+    ],
 )
 async def test_tool_errors_are_typed_with_or_without_reason(result, error, reason) -> None:
     client, _, _ = _client(lambda body, n: _stream(_sse(("task_id", "T"), ("end", json.dumps(result)))))

@@ -23,9 +23,11 @@ from envbuilder.environment import Environment
 from envbuilder.server import ServerSettings, create_app
 from tests.servers import serve_app
 
-TASKS = [{"id": "m0", "question": "What is 2+2?", "answer": "4"},
-         {"id": "m1", "question": "What is 3*3?", "answer": "9"},
-         {"id": "m2", "question": "What is 10-7?", "answer": "3"}]
+TASKS = [
+    {"id": "m0", "question": "What is 2+2?", "answer": "4"},
+    {"id": "m1", "question": "What is 3*3?", "answer": "9"},
+    {"id": "m2", "question": "What is 10-7?", "answer": "3"},
+]
 
 
 def _gold(gsm8k: Environment, split: str, index: int) -> str:
@@ -95,8 +97,10 @@ def test_episode_by_task_wrong_answer_and_secrets(client: Client) -> None:
 
 def test_large_tool_results_are_reassembled(client: Client) -> None:
     name = "x " * 3000  # echoed in the error: a > 4 KB result cut into chunks
-    with client.environment("gsm8k").session(split="train", index=0) as s, \
-            pytest.raises(ToolNotFound) as info:
+    with (
+        client.environment("gsm8k").session(split="train", index=0) as s,
+        pytest.raises(ToolNotFound) as info,
+    ):
         s.call_tool(name, {})
     assert name in info.value.error
 
@@ -163,8 +167,12 @@ def _ors_env():
         def submit(self, params: Answer) -> ors.ToolOutput:
             """Submit the final answer."""
             ok = params.answer.strip() == self.task_spec["answer"]
-            return ors.ToolOutput(blocks=[ors.TextBlock(text="Correct!" if ok else "Wrong.")],
-                                  metadata={"ok": ok}, reward=1.0 if ok else 0.0, finished=True)
+            return ors.ToolOutput(
+                blocks=[ors.TextBlock(text="Correct!" if ok else "Wrong.")],
+                metadata={"ok": ok},
+                reward=1.0 if ok else 0.0,
+                finished=True,
+            )
 
         @ors.tool
         def echo(self, params: Text) -> ors.ToolOutput:
@@ -220,13 +228,21 @@ def _openreward_envs():
             return [
                 Message(role="system", blocks=[TextBlock(text="You are a careful assistant.")]),
                 Message(role="user", blocks=[TextBlock(text="What is 6*7? Use the calculator.")]),
-                Message(role="assistant", blocks=[
-                    ReasoningBlock(text="I should call the calculator."),
-                    TextBlock(text="Let me compute that."),
-                    ToolCallBlock(id="call_1", name="calculator", input={"expr": "6*7"})]),
-                Message(role="user", blocks=[
-                    ToolResultBlock(tool_call_id="call_1", blocks=[TextBlock(text="42")]),
-                    TextBlock(text="Now give the final answer.")]),
+                Message(
+                    role="assistant",
+                    blocks=[
+                        ReasoningBlock(text="I should call the calculator."),
+                        TextBlock(text="Let me compute that."),
+                        ToolCallBlock(id="call_1", name="calculator", input={"expr": "6*7"}),
+                    ],
+                ),
+                Message(
+                    role="user",
+                    blocks=[
+                        ToolResultBlock(tool_call_id="call_1", blocks=[TextBlock(text="42")]),
+                        TextBlock(text="Now give the final answer."),
+                    ],
+                ),
             ]
 
     return Server([MathEnv, ConvEnv]).app

@@ -22,8 +22,10 @@ def _events(raw: bytes, pieces: int = 1) -> list[Event]:
 
 @pytest.mark.parametrize("pieces", [1, 3, 7, 1000])
 def test_crlf_lf_and_cr_terminators_and_any_chunking(pieces: int) -> None:
-    raw = (b"event: task_id\r\ndata: abc\r\n\r\n: ping - 2026\r\n\r\n"
-           b"event: chunk\ndata: {\"a\": \n\nevent: end\rdata: 1}\r\r")
+    raw = (
+        b"event: task_id\r\ndata: abc\r\n\r\n: ping - 2026\r\n\r\n"
+        b'event: chunk\ndata: {"a": \n\nevent: end\rdata: 1}\r\r'
+    )
     assert _events(raw, pieces) == [Event("task_id", "abc"), Event("chunk", '{"a": '), Event("end", "1}")]
 
 
@@ -51,8 +53,10 @@ def test_multiline_data_joins_with_newline_and_colonless_line_is_a_field() -> No
 
 def test_result_reader_joins_chunks_and_raises_on_error() -> None:
     reader = ResultReader()
-    for event in _events(b'event: task_id\ndata: t1\n\nevent: chunk\ndata: {"ok":\n\n'
-                         b'event: chunk\ndata:  true\n\nevent: end\ndata: }\n\n'):
+    for event in _events(
+        b'event: task_id\ndata: t1\n\nevent: chunk\ndata: {"ok":\n\n'
+        b"event: chunk\ndata:  true\n\nevent: end\ndata: }\n\n"
+    ):
         reader.on_event(event)
     assert (reader.task_id, reader.done, reader.result) == ("t1", True, {"ok": True})
     with pytest.raises(ToolFailed, match="kaboom"):

@@ -8,18 +8,26 @@ import yaml
 
 from envbuilder.environment import Environment
 from envbuilder.spec import parse_spec
-from tests.conftest import ROOT, SHARED_DATA
-
-# In CI a copy of shared/ sits beside the clone; in a git worktree it sits one level further up.
-SHARED = next((p for p in (SHARED_DATA, ROOT.parent.parent / "shared" / "data") if p.is_dir()), SHARED_DATA)
 
 
 def make_env(
-    dataset: dict, splits: dict, base_dir: Path, *, task: dict | None = None,
-    template: str = "{{ question }}", target: str = "{{ answer }}",
+    dataset: dict,
+    splits: dict,
+    base_dir: Path,
+    *,
+    task: dict | None = None,
+    template: str = "{{ question }}",
+    target: str = "{{ answer }}",
 ) -> Environment:
-    text = yaml.safe_dump({
-        "name": "t", "dataset": dataset, "splits": splits, **({"task": task} if task else {}),
-        "prompt": {"template": template}, "grader": {"type": "exact_match", "target": target},
-    }, sort_keys=False)
+    text = yaml.safe_dump(
+        {
+            "name": "t",
+            "dataset": dataset,
+            "splits": splits,
+            **({"task": task} if task else {}),
+            "prompt": {"template": template},
+            "grader": {"type": "exact_match", "target": target},
+        },
+        sort_keys=False,
+    )
     return Environment(parse_spec(text, file="spec.yaml", base_dir=base_dir))

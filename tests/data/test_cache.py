@@ -10,8 +10,9 @@ from envbuilder.data._cache import atomic_write
 
 
 def test_atomic_write_and_abandoned_temporaries(tmp_path: Path) -> None:
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                          capture_output=True, text=True, check=True)
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True
+    )
     abandoned = tmp_path / f".rows.arrow.{dead.stdout.strip()}.tmp"
     abandoned.write_bytes(b"partial")
     target = tmp_path / "rows.arrow"

@@ -3,21 +3,23 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import yaml
 
 from tests.conftest import ROOT
-from tests.data.helpers import SHARED, make_env
+from tests.data.helpers import make_env
 
 
-def test_readme_datasets_example() -> None:
+def test_readme_datasets_example(hub_gsm8k: Path) -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     block = re.search(r"## Datasets.*?```yaml\n(.*?)```", readme, re.S)
     assert block is not None
     example = yaml.safe_load(block.group(1))
-    example["dataset"]["path"] = str(SHARED / "hf" / "openai__gsm8k")
-    env = make_env(example["dataset"], example["splits"], ROOT, task=example["task"],
-                   template="{{ problem }}")
+    example["dataset"]["path"] = str(hub_gsm8k)
+    env = make_env(
+        example["dataset"], example["splits"], ROOT, task=example["task"], template="{{ problem }}"
+    )
     sizes = {name: len(view) for name, view in env.splits.items()}
     assert sizes["train"] + sizes["validation"] == 7473 and sizes["validation"] == round(0.05 * 7473)
     assert sizes["head"] == 131 and 0 < sizes["hard"] <= 100

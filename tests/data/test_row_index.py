@@ -12,8 +12,11 @@ from envbuilder.data._parquet import ParquetTable
 @pytest.fixture
 def big(tmp_path: Path) -> Path:
     n = 5000
-    pq.write_table(pa.table({"i": list(range(n)), "s": [f"row {i}" for i in range(n)]}),
-                   tmp_path / "big.parquet", row_group_size=700)
+    pq.write_table(
+        pa.table({"i": list(range(n)), "s": [f"row {i}" for i in range(n)]}),
+        tmp_path / "big.parquet",
+        row_group_size=700,
+    )
     return tmp_path / "big.parquet"
 
 

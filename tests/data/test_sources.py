@@ -6,50 +6,55 @@ from pathlib import Path
 import pytest
 
 from envbuilder.errors import SpecError
-from tests.data.helpers import SHARED, make_env
-
-GSM8K = SHARED / "gsm8k"
-HF_GSM8K = SHARED / "hf" / "openai__gsm8k"
+from tests.conftest import DATA
+from tests.data.helpers import make_env
 
 ROWS = [{"question": f"q{i}", "answer": str(i), "tags": ["a", "b"][: i % 3]} for i in range(5)]
 
 
-def test_parquet_shared_gsm8k() -> None:
-    env = make_env({"type": "parquet", "files": {"train": "gsm8k/train-*.parquet"}},
-                   {"train": {"type": "train"}}, SHARED)
+def test_parquet_gsm8k() -> None:
+    env = make_env(
+        {"type": "parquet", "files": {"train": "gsm8k/train-*.parquet"}}, {"train": {"type": "train"}}, DATA
+    )
     train = env.split("train")
     assert len(train) == 7473
     first = train.task(0)
     assert first["id"] == "train-0" and first["question"].startswith("Natalia sold clips")
 
 
-def test_huggingface_local_hub_folder() -> None:
-    env = make_env({"type": "huggingface", "path": str(HF_GSM8K), "config": "main"},
-                   {"train": {"type": "train"}, "test": {}}, SHARED)
+def test_huggingface_local_hub_folder(hub_gsm8k: Path) -> None:
+    env = make_env(
+        {"type": "huggingface", "path": str(hub_gsm8k), "config": "main"},
+        {"train": {"type": "train"}, "test": {}},
+        DATA,
+    )
     assert {n: len(v) for n, v in env.splits.items()} == {"train": 7473, "test": 1319}
     assert [p.name for p in env.source.files()] == [
-        "test-00000-of-00001.parquet", "train-00000-of-00001.parquet"]
+        "test-00000-of-00001.parquet",
+        "train-00000-of-00001.parquet",
+    ]
     assert env.split("test").task(-1)["id"] == "test-1318"
 
 
-def test_huggingface_relative_path_and_data_files() -> None:
-    env = make_env({"type": "huggingface", "path": "hf/openai__gsm8k",
-                    "data_files": {"eval": "main/test-*.parquet"}},
-                   {"test": {"source": "eval"}}, SHARED)
+def test_huggingface_relative_path_and_data_files(hub_gsm8k: Path) -> None:
+    env = make_env(
+        {"type": "huggingface", "path": "hf/openai__gsm8k", "data_files": {"eval": "main/test-*.parquet"}},
+        {"test": {"source": "eval"}},
+        hub_gsm8k.parent.parent,
+    )
     assert len(env.split("test")) == 1319
 
 
-def test_huggingface_unknown_config_names_the_key() -> None:
+def test_huggingface_unknown_config_names_the_key(hub_gsm8k: Path) -> None:
     with pytest.raises(SpecError) as exc:
-        make_env({"type": "huggingface", "path": str(HF_GSM8K), "config": "mian"},
-                 {"train": {}}, SHARED)
+        make_env({"type": "huggingface", "path": str(hub_gsm8k), "config": "mian"}, {"train": {}}, DATA)
     assert "spec.yaml:" in str(exc.value) and " dataset: cannot load dataset" in str(exc.value)
     assert "'main'" in str(exc.value)
 
 
 def test_huggingface_not_cached_offline_says_what_to_do() -> None:
     with pytest.raises(SpecError) as exc:
-        make_env({"type": "huggingface", "path": "nobody/no-such-dataset-xyz"}, {"train": {}}, SHARED)
+        make_env({"type": "huggingface", "path": "nobody/no-such-dataset-xyz"}, {"train": {}}, DATA)
     text = str(exc.value)
     assert " dataset: " in text and "HF_HUB_OFFLINE=0" in text and "local folder" in text
 
@@ -86,3 +91,53 @@ def test_bad_path_names_the_key(tmp_path: Path) -> None:
     with pytest.raises(SpecError) as exc:
         make_env({"type": "parquet", "files": {"train": "nope/*.parquet"}}, {"train": {}}, tmp_path)
     assert str(exc.value).startswith("spec.yaml:5:12 dataset.files.train: no Parquet file")
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "json", "csv"])
+def test_text_formats_stream_in_blocks_without_reading_files_whole(
+    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from envbuilder.data import _files
+
+    monkeypatch.setattr(_files, "_BLOCK", 4096)  # many blocks from a small file
+    monkeypatch.setattr(_files, "_JSON_ROWS", 100)
+
+    def whole(*_: object) -> None:
+        raise AssertionError("read the file whole")
+
+    for source in (_files.JsonlSource, _files.JsonSource, _files.CsvSource):
+        monkeypatch.setattr(source, "read", whole)
+    rows = [{"question": f"q{i}", "answer": i, "note": "x" * (i % 7)} for i in range(5000)]
+    path = tmp_path / f"rows.{kind}"
+    if kind == "jsonl":
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    elif kind == "json":
+        path.write_text(json.dumps(rows, indent=1))
+    else:
+        lines = [f"q{i},{i},{'x' * (i % 7)}\n" for i in range(5000)]
+        path.write_text("question,answer,note\n" + "".join(lines))
+    split = make_env({"type": kind, "files": {"test": f"rows.{kind}"}}, {"test": {}}, tmp_path).split("test")
+    assert len(split) == 5000
+    assert [(t["question"], int(t["answer"])) for t in split.task_range(4990, 5000)] == [
+        (f"q{i}", i) for i in range(4990, 5000)
+    ]
+
+
+def test_a_later_block_with_other_keys_falls_back_to_reading_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from envbuilder.data import _files
+
+    monkeypatch.setattr(_files, "_BLOCK", 4096)
+    rows = [{"question": f"q{i}", "answer": str(i)} for i in range(2000)]
+    rows[-1] = {"question": "last", "answer": "1.5", "extra": [1, 2]}  # a key the first block lacks
+    (tmp_path / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    split = make_env({"type": "jsonl", "files": {"test": "rows.jsonl"}}, {"test": {}}, tmp_path).split("test")
+    assert len(split) == 2000
+    assert split.task(-1)["extra"] == [1, 2] and split.task(0)["extra"] is None
+
+
+def test_an_empty_file_gives_an_empty_split(tmp_path: Path) -> None:
+    (tmp_path / "rows.csv").write_text("question,answer\n")
+    env = make_env({"type": "csv", "files": {"test": "rows.csv"}}, {"test": {}}, tmp_path)
+    assert len(env.split("test")) == 0

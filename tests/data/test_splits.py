@@ -15,11 +15,13 @@ N = 100
 
 @pytest.fixture
 def data(tmp_path: Path) -> Path:
-    table = pa.table({
-        "question": [f"q{i}" for i in range(N)],
-        "answer": [str(i) for i in range(N)],
-        "level": [i % 5 for i in range(N)],
-    })
+    table = pa.table(
+        {
+            "question": [f"q{i}" for i in range(N)],
+            "answer": [str(i) for i in range(N)],
+            "level": [i % 5 for i in range(N)],
+        }
+    )
     pq.write_table(table, tmp_path / "train.parquet", row_group_size=16)
     return tmp_path
 
@@ -33,9 +35,14 @@ def answers(view) -> list[int]:  # type: ignore[no-untyped-def]
 
 
 def test_slices_in_rows_and_percent(data: Path) -> None:
-    e = env(data, {"head": {"source": "train", "slice": "[:10]"},
-                   "mid": {"source": "train", "slice": "[10%:20%]"},
-                   "tail": {"source": "train", "slice": "[-3:]"}})
+    e = env(
+        data,
+        {
+            "head": {"source": "train", "slice": "[:10]"},
+            "mid": {"source": "train", "slice": "[10%:20%]"},
+            "tail": {"source": "train", "slice": "[-3:]"},
+        },
+    )
     assert answers(e.split("head")) == list(range(10))
     assert answers(e.split("mid")) == list(range(10, 20))
     assert answers(e.split("tail")) == [97, 98, 99]
@@ -71,9 +78,11 @@ def test_seeded_shuffle_is_a_deterministic_permutation(data: Path) -> None:
 
 
 def test_carved_splits_are_disjoint_and_seeded(data: Path) -> None:
-    splits = {"train": {"type": "train"},
-              "validation": {"type": "validation", "carve_from": "train", "fraction": 0.1, "seed": 7},
-              "dev": {"type": "validation", "carve_from": "train", "fraction": 0.2, "seed": 7}}
+    splits = {
+        "train": {"type": "train"},
+        "validation": {"type": "validation", "carve_from": "train", "fraction": 0.1, "seed": 7},
+        "dev": {"type": "validation", "carve_from": "train", "fraction": 0.2, "seed": 7},
+    }
     e = env(data, splits)
     train, val, dev = (answers(e.split(n)) for n in ("train", "validation", "dev"))
     assert (len(train), len(val), len(dev)) == (70, 10, 20)
@@ -81,39 +90,82 @@ def test_carved_splits_are_disjoint_and_seeded(data: Path) -> None:
     assert train == sorted(train) and val == sorted(val)
     assert answers(env(data, splits).split("validation")) == val
     assert [s.model_dump() for s in e.list_splits()] == [
-        {"name": "train", "type": "train"}, {"name": "validation", "type": "validation"},
-        {"name": "dev", "type": "validation"}]
+        {"name": "train", "type": "train"},
+        {"name": "validation", "type": "validation"},
+        {"name": "dev", "type": "validation"},
+    ]
 
 
 def test_custom_split_names_with_types(data: Path) -> None:
-    e = env(data, {"easy": {"type": "train", "source": "train", "filter": "level < 2"},
-                   "hard": {"type": "test", "source": "train", "filter": "level >= 2"}})
+    e = env(
+        data,
+        {
+            "easy": {"type": "train", "source": "train", "filter": "level < 2"},
+            "hard": {"type": "test", "source": "train", "filter": "level >= 2"},
+        },
+    )
     assert (len(e.split("easy")), len(e.split("hard"))) == (40, 60)
 
 
 def test_task_shape_include_exclude_rename_and_id(data: Path) -> None:
-    e = env(data, {"train": {}}, task={"id": "question", "exclude": ["level"], "rename": {"answer": "gold"}},
-            target="{{ gold }}")
+    e = env(
+        data,
+        {"train": {}},
+        task={"id": "question", "exclude": ["level"], "rename": {"answer": "gold"}},
+        target="{{ gold }}",
+    )
     assert e.split("train").task(3) == {"id": "q3", "question": "q3", "gold": "3"}
 
 
-@pytest.mark.parametrize(("splits", "task", "expected"), [
-    ({"train": {"source": "tran"}}, None,
-     "spec.yaml:8:13 splits.train.source: the dataset has no split 'tran'. Its splits are: train"),
-    ({"train": {"slice": "[a:b]"}}, None,
-     "spec.yaml:8:12 splits.train.slice: expected `[start:stop]` in rows or percent, e.g. `[:1000]` or "
-     "`[10%:20%]` (got '[a:b]')"),
-    ({"train": {"filter": "levle > 1"}}, None,
-     "spec.yaml:8:13 splits.train.filter: the filter uses 'levle', which the rows lack. "
-     "Row columns: question, answer, level"),
-    ({"train": {"filter": "level >"}}, None,
-     "spec.yaml:8:13 splits.train.filter: filter syntax error: unexpected 'end of template'"),
-    ({"train": {}, "val": {"carve_from": "trian", "fraction": 0.5}}, None,
-     "spec.yaml:9:17 splits.val.carve_from: no split 'trian' to carve from. Name one of: train"),
-    ({"train": {}}, {"include": ["question", "answr"]},
-     "spec.yaml:11:5 task.include[1]: split 'train' has no column 'answr'. "
-     "Its columns are: question, answer, level"),
-])
+@pytest.mark.parametrize(
+    ("splits", "task", "expected"),
+    [
+        (
+            {"train": {"source": "tran"}},
+            None,
+            "spec.yaml:8:13 splits.train.source: the dataset has no split 'tran'. Its splits are: train",
+        ),
+        (
+            {"train": {"slice": "[a:b]"}},
+            None,
+            "spec.yaml:8:12 splits.train.slice: expected `[start:stop]` in rows or percent, e.g. "
+            "`[:1000]` or `[10%:20%]` (got '[a:b]')",
+        ),
+        (
+            {"train": {"filter": "levle > 1"}},
+            None,
+            "spec.yaml:8:13 splits.train.filter: the filter uses 'levle', which the rows lack "
+            "Did you mean 'level'?",
+        ),
+        (
+            {"train": {"filter": "grade > 1"}},
+            None,
+            "spec.yaml:8:13 splits.train.filter: the filter uses 'grade', which the rows lack. "
+            "Row columns: question, answer, level",
+        ),
+        (
+            {"train": {"filter": "level >"}},
+            None,
+            "spec.yaml:8:13 splits.train.filter: filter syntax error: unexpected 'end of template'",
+        ),
+        (
+            {"train": {}, "val": {"carve_from": "trian", "fraction": 0.5}},
+            None,
+            "spec.yaml:9:17 splits.val.carve_from: no split 'trian' to carve from. Name one of: train",
+        ),
+        (
+            {"train": {}},
+            {"include": ["question", "answr"]},
+            "spec.yaml:11:5 task.include[1]: split 'train' has no column 'answr' Did you mean 'answer'?",
+        ),
+        (
+            {"train": {}},
+            {"id": "uid"},
+            "spec.yaml:9:7 task.id: split 'train' has no column 'uid'. "
+            "Its columns are: question, answer, level",
+        ),
+    ],
+)
 def test_errors_name_the_spec_key(data: Path, splits: dict, task: dict | None, expected: str) -> None:
     with pytest.raises(SpecError) as exc:
         env(data, splits, task=task)
@@ -141,8 +193,10 @@ def test_split_from_files_in_the_dataset_format(data: Path) -> None:
     e = env(data, {"train": {}, "extra": {"files": "extra.parquet"}})
     assert e.split("extra").task_range(None, None) == [
         {"id": "extra-0", "question": "x", "answer": "1", "level": 0},
-        {"id": "extra-1", "question": "y", "answer": "2", "level": 1}]
+        {"id": "extra-1", "question": "y", "answer": "2", "level": 1},
+    ]
     with pytest.raises(SpecError) as exc:
         env(data, {"train": {}, "extra": {"files": "missing.parquet"}})
     assert str(exc.value).startswith(
-        "spec.yaml:9:12 splits.extra.files: no Parquet file at 'missing.parquet'")
+        "spec.yaml:9:12 splits.extra.files: no Parquet file at 'missing.parquet'"
+    )

@@ -32,8 +32,7 @@ ESCAPES = {
     % (
         "escape_globals",
         GSM8K_TEST,
-        "system: \"{{ cycler['__in' ~ 'it__']['__glo' ~ 'bals__'] }}\"\n"
-        '  template: "{{ question }}"',
+        "system: \"{{ cycler['__in' ~ 'it__']['__glo' ~ 'bals__'] }}\"\n  template: \"{{ question }}\"",
     ),
 }
 

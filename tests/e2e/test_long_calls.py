@@ -61,7 +61,7 @@ def _first_task_id(client: httpx.Client, h: dict[str, str]) -> str:
     with client.stream("POST", "/judged/call", headers=h, json=body) as r:
         for line in r.iter_lines():
             if line.startswith("data: "):
-                return line[len("data: "):]
+                return line[len("data: ") :]
     raise AssertionError("no task_id event")
 
 
@@ -70,8 +70,9 @@ def test_reattach_after_a_dropped_connection_gets_pings_then_the_result(served) 
     with httpx.Client(base_url=url, timeout=10) as client:
         h = _session(client)
         task_id = _first_task_id(client, h)
-        again = client.post("/judged/call", headers=h,
-                            json={"name": "IGNORED", "input": {}, "task_id": task_id})
+        again = client.post(
+            "/judged/call", headers=h, json={"name": "IGNORED", "input": {}, "task_id": task_id}
+        )
         text = again.text
         assert text.startswith(f"event: task_id\r\ndata: {task_id}\r\n\r\n")
         assert ": ping - " in text  # the judge takes 1 s; keep-alives every 0.2 s

@@ -93,8 +93,9 @@ class ChatServer:
         self._thread.join(timeout=10)
 
 
-def reply(content: str | None, tool_calls: list[dict[str, Any]] | None = None,
-          usage: tuple[int, int] = (10, 5)) -> dict[str, Any]:
+def reply(
+    content: str | None, tool_calls: list[dict[str, Any]] | None = None, usage: tuple[int, int] = (10, 5)
+) -> dict[str, Any]:
     """A chat-completions answer with one choice."""
     message: dict[str, Any] = {"role": "assistant", "content": content}
     if tool_calls:
@@ -102,10 +103,14 @@ def reply(content: str | None, tool_calls: list[dict[str, Any]] | None = None,
     return {
         "id": "chatcmpl-test",
         "object": "chat.completion",
-        "choices": [{"index": 0, "message": message,
-                     "finish_reason": "tool_calls" if tool_calls else "stop"}],
-        "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1],
-                  "total_tokens": usage[0] + usage[1]},
+        "choices": [
+            {"index": 0, "message": message, "finish_reason": "tool_calls" if tool_calls else "stop"}
+        ],
+        "usage": {
+            "prompt_tokens": usage[0],
+            "completion_tokens": usage[1],
+            "total_tokens": usage[0] + usage[1],
+        },
     }
 
 
@@ -116,5 +121,6 @@ def completion(content: str) -> dict[str, Any]:
 
 def tool_call_reply(name: str, arguments: str, call_id: str = "call_1") -> dict[str, Any]:
     """An answer that calls tool ``name`` with the raw JSON string ``arguments``."""
-    return reply(None, [{"id": call_id, "type": "function",
-                         "function": {"name": name, "arguments": arguments}}])
+    return reply(
+        None, [{"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}]
+    )

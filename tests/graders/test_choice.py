@@ -60,11 +60,9 @@ def test_mmlu_rows() -> None:
 
     import pyarrow.parquet as pq
 
-    from tests.conftest import SHARED_DATA
+    from tests.conftest import DATA
 
-    path = SHARED_DATA / "mmlu_stem/test-00000-of-00001.parquet"
-    if not path.exists():
-        pytest.skip("shared data not present")
+    path = DATA / "mmlu_stem/test-00000-of-00001.parquet"
     rows = pq.read_table(path).slice(0, 50).to_pylist()
     g = make({"type": "choice", "target": "{{ answer }}", "choices_field": "choices"})
     for row in rows:

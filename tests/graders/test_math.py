@@ -37,11 +37,9 @@ async def test_equivalence(answer: str, target: str, outcome: Outcome) -> None:
 async def test_math500_rows_graded_against_their_own_solutions() -> None:
     import pyarrow.parquet as pq
 
-    from tests.conftest import SHARED_DATA
+    from tests.conftest import FIXTURES
 
-    path = SHARED_DATA / "math500/test-00000-of-00001.parquet"
-    if not path.exists():
-        pytest.skip("shared data not present")
+    path = FIXTURES / "math500/test-00000-of-00001.parquet"
     rows = pq.read_table(path).slice(0, 25).to_pylist()
     g = make({"type": "math", "target": "{{ answer }}"})
     assert g.blocking

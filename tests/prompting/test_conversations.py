@@ -156,7 +156,7 @@ grader: {{type: exact_match, target: "{{{{ answer }}}}"}}
     assert sorted(str(p).split(" ", 1)[1] for p in info.value.problems) == [
         f"prompt.system: the template uses 'persona', which the tasks lack. {fields}",
         "prompt.turns[0].images[0]: split 'test' has no field 'img' Did you mean 'image'?",
-        f"prompt.turns[0]: the template uses 'questoin', which the tasks lack. {fields}",
+        "prompt.turns[0]: the template uses 'questoin', which the tasks lack Did you mean 'question'?",
     ]
 
 

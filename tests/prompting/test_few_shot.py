@@ -108,6 +108,5 @@ def test_unknown_split_and_fields_are_reported_at_load(make_env: MakeEnv) -> Non
     with pytest.raises(SpecError) as info:
         make_env(_spec("{split: dev, n: 2, answer: '{{ answr }}'}"))
     assert [str(p).split(" ", 1)[1] for p in info.value.problems] == [
-        "prompt.few_shot.answer: the template uses 'answr', which the tasks lack. "
-        "Task fields: answer, choices, id, question, subject"
+        "prompt.few_shot.answer: the template uses 'answr', which the tasks lack Did you mean 'answer'?"
     ]

@@ -259,10 +259,9 @@ def test_unknown_fields_in_example_templates_are_located(make_env: MakeEnv, tmp_
   few_shot: {split: dev, n: 2, template: "{{ questoin }}", answer: "{{ answr }}"}
 """),
     ) == [
-        "prompt.few_shot.answer: the template uses 'answr', which the tasks lack. "
-        "Task fields: answer, choices, id, question, subject",
-        "prompt.few_shot.template: the template uses 'questoin', which the tasks lack. "
-        "Task fields: answer, choices, id, question, subject",
+        "prompt.few_shot.answer: the template uses 'answr', which the tasks lack Did you mean 'answer'?",
+        "prompt.few_shot.template: the template uses 'questoin', which the tasks lack "
+        "Did you mean 'question'?",
     ]
     problems = _problems(
         make_env, _chat_spec(tmp_path, "{split: dev, n: 2, template: '{{ prompt }}', answer: '{{ answer }}'}")

@@ -22,5 +22,6 @@ def test_idle_sessions_are_reaped_and_pinged_ones_kept(gsm8k: Environment) -> No
             assert client.post("/ping", headers={"X-Session-ID": "busy"}).status_code == 200
             time.sleep(0.1)
         assert client.post("/ping", headers={"X-Session-ID": "idle"}).json() == {
-            "detail": "Active environment not found"}
+            "detail": "Active environment not found"
+        }
         assert client.get("/gsm8k/prompt", headers={"X-Session-ID": "busy"}).status_code == 200
