@@ -17,9 +17,8 @@ from envbuilder.environment import load_environment
 from tests.conftest import ENVS
 from tests.stores import envbuilder_serve, moto_s3
 
-#: Every shipped spec but those with an `extends:` base, which a pack cannot carry until spec
-#: loading records the files it reads (issue 17).
-SHIPPED = [p.name for p in find_specs([ENVS]) if "\nextends:" not in p.read_text()]
+#: Every shipped spec, `extends:` variants included (a pack carries the files loading read).
+SHIPPED = [p.name for p in find_specs([ENVS])]
 
 
 @pytest.fixture
@@ -65,28 +64,29 @@ def test_publish_envs_to_s3_then_serve_the_catalog_url_with_both_clients(
             out = s.call_tool("submit", {"answer": _gold(envs_copy / "gsm8k.yaml", 4)})
             assert (out.reward, out.finished) == (1.0, True)
 
-    # A second version of one environment: only its pack and the pages that changed go up.
-    spec = envs_copy / "gsm8k.yaml"
-    spec.write_text(spec.read_text().replace("name: gsm8k\n", 'name: gsm8k\nversion: "2"\n'))
+    # A second version of one environment (one no other spec extends): only its pack and the pages
+    # that changed go up.
+    spec = envs_copy / "digits.yaml"
+    spec.write_text(spec.read_text().replace("name: digits\n", 'name: digits\nversion: "2"\n'))
     again = publish([envs_copy / name for name in SHIPPED], "s3://envs/catalog-root")
     changed = {n for n in again.uploaded if n.startswith("packs/")}
-    assert {n.rsplit("-", 1)[0] for n in changed} == {"packs/gsm8k/gsm8k-2"}
+    assert {n.rsplit("-", 1)[0] for n in changed} == {"packs/digits/digits-2"}
     assert {n.rsplit(".", 1)[-1] for n in changed} == {"zip", "json"}
-    assert set(again.uploaded) - changed <= {"catalog.json", "index.html", "env/gsm8k.html"}
-    assert "catalog.json" in again.uploaded and "env/digits.html" in again.unchanged
+    assert set(again.uploaded) - changed <= {"catalog.json", "index.html", "env/digits.html"}
+    assert "catalog.json" in again.uploaded and "env/gsm8k.html" in again.unchanged
 
     # Both versions stay listed and servable; the old pack was not deleted.
     runner = CliRunner()
     for version in ("1", "2"):
-        result = runner.invoke(app, ["pull", report.catalog_url, "--env", f"gsm8k@{version}"])
+        result = runner.invoke(app, ["pull", report.catalog_url, "--env", f"digits@{version}"])
         assert result.exit_code == 0, result.output
-        assert f"pulled gsm8k@{version} into" in result.output
+        assert f"pulled digits@{version} into" in result.output
     import s3fs
 
     catalog = json.loads(s3fs.S3FileSystem(skip_instance_cache=True).cat_file(report.catalog_url))
-    entry = next(e for e in catalog["environments"] if e["name"] == "gsm8k")
+    entry = next(e for e in catalog["environments"] if e["name"] == "digits")
     assert [v["version"] for v in entry["versions"]] == ["2", "1"]
-    assert entry["serve"] == "envbuilder serve s3://envs/catalog-root/catalog.json --env gsm8k@2"
+    assert entry["serve"] == "envbuilder serve s3://envs/catalog-root/catalog.json --env digits@2"
 
 
 def test_publishing_the_same_specs_again_uploads_nothing(s3: dict[str, str]) -> None:
