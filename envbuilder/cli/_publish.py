@@ -27,8 +27,10 @@ def publish(
         typer.Option(help="Sign each new pack's lock with this Ed25519 private key (PEM)."),
     ] = None,
 ) -> None:
-    """Publish the environments of SPECS to DEST; publishing again uploads only what changed and
-    keeps every version listed in the catalog servable."""
+    """Publish the environments of SPECS (packs, catalog.json, site) to a folder, bucket or Hub repo.
+
+    Publishing again uploads only what changed and keeps every version listed in the catalog servable.
+    """
     from envbuilder.catalog import find_specs
     from envbuilder.catalog import publish as run
 

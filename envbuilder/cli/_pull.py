@@ -62,8 +62,10 @@ def pull(
     trusted_key: TrustedKeyOption = None,
     require_signature: RequireSignatureOption = False,
 ) -> None:
-    """Download the packs published at URL into the cache and verify them, so that `envbuilder serve URL`
-    later starts offline."""
+    """Download the packs published at URL into the cache and verify them.
+
+    `envbuilder serve URL` then starts from the cache, offline if need be.
+    """
     from envbuilder.catalog import TrustPolicy
     from envbuilder.catalog import pull as run
 
