@@ -369,6 +369,9 @@ def _grader_lines(g: Guess, var: Any) -> list[str]:
             f"  target: \"{{{{ {target}.split('####')[-1] }}}}\"",
             '  # Compare the final number of the response ("The answer is $1,000" -> 1000).',
             "  extract: number",
+            "",
+            "# What `envbuilder check` submits as each task's gold answer: the whole reference.",
+            f'gold: "{{{{ {target} }}}}"',
         ]
     if g.numeric:
         return [

@@ -1,7 +1,10 @@
-"""A spec's self-check: gold answers earn full reward, and its ``tests:`` get their rewards.
+"""A spec's self-check: every task has a target, gold answers earn full reward, and its
+``tests:`` get their rewards.
 
-Both go through the real answer path (``Environment.call_tool`` on a fresh :class:`Episode`),
-so extraction, normalisation, grading and the reward scale are all exercised.
+Answers go through the real answer path (``Environment.call_tool`` on a fresh :class:`Episode`),
+so extraction, normalisation, grading and the reward scale are all exercised. The gold answer
+is the spec's ``gold:`` template when it has one; otherwise the grader's own target, and the
+check says that this is circular (a target compared with itself proves little).
 """
 
 from __future__ import annotations
@@ -14,8 +17,20 @@ from dataclasses import dataclass
 
 from envbuilder.environment import Environment, Episode
 from envbuilder.protocol import RunToolSuccess
+from envbuilder.templating import Template
 
-__all__ = ["Case", "CheckResult", "gold_cases", "run_cases", "spec_cases"]
+__all__ = [
+    "Case",
+    "CheckResult",
+    "MissingTargets",
+    "gold_cases",
+    "missing_targets",
+    "run_cases",
+    "spec_cases",
+]
+
+#: Rows per split scanned for missing targets (a bound on the work for huge datasets).
+SCAN_LIMIT = 200_000
 
 
 @dataclass
@@ -23,7 +38,8 @@ class Case:
     """One response to one task, and the reward it must get."""
 
     kind: str
-    """``gold`` (the grader's own target) or ``test`` (an entry of the spec's ``tests:``)."""
+    """``gold`` (the spec's ``gold:`` answer, else the grader's own target) or ``test`` (an
+    entry of the spec's ``tests:``)."""
     label: str
     """``test[3]`` or ``tests[0]``: how the case is named in reports."""
     split: str
@@ -46,21 +62,72 @@ class CheckResult:
 
 
 def gold_cases(env: Environment, sample: int, seed: int = 0) -> list[Case]:
-    """Up to ``sample`` random tasks of each split, each answered with its grading target."""
+    """Up to ``sample`` random tasks of each split, each answered with its gold answer: the
+    spec's ``gold:`` template, else the grader's target (see :func:`gold_is_circular`)."""
     assert env.submit is not None
     rng = random.Random(seed)
     full = env.submit.spec.reward_correct
+    gold = env.spec.gold
+    template = Template(gold, name="gold", base_dir=env.loaded.base_dir) if gold is not None else None
     cases = []
     for name, view in env.splits.items():
         n = len(view)
         for index in sorted(rng.sample(range(n), min(sample, n))):
             task = view.task(index)
-            target = env.submit.target(task)
-            if isinstance(target, list | tuple):
-                target = target[0] if target else None
-            response = None if target is None else str(target)
+            if _missing(env, task) is not None:
+                continue  # reported by missing_targets()
+            if template is not None:
+                response: str | None = template.render(task)
+            else:
+                target = env.submit.target(task)
+                if isinstance(target, list | tuple):
+                    target = target[0] if target else None
+                response = None if target is None else str(target)
             cases.append(Case("gold", f"{name}[{index}]", name, index, response, full))
     return cases
+
+
+def gold_is_circular(env: Environment) -> bool:
+    """True when the gold check submits the grader's own target (the spec has no ``gold:``)."""
+    return env.spec.gold is None
+
+
+@dataclass
+class MissingTargets:
+    """Tasks of one split that have no target (null or empty): their answers are ungradeable."""
+
+    split: str
+    count: int
+    """How many of the scanned rows have no target."""
+    scanned: int
+    rows: list[tuple[int, str]]
+    """The first of them: (index, reason)."""
+
+
+def missing_targets(env: Environment, limit: int = SCAN_LIMIT, show: int = 10) -> list[MissingTargets]:
+    """The splits with tasks whose target is null or renders empty (up to ``limit`` rows of
+    each split scanned)."""
+    assert env.submit is not None
+    out = []
+    for name, view in env.splits.items():
+        scanned = min(len(view), limit)
+        rows: list[tuple[int, str]] = []
+        count = 0
+        for index in range(scanned):
+            reason = _missing(env, view.task(index))
+            if reason is not None:
+                count += 1
+                if len(rows) < show:
+                    rows.append((index, reason))
+        if count:
+            out.append(MissingTargets(name, count, scanned, rows))
+    return out
+
+
+def _missing(env: Environment, task: dict[str, object]) -> str | None:
+    # A dialogue's targets depend on the replies so far: they are checked per turn, not here.
+    assert env.submit is not None
+    return None if env.submit.dialogue is not None else env.submit.grader.missing_target(task)
 
 
 def spec_cases(env: Environment) -> list[Case]:

@@ -4,12 +4,18 @@ from envbuilder.catalog._collect import Collection, LoadFailure, find_specs, loa
 from envbuilder.catalog._entry import build_catalog, catalog_entry
 from envbuilder.catalog._files import content_hash, file_sha256
 from envbuilder.catalog._pack import PackInfo, is_pack, load_pack, open_pack, pack
+from envbuilder.catalog._publish import PublishReport, publish, serve_command
+from envbuilder.catalog._pull import Pulled, pull
 from envbuilder.catalog._site import render_readme, write_site
+from envbuilder.catalog._trust import TrustPolicy
 
 __all__ = [
     "Collection",
     "LoadFailure",
     "PackInfo",
+    "PublishReport",
+    "Pulled",
+    "TrustPolicy",
     "build_catalog",
     "catalog_entry",
     "content_hash",
@@ -20,6 +26,9 @@ __all__ = [
     "load_pack",
     "open_pack",
     "pack",
+    "publish",
+    "pull",
     "render_readme",
+    "serve_command",
     "write_site",
 ]

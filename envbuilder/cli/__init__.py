@@ -17,6 +17,8 @@ from envbuilder.cli import (
     _init,
     _pack,
     _preview,
+    _publish,
+    _pull,
     _schema,
     _serve,
     _validate,
@@ -51,6 +53,8 @@ app = typer.Typer(
 app.command("serve")(_serve.serve)
 app.command("catalog")(_catalog.catalog)
 app.command("pack")(_pack.pack)
+app.command("publish")(_publish.publish)
+app.command("pull")(_pull.pull)
 app.command("validate")(_validate.validate)
 app.command("preview")(_preview.preview)
 app.command("check")(_check.check)

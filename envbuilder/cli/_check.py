@@ -16,13 +16,20 @@ def check(
     sample: Annotated[int, typer.Option(help="Tasks per split whose gold answer is submitted.", min=0)] = 50,
     seed: Annotated[int, typer.Option(help="Seed of the random sample of tasks.")] = 0,
 ) -> None:
-    """Self-check SPEC: gold answers must earn full reward and its `tests:` must pass.
+    """Self-check SPEC: every task has a target, gold answers earn full reward, `tests:` pass.
 
-    Before any model sees the spec, its grader must give full reward to the gold answer (the
-    grading target) of a sample of tasks, and each entry of its `tests:` block the reward it
-    lists. Exit 1 on any failure.
+    Before any model sees the spec: no task's target may be null or empty, its grader must give
+    full reward to the gold answer (the spec's `gold:`, else the grading target) of a sample of
+    tasks, and each entry of its `tests:` block the reward it lists. Exit 1 on any failure.
     """
-    from envbuilder.authoring import gold_cases, run_cases, spec_cases, validate_spec
+    from envbuilder.authoring import (
+        gold_cases,
+        gold_is_circular,
+        missing_targets,
+        run_cases,
+        spec_cases,
+        validate_spec,
+    )
 
     with fail_on_errors():
         validation = validate_spec(spec)
@@ -32,10 +39,20 @@ def check(
             raise typer.Exit(1)
         env = validation.env
         assert env is not None
+        missing = missing_targets(env)
         cases = gold_cases(env, sample, seed) + spec_cases(env)
         with _console.progress(len(cases), f"checking {env.name}") as advance:
             results = run_cases(env, cases, progress=advance)
 
+    for split in missing:
+        shown = ", ".join(f"{split.split}[{i}]" for i, _ in split.rows)
+        more = f" and {split.count - len(split.rows):,} more" if split.count > len(split.rows) else ""
+        _console.line(
+            f"{spec}: {split.count:,} of {split.scanned:,} {split.split} tasks have no target "
+            f"({split.rows[0][1]}): {shown}{more}. Their answers would be ungradeable; fix or "
+            "filter those rows",
+            "red",
+        )
     gold = [r for r in results if r.case.kind == "gold"]
     graded = [r for r in gold if not r.skipped]
     if gold:
@@ -44,6 +61,14 @@ def check(
         if len(graded) < len(gold):
             line += f" ({len(gold) - len(graded)} skipped: the grader states no target)"
         _console.line(line, "green" if passed == len(graded) else "red")
+        if gold_is_circular(env):
+            _console.line(
+                f"{spec}: note: the gold check is circular: with no `gold:` in the spec, each task's "
+                "own grading target was submitted, which shows only that the target survives the "
+                'grader\'s extraction. Add `gold:` (e.g. `gold: "{{ solution }}"`) for a check that '
+                "means something",
+                "yellow",
+            )
     tests = [r for r in results if r.case.kind == "test"]
     if tests:
         passed = sum(r.passed for r in tests)
@@ -52,6 +77,8 @@ def check(
         )
     failed = [r for r in results if not r.passed and not r.skipped]
     if not failed:
+        if missing:
+            raise typer.Exit(1)
         return
     _console.line()
     _console.table(

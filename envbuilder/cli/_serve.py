@@ -10,13 +10,15 @@ import typer
 
 from envbuilder.cli._output import fail_on_errors
 from envbuilder.cli._port import port_taken
+from envbuilder.cli._pull import EnvOption, RequireSignatureOption, TrustedKeyOption, resolve_targets
 
 
 def serve(
     specs: Annotated[
-        list[Path],
+        list[str],
         typer.Argument(
-            help="Spec files (YAML), folders of specs, or packs (.zip); the first is the default."
+            help="Spec files (YAML), folders of specs, packs (.zip), or the URL of a published "
+            "catalog.json or pack (https://, s3://, gs://, hf://); the first is the default."
         ),
     ],
     host: Annotated[
@@ -90,6 +92,9 @@ def serve(
     workers: Annotated[
         int, typer.Option(min=1, help="Worker processes on this host (above 1 needs --store redis://).")
     ] = 1,
+    pick: EnvOption = None,
+    trusted_key: TrustedKeyOption = None,
+    require_signature: RequireSignatureOption = False,
 ) -> None:
     """Serve the environments of SPECS over the ORS HTTP protocol."""
     import uvicorn
@@ -127,7 +132,15 @@ def serve(
 
     packs = (cache_dir or paths.cache_dir()) / "packs"
     with paths.contained([*(data_root or []), packs]):
-        envs = load_or_exit(specs, strict=strict, cache_dir=cache_dir)
+        # Catalogs and packs at URLs: pulled into the cache and verified, then served as local packs.
+        local = resolve_targets(
+            specs,
+            envs=pick,
+            cache_dir=cache_dir,
+            trusted_key=trusted_key,
+            require_signature=require_signature,
+        )
+        envs = load_or_exit(local, strict=strict, cache_dir=cache_dir)
         settings = ServerSettings(
             session_timeout=session_timeout,
             store=store,
@@ -153,7 +166,7 @@ def serve(
         if workers > 1:
             typer.echo(f"envbuilder: {workers} workers, sessions in {store}")
             run_workers(
-                specs,
+                local,
                 strict=strict,
                 cache_dir=cache_dir,
                 settings=settings,

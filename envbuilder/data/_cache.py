@@ -65,7 +65,9 @@ def build_lock(path: Path) -> Iterator[None]:
     """Hold the host-wide lock for building the entry ``path``. The worker processes of one
     host share this cache, so the first to need an entry builds it while the others wait here
     and then read it: each entry is built once per host, not once per worker. (An advisory
-    ``flock`` on a file in ``locks/``, released by the kernel if its holder dies.)"""
+    ``flock`` on a file in ``locks/``, released by the kernel if its holder dies.) The entry's
+    folder is made first, so the holder can write the entry."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     try:
         import fcntl
     except ImportError:  # Windows: no lock; each process may build the entry itself

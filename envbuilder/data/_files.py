@@ -32,7 +32,8 @@ from envbuilder.errors import DataError
 
 class _FilesConfig(SourceConfig):
     files: dict[str, PathOrPaths] = Field(min_length=1)
-    """Source split name → a file, a glob, a directory, or a list of these; relative to the spec file."""
+    """Source split name → a file, a glob, a directory, or a list of these; relative to the spec file;
+    or the `s3://`, `gs://`, `https://` or `hf://` URL of one file (fetched once into the cache)."""
 
 
 class JsonlConfig(_FilesConfig):
@@ -88,7 +89,7 @@ class _FileSource(Source):
 
     def files(self) -> list[Path]:
         found = (
-            resolve_paths(p, self.base_dir, f"dataset.files.{s}", suffix=self.suffix)
+            resolve_paths(p, self.base_dir, f"dataset.files.{s}", suffix=self.suffix, remote=False)
             for s, p in self.config.files.items()
         )
         return sorted({path for paths in found for path in paths})

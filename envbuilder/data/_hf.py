@@ -20,6 +20,7 @@ from typing import Any, Literal
 from envbuilder.data._base import Source, SourceConfig, Table
 from envbuilder.data._ipc import ArrowTable
 from envbuilder.data._parquet import ParquetTable
+from envbuilder.data._remote import fetch, is_url
 from envbuilder.errors import DataError
 
 DataFiles = str | list[str] | dict[str, str | list[str]]
@@ -36,7 +37,8 @@ class HuggingFaceConfig(SourceConfig):
     revision: str | None = None
     """A branch, tag or commit of the hub repo."""
     data_files: DataFiles | None = None
-    """Data files to read instead of the repo's defaults: a path or glob, a list, or `{split: files}`."""
+    """Data files to read instead of the repo's defaults: a path or glob, a list, or `{split: files}`;
+    `s3://`, `gs://`, `https://` and `hf://` URLs are fetched once into the cache."""
     data_dir: str | None = None
     """A folder of the repo to read the data files from."""
 
@@ -71,7 +73,7 @@ class HuggingFaceSource(Source):
                 self._path,
                 name=cfg.config,
                 revision=cfg.revision,
-                data_files=cfg.data_files,
+                data_files=_fetched(cfg.data_files),
                 data_dir=cfg.data_dir,
             )
         except (ConnectionError, TimeoutError) as exc:
@@ -133,6 +135,17 @@ class HuggingFaceSource(Source):
 
     def describe(self) -> dict[str, Any]:
         return {"type": "huggingface", **self.config.model_dump(exclude={"type"}, exclude_none=True)}
+
+
+def _fetched(files: DataFiles | None) -> DataFiles | None:
+    """``data_files`` with each URL (s3://, gs://, https://, hf://) replaced by its copy in our cache."""
+    if files is None:
+        return None
+    if isinstance(files, dict):
+        return {split: _fetched(paths) for split, paths in files.items()}  # type: ignore[misc]
+    if isinstance(files, list):
+        return [str(fetch(f)) if is_url(f) else f for f in files]
+    return str(fetch(files)) if is_url(files) else files
 
 
 def hub_unreachable(timeout: float = 3.0) -> str | None:

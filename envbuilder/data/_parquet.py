@@ -29,6 +29,7 @@ from pydantic import Field
 from envbuilder.data._base import Row, Source, SourceConfig, Table
 from envbuilder.data._cache import build_lock, cache_key, cache_path, file_identity
 from envbuilder.data._ipc import IpcTable, write_ipc
+from envbuilder.data._remote import fetch, is_url
 from envbuilder.errors import DataError
 from envbuilder.paths import check_inside
 
@@ -38,12 +39,13 @@ PathOrPaths = str | list[str]
 
 
 class ParquetConfig(SourceConfig):
-    """Local Parquet files, per source split."""
+    """Parquet files (local, or at URLs), per source split."""
 
     type: Literal["parquet"]
     files: dict[str, PathOrPaths] = Field(min_length=1)
     """Source split name → a file, a glob, a directory of `.parquet` files, or a list of these;
-    relative to the spec file."""
+    relative to the spec file; or the `s3://`, `gs://`, `https://` or `hf://` URL of one file (fetched
+    once into the cache)."""
 
 
 class ParquetSource(Source):
@@ -66,15 +68,26 @@ class ParquetSource(Source):
         return {"type": "parquet", "files": dict(self.config.files)}
 
     def files(self) -> list[Path]:
-        found = (resolve_paths(p, self.base_dir, f"dataset.files.{s}") for s, p in self.config.files.items())
+        found = (
+            resolve_paths(p, self.base_dir, f"dataset.files.{s}", remote=False)
+            for s, p in self.config.files.items()
+        )
         return sorted({path for paths in found for path in paths})
 
 
-def resolve_paths(patterns: PathOrPaths, base_dir: Path, key: str, suffix: str = ".parquet") -> list[Path]:
-    """Expand files, globs and directories (relative to ``base_dir``) into sorted file paths."""
+def resolve_paths(
+    patterns: PathOrPaths, base_dir: Path, key: str, suffix: str = ".parquet", *, remote: bool = True
+) -> list[Path]:
+    """Expand files, globs and directories (relative to ``base_dir``) into sorted file paths; a URL
+    (``s3://``, ``gs://``, ``https://``, ``hf://``) is fetched into the cache (skipped when not
+    ``remote``: it is not one of the spec's own files)."""
     out: list[Path] = []
     kind = "Parquet" if suffix == ".parquet" else suffix.lstrip(".").upper()
     for pattern in [patterns] if isinstance(patterns, str) else patterns:
+        if is_url(pattern):
+            if remote:
+                out.append(fetch(pattern))
+            continue
         path = Path(pattern).expanduser()
         path = path if path.is_absolute() else base_dir / path
         if path.is_dir():
@@ -209,6 +222,7 @@ class ParquetTable(Table):
         try:
             with build_lock(self.index_path):  # once per host: other workers wait, then read it
                 fast = self._built_index()
+                built = fast is None
                 if fast is None:
                     write_ipc(self.index_path, self._schema, self._groups_iter())
                     fast = IpcTable(self.index_path)
@@ -219,8 +233,9 @@ class ParquetTable(Table):
         with self._lock:
             self._cache.clear()
         log.info(
-            "row index of %s rows ready in %.1f s: %s",
+            "row index of %s rows %s in %.1f s: %s",
             f"{self._len:,}",
+            "built" if built else "found",
             time.monotonic() - started,
             self.index_path,
         )

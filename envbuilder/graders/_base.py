@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 
 from envbuilder.errors import GraderError
 from envbuilder.plugins import ConfigModel, Plugin, Registry
+from envbuilder.templating import Template
 
 Task = dict[str, Any]
 
@@ -57,6 +58,45 @@ class Grade:
         )
 
 
+class MissingTarget(GraderError):
+    """A task has no target to grade against: a field the target reads is null, or the
+    target renders empty. Its answers are ungradeable, never compared with ``"None"``."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason, code="missing_target")
+        self.reason = reason
+
+
+def render_target(template: Template, task: Task, *, allow_empty: bool = False) -> str:
+    """``template`` rendered over ``task``, the one rule every grader's target follows
+    (``allow_empty``: an empty rendering is fine, as a judge's optional reference is).
+
+    Raises:
+        MissingTarget: the rendering is empty, or shows ``None`` from a null field.
+    """
+    text = template.render(task)
+    nulls = sorted(name for name in template.variables if name in task and task[name] is None)
+    if nulls and "None" in text:
+        fields = ", ".join(f"`{n}`" for n in nulls)
+        raise MissingTarget(f"the task has no target: its field {fields} is null")
+    if not text.strip() and not allow_empty:
+        raise MissingTarget(f"the task has no target: {template.name} renders empty")
+    return text
+
+
+def why_target_missing(templates: list[Template], task: Task, *, allow_empty: bool = False) -> str | None:
+    """The reason none of ``templates`` gives ``task`` a target (None when one does)."""
+    reason = None
+    for template in templates:
+        try:
+            render_target(template, task, allow_empty=allow_empty)
+        except MissingTarget as exc:
+            reason = reason or exc.reason
+        else:
+            return None
+    return reason
+
+
 class GraderConfig(ConfigModel):
     """Base of a `grader:` block; `type:` picks the grader."""
 
@@ -94,6 +134,11 @@ class Grader(Plugin, abc.ABC):
 
     def target(self, task: Task) -> Any:
         """The expected answer for ``task``, for previews and self-checks (None if unknown)."""
+        return None
+
+    def missing_target(self, task: Task) -> str | None:
+        """Why ``task`` has no target to grade against (a null field, an empty rendering), or
+        None when it has one or the grader needs none. Such a task's answers are ungradeable."""
         return None
 
     async def aclose(self) -> None:

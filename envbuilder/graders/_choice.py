@@ -8,7 +8,16 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from envbuilder.graders._base import Grade, Grader, GraderConfig, GraderContext, Task
+from envbuilder.graders._base import (
+    Grade,
+    Grader,
+    GraderConfig,
+    GraderContext,
+    MissingTarget,
+    Task,
+    render_target,
+    why_target_missing,
+)
 from envbuilder.templating import Template
 
 _MAX_CHARS = 20_000
@@ -59,6 +68,9 @@ class ChoiceGrader(Grader):
         extra = {self.config.choices_field} if self.config.choices_field else set()
         return self._target.variables | extra
 
+    def missing_target(self, task: Task) -> str | None:
+        return why_target_missing([self._target], task)
+
     def _options(self, task: Task) -> list[Any] | None:
         name = self.config.choices_field
         value = task.get(name) if name else None
@@ -81,7 +93,11 @@ class ChoiceGrader(Grader):
         return string.ascii_uppercase[index] if 0 <= index < count else None
 
     def target(self, task: Task) -> str | None:
-        return self._letter(self._target.render(task).strip().strip("()."), self._count(task))
+        try:
+            text = render_target(self._target, task)
+        except MissingTarget:
+            return None
+        return self._letter(text.strip().strip("()."), self._count(task))
 
     def extract(self, answer: str, task: Task) -> str | None:
         """The option letter the answer names (None when it names none clearly)."""
@@ -109,6 +125,10 @@ class ChoiceGrader(Grader):
         return None
 
     async def grade(self, answer: str, task: Task, secrets: dict[str, str]) -> Grade:
+        try:
+            render_target(self._target, task)
+        except MissingTarget as exc:
+            return Grade.ungradeable(exc.reason, target=None)
         target = self.target(task)
         if target is None:
             return Grade.ungradeable(

@@ -8,7 +8,17 @@ from pydantic import Field, field_validator
 
 from envbuilder import budget
 from envbuilder.graders import _safe_regex
-from envbuilder.graders._base import Grade, Grader, GraderConfig, GraderConfigError, GraderContext, Task
+from envbuilder.graders._base import (
+    Grade,
+    Grader,
+    GraderConfig,
+    GraderConfigError,
+    GraderContext,
+    MissingTarget,
+    Task,
+    render_target,
+    why_target_missing,
+)
 from envbuilder.graders._normalize import extract_number, normalize
 from envbuilder.plugins import ConfigModel
 from envbuilder.templating import Template
@@ -97,9 +107,24 @@ class ExactMatchGrader(Grader):
     def fields(self) -> frozenset[str]:
         return frozenset().union(*(t.variables for t in self._targets))
 
-    def target(self, task: Task) -> str | list[str]:
-        values = [self._norm(t.render(task)) for t in self._targets]
+    def target(self, task: Task) -> str | list[str] | None:
+        values = self._target_values(task)
+        if not values:
+            return None
         return values[0] if len(values) == 1 else values
+
+    def _target_values(self, task: Task) -> list[str]:
+        """The task's normalised targets, those that are missing (null, empty) left out."""
+        out = []
+        for template in self._targets:
+            try:
+                out.append(self._norm(render_target(template, task)))
+            except MissingTarget:
+                continue
+        return out
+
+    def missing_target(self, task: Task) -> str | None:
+        return why_target_missing(self._targets, task)
 
     def _norm(self, text: str) -> str:
         text = normalize(text, list(self.config.normalize))
@@ -137,8 +162,10 @@ class ExactMatchGrader(Grader):
         return None
 
     async def grade(self, answer: str, task: Task, secrets: dict[str, str]) -> Grade:
-        targets = self.target(task)
-        target_list = [targets] if isinstance(targets, str) else targets
+        target_list = self._target_values(task)
+        if not target_list:
+            return Grade.ungradeable(self.missing_target(task) or "the task has no target", target=None)
+        targets = target_list[0] if len(target_list) == 1 else target_list
         try:
             # A spec's extraction pattern runs off the event loop (it may backtrack for its timeout).
             if self._regex is None:

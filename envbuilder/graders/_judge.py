@@ -19,7 +19,15 @@ import httpx
 from pydantic import Field, field_validator, model_validator
 
 from envbuilder.graders import _safe_regex
-from envbuilder.graders._base import Grade, Grader, GraderConfig, GraderContext, Outcome, Task
+from envbuilder.graders._base import (
+    Grade,
+    Grader,
+    GraderConfig,
+    GraderContext,
+    Outcome,
+    Task,
+    why_target_missing,
+)
 from envbuilder.graders._judge_cache import JudgeCache, cache_key, open_cache
 from envbuilder.plugins import ConfigModel
 from envbuilder.retry import RetryPolicy
@@ -105,7 +113,8 @@ class LLMJudgeConfig(GraderConfig):
     max_concurrency: int = Field(default=32, ge=1)
     """Judge calls in flight at once (more wait their turn)."""
     cache: bool = True
-    """Keep replies in the on-disk cache (`$ENVBUILDER_CACHE_DIR`)."""
+    """Keep replies that state a verdict in the on-disk cache (`$ENVBUILDER_CACHE_DIR`);
+    a reply stating none is never cached, so the judge is asked again."""
     max_answer_chars: int = Field(default=20_000, ge=1)
     """Longer answers are ungradeable rather than sent."""
 
@@ -195,7 +204,13 @@ class LLMJudgeGrader(Grader):
         return own.union(*(t.variables for t in task_templates))
 
     def target(self, task: Task) -> str | None:
-        return self._reference.render(task).strip() if self._reference else None
+        if self._reference is None or self.missing_target(task) is not None:
+            return None
+        return self._reference.render(task).strip()
+
+    def missing_target(self, task: Task) -> str | None:
+        # A judge needs no reference (an empty one is fine), but a null field is not "None".
+        return why_target_missing([self._reference], task, allow_empty=True) if self._reference else None
 
     # -- the request ---------------------------------------------------------------------------
 
@@ -261,7 +276,8 @@ class LLMJudgeGrader(Grader):
         key = cache_key({"base_url": self.config.base_url, **payload})
         if self._cache is not None:
             cached = await self._cache.get(key)
-            if cached is not None:
+            # Only verdicts are cached; an entry that states none (an older cache) is a miss.
+            if cached is not None and self.verdict(cached) is not None:
                 self.stats.cache_hits += 1
                 return cached, True
         state = self._state()
@@ -274,7 +290,8 @@ class LLMJudgeGrader(Grader):
         try:
             async with state.semaphore:
                 text = await self._post(state.client, payload, self._api_key(secrets))
-            if self._cache is not None:
+            # A reply stating no verdict is not cached: the judge is asked again next time.
+            if self._cache is not None and self.verdict(text) is not None:
                 await self._cache.put(key, text)
             fut.set_result(text)
             return text, False
@@ -345,6 +362,9 @@ class LLMJudgeGrader(Grader):
 
     async def grade(self, answer: str, task: Task, secrets: dict[str, str]) -> Grade:
         cfg = self.config
+        missing = self.missing_target(task)
+        if missing is not None:
+            return Grade.ungradeable(missing, target=None)
         reference = self.target(task)
         too_long = Grade.too_long(answer, cfg.max_answer_chars, "judge", target=reference)
         if too_long is not None:

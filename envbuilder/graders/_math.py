@@ -1,5 +1,13 @@
 """The ``math`` grader: mathematical equivalence of numeric and LaTeX answers, via ``math-verify``.
 
+The target and the answer are read the same way (``_latex``: the final-answer span, its LaTeX
+cleaned), so a gold answer meets itself bare, in ``$…$`` or in ``\\boxed{}``. Then, in order:
+equal text (``\\text{(C)}`` = ``C``); numbers in a base (``52_8``, which math-verify reads as
+52); plain numbers compared exactly (no 28-digit rounding, ``025`` = 25, ``2.5e1`` = 25);
+anything else by math-verify's symbolic ``verify``. A side that cannot be read is ungradeable
+with the reason, never a silent 0. A response with prose and no marked answer goes to
+math-verify's own extraction.
+
 ``math-verify`` (and the SymPy it brings) is the optional extra ``envbuilder[math]``; it is
 imported when a spec uses this grader, so other specs never pay for it. Its own timeouts use
 ``signal.alarm`` (main thread only), so they are off and the check runs in a worker thread
@@ -11,14 +19,39 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import re
+from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any, Literal
 
 from pydantic import Field
 
-from envbuilder.graders._base import Grade, Grader, GraderConfig, GraderConfigError, GraderContext, Task
+from envbuilder.graders._base import (
+    Grade,
+    Grader,
+    GraderConfig,
+    GraderConfigError,
+    GraderContext,
+    MissingTarget,
+    Task,
+    render_target,
+    why_target_missing,
+)
+from envbuilder.graders._latex import (
+    answer_span,
+    assigned_value,
+    base_number,
+    clean_latex,
+    plain_number,
+    text_key,
+)
 from envbuilder.templating import Template
 
 INSTALL_HINT = "Install it with: pip install 'envbuilder[math]'"
+#: The longest final answer (after cleaning) handed to SymPy; MATH-500's longest is ~100 characters.
+MAX_SPAN_CHARS = 1000
+# Two words in a row outside LaTeX commands: a sentence, not an expression.
+_PROSE = re.compile(r"(?<![\\a-zA-Z])[a-zA-Z']{2,}\s+[a-zA-Z']{2,}")
 
 
 class MathConfig(GraderConfig):
@@ -27,10 +60,12 @@ class MathConfig(GraderConfig):
     type: Literal["math"]
     target: str
     """Jinja template over the task giving the reference answer (LaTeX or plain), e.g.
-    `{{ answer }}`; a bare expression is read as LaTeX math."""
+    `{{ answer }}`; read exactly as an answer is (bare LaTeX, `$...$` or `\\boxed{}` alike). A
+    target that is null or renders empty makes the task's answers ungradeable."""
     extract: Literal["latex_and_expr", "latex", "expr"] = "latex_and_expr"
-    """What to look for in the response: LaTeX (`\\boxed{}` first, then `$...$`), plain
-    expressions (`1/2`), or both."""
+    """What math-verify looks for in a response that is prose with no marked answer: LaTeX,
+    plain expressions (`1/2`), or both. A marked answer (`\\boxed{}`, "the final answer is",
+    `$...$`) or a bare one is always read the way the target is."""
     float_rounding: int = Field(default=6, ge=0, le=15)
     """Decimal places numbers are rounded to before comparing."""
     timeout: float = Field(default=10.0, gt=0)
@@ -70,43 +105,129 @@ class MathGrader(Grader):
         self._pred_config = {"latex_and_expr": [latex, expr], "latex": [latex], "expr": [expr]}[
             config.extract
         ]
-        self._gold_config = [latex, expr]
+        self._latex_only, self._expr_only = [latex], [expr]
 
     @property
     def fields(self) -> frozenset[str]:
         return self._target.variables
 
-    def target(self, task: Task) -> str:
-        return self._target.render(task).strip()
+    def target(self, task: Task) -> str | None:
+        try:
+            return render_target(self._target, task).strip()
+        except MissingTarget:
+            return None
 
-    def _check(self, answer: str, target: str) -> tuple[bool | None, str | None]:
-        """(equal, extracted); ``equal`` None when nothing could be parsed from the answer."""
+    def missing_target(self, task: Task) -> str | None:
+        return why_target_missing([self._target], task)
+
+    def _read(self, text: str, *, is_answer: bool) -> _Reading:
+        """``text`` read as a final answer: its span, cleaned, and parsed (the same steps for
+        the target and the answer)."""
+        span, where = answer_span(text)
+        cleaned = assigned_value(clean_latex(span))
+        number = plain_number(cleaned)
+        if number is not None:
+            return _Reading(cleaned, number, None)
         mv = self._mv
-        gold_text = target if "$" in target or "\\boxed" in target else f"${target}$"
-        gold = mv.parse(gold_text, extraction_config=self._gold_config, parsing_timeout=None)
-        pred = mv.parse(answer, extraction_config=self._pred_config, parsing_timeout=None)
-        if not pred:
-            return None, None
-        extracted = str(pred[-1])  # [parsed, matched text]: show what was read
-        if not gold:
-            return False, extracted
-        equal = mv.verify(gold, pred, float_rounding=self.config.float_rounding, timeout_seconds=None)
-        return bool(equal), extracted
+        if is_answer and where == "whole" and _PROSE.search(cleaned):
+            # Prose with no marked answer: let math-verify find the last expression in it.
+            parsed = mv.parse(text, extraction_config=self._pred_config, parsing_timeout=None)
+        elif len(cleaned) > MAX_SPAN_CHARS:
+            parsed = None  # SymPy would take seconds on it: no final answer is this long
+        else:
+            parsed = mv.parse(f"${cleaned}$", extraction_config=self._latex_only, parsing_timeout=None)
+            if not parsed and "\\" not in cleaned:
+                parsed = mv.parse(cleaned, extraction_config=self._expr_only, parsing_timeout=None)
+        # math-verify answers [text] alone when SymPy could not read the text: nothing parsed.
+        readable = bool(parsed) and not isinstance(parsed[0], str)
+        return _Reading(cleaned, None, parsed if readable else None)
+
+    def _same_number(self, gold: _Reading, pred: _Reading) -> bool:
+        """Exactly equal, or equal to ``float_rounding`` places when a side is a decimal
+        written to at least that many places (0.333333 for 1/3; 0.33 is not)."""
+        assert gold.number is not None and pred.number is not None
+        if gold.number == pred.number:
+            return True
+        places = self.config.float_rounding
+        written = max(_decimals(gold.text), _decimals(pred.text))
+        return written >= places and round(gold.number, places) == round(pred.number, places)
+
+    def _check(self, answer: str, target: str) -> tuple[bool | None, str, str]:
+        """(equal, what was read from the answer, why); ``equal`` None when undecidable."""
+        gold = self._read(target, is_answer=False)
+        pred = self._read(answer, is_answer=True)
+        if not pred.text:
+            return None, "", "no answer could be found in the response"
+        if text_key(pred.text) == text_key(gold.text):
+            return True, pred.text, "the answer is the target, written the same way"
+        bases = base_number(gold.text), base_number(pred.text)
+        if bases != (None, None):
+            # math-verify drops a base subscript (52_8 = 52 = 52_9): compare digits and base.
+            g, p = (
+                b or (t.lstrip("0") or "0", None) for b, t in zip(bases, (gold.text, pred.text), strict=True)
+            )
+            same = g[0] == p[0] and (g[1] == p[1] or None in (g[1], p[1]))
+            return same, pred.text, "compared as numbers written in a base"
+        if gold.number is not None and pred.number is not None:
+            return self._same_number(gold, pred), pred.text, "compared as numbers"
+        gold_parsed, pred_parsed = gold.as_parsed(), pred.as_parsed()
+        if pred_parsed is None and len(pred.text) > MAX_SPAN_CHARS:
+            size = f"{len(pred.text):,} characters; at most {MAX_SPAN_CHARS:,}"
+            return None, _quote(pred.text), f"the final answer is too long to read ({size})"
+        if pred_parsed is None:
+            return None, pred.text, f"the answer {_quote(pred.text)} could not be read as mathematics"
+        if gold_parsed is None:
+            return None, pred.text, f"the target {_quote(gold.text)} could not be read as mathematics"
+        extracted = str(pred_parsed[-1])
+        equal = self._mv.verify(
+            gold_parsed, pred_parsed, float_rounding=self.config.float_rounding, timeout_seconds=None
+        )
+        return bool(equal), extracted, "compared symbolically"
 
     async def grade(self, answer: str, task: Task, secrets: dict[str, str]) -> Grade:
         cfg = self.config
-        target = self.target(task)
+        try:
+            target = render_target(self._target, task).strip()
+        except MissingTarget as exc:
+            return Grade.ungradeable(exc.reason, target=None)
         too_long = Grade.too_long(answer, cfg.max_answer_chars, "parse", target=target)
         if too_long is not None:
             return too_long
         try:
-            equal, extracted = await asyncio.wait_for(
+            equal, extracted, why = await asyncio.wait_for(
                 asyncio.to_thread(self._check, answer, target), timeout=cfg.timeout
             )
         except TimeoutError:
             return Grade.ungradeable(f"checking the answer took over {cfg.timeout:g} s", target=target)
         if equal is None:
-            return Grade.ungradeable("no mathematical answer could be found in the response", target=target)
+            return Grade.ungradeable(why, extracted=extracted or None, target=target)
         if equal:
-            return Grade.correct("the answer is equivalent", extracted=extracted, target=target)
-        return Grade.incorrect("the answer is not equivalent", extracted=extracted, target=target)
+            return Grade.correct(f"the answer is equivalent ({why})", extracted=extracted, target=target)
+        return Grade.incorrect(f"the answer is not equivalent ({why})", extracted=extracted, target=target)
+
+
+@dataclass(frozen=True)
+class _Reading:
+    text: str
+    """The final answer's span, cleaned."""
+    number: Fraction | None
+    """Its exact value when it is one plain number."""
+    parsed: list[Any] | None
+    """math-verify's parse ([expression, text]) otherwise; None when nothing parsed."""
+
+    def as_parsed(self) -> list[Any] | None:
+        """What math-verify compares: its own parse, or the exact number as a SymPy Rational."""
+        if self.number is None:
+            return self.parsed
+        # SymPy comes with the `math` extra; imported like math-verify, only when grading.
+        rational = importlib.import_module("sympy").Rational
+        return [rational(self.number.numerator, self.number.denominator), self.text]
+
+
+def _decimals(text: str) -> int:
+    m = re.fullmatch(r"[-+]?\d*\.(\d+)", text.strip())
+    return len(m.group(1)) if m else 0
+
+
+def _quote(text: str, limit: int = 80) -> str:
+    return repr(text if len(text) <= limit else text[: limit - 1] + "…")

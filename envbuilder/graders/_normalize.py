@@ -6,12 +6,16 @@ import re
 import string
 import unicodedata
 from collections.abc import Callable
-from decimal import Decimal, InvalidOperation
+from fractions import Fraction
 
 _CURRENCY = "$€£¥₹"
 _NUMBER = re.compile(
-    rf"[-+−]?[{_CURRENCY}]?\s?(?:\d{{1,3}}(?:,\d{{3}})+|\d+)(?:\.\d+)?|[-+−]?[{_CURRENCY}]?\.\d+"
+    rf"[-+−]?[{_CURRENCY}]?\s?(?:(?:\d{{1,3}}(?:,\d{{3}})+|\d+)(?:\.\d+)?|\.\d+)"
+    r"(?:[eE][-+]?\d+)?(?:/\d+(?!\.\d))?"
 )
+# Longer numbers (or exponents) are not read: exact arithmetic on them could take unbounded time.
+_MAX_DIGITS = 1000
+_MAX_EXPONENT = 400
 # Where models state a final answer, most explicit first.
 _ANSWER_MARKERS = [
     re.compile(r"\\boxed\{([^{}]*)\}"),
@@ -20,25 +24,51 @@ _ANSWER_MARKERS = [
 ]
 
 
+_PLAIN = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?(?:\s*/\s*\d+)?")
+
+
+def exact_number(text: str) -> Fraction | None:
+    """``text`` as an exact fraction when it is one plain number (``-2.5e1``, ``025``,
+    ``25/1``, ``.5``); None otherwise, and for numbers too long or exponents too large to
+    compute with in bounded time. The one rule both number graders read numbers by."""
+    t = text.strip()
+    if len(t) > _MAX_DIGITS or not _PLAIN.fullmatch(t):
+        return None
+    exponent = re.search(r"[eE]([-+]?\d+)", t)
+    if exponent and abs(int(exponent.group(1))) > _MAX_EXPONENT:
+        return None
+    try:
+        return Fraction(t.replace(" ", ""))
+    except (ValueError, ZeroDivisionError):
+        return None
+
+
 def canonical_number(text: str) -> str | None:
-    """``"$1,000.50"`` → ``"1000.5"``; None when ``text`` holds no single number."""
+    """``"$1,000.50"`` → ``"1000.5"``, ``"2.5e1"`` and ``"25/1"`` → ``"25"``, ``"6/8"`` →
+    ``"3/4"``; None when ``text`` holds no single number. Exact at any length (no rounding
+    to 28 digits), so two different long numbers never look equal."""
     t = text.strip().replace("−", "-")
     for ch in _CURRENCY:
         t = t.replace(ch, "")
     t = t.replace(",", "").replace(" ", "").rstrip(".")
     if t.startswith("+"):
         t = t[1:]
-    try:
-        d = Decimal(t)
-    except InvalidOperation:
+    value = exact_number(t)
+    if value is None:
         return None
-    if not d.is_finite():
-        return None
-    if d == 0:
-        return "0"  # not "-0" nor "0E-2"
-    if d == d.to_integral_value():
-        return str(d.quantize(Decimal(1)))
-    return format(d.normalize(), "f")
+    if value.denominator == 1:
+        return str(value.numerator)
+    den, twos, fives = value.denominator, 0, 0
+    while den % 2 == 0:
+        den, twos = den // 2, twos + 1
+    while den % 5 == 0:
+        den, fives = den // 5, fives + 1
+    if den != 1:  # not a finite decimal: keep it as a reduced fraction
+        return f"{value.numerator}/{value.denominator}"
+    places = max(twos, fives)
+    digits = str(abs(value.numerator) * 10**places // value.denominator).rjust(places + 1, "0")
+    sign = "-" if value < 0 else ""
+    return f"{sign}{digits[:-places]}.{digits[-places:]}"
 
 
 def last_number(text: str) -> str | None:

@@ -9,7 +9,16 @@ from pydantic import Field, field_validator
 
 from envbuilder import budget
 from envbuilder.graders import _safe_regex
-from envbuilder.graders._base import Grade, Grader, GraderConfig, GraderContext, Task
+from envbuilder.graders._base import (
+    Grade,
+    Grader,
+    GraderConfig,
+    GraderContext,
+    MissingTarget,
+    Task,
+    render_target,
+    why_target_missing,
+)
 from envbuilder.graders._exact import FlagName
 from envbuilder.templating import Template
 
@@ -60,23 +69,36 @@ class RegexGrader(Grader):
     def fields(self) -> frozenset[str]:
         return frozenset().union(*(t.variables for t in self._values))
 
+    def missing_target(self, task: Task) -> str | None:
+        return why_target_missing(self._values, task)
+
     def pattern(self, task: Task) -> str:
-        """The pattern for ``task``, task values escaped."""
+        """The pattern for ``task``, task values escaped.
+
+        Raises:
+            MissingTarget: a value it reads is null or renders empty.
+        """
         out = [self._literals[0]]
         for value, literal in zip(self._values, self._literals[1:], strict=True):
-            out.append(_safe_regex.regex.escape(value.render(task)))
+            out.append(_safe_regex.regex.escape(render_target(value, task)))
             out.append(literal)
         return "".join(out)
 
-    def target(self, task: Task) -> str:
-        return self.pattern(task)
+    def target(self, task: Task) -> str | None:
+        try:
+            return self.pattern(task)
+        except MissingTarget:
+            return None
 
     async def grade(self, answer: str, task: Task, secrets: dict[str, str]) -> Grade:
         cfg = self.config
         too_long = Grade.too_long(answer, cfg.max_answer_chars, "match")
         if too_long is not None:
             return too_long
-        source = self.pattern(task)
+        try:
+            source = self.pattern(task)
+        except MissingTarget as exc:
+            return Grade.ungradeable(exc.reason)
         try:
             compiled = self._static or _safe_regex.compile_pattern(source, cfg.flags)
         except ValueError as exc:

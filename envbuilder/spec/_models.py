@@ -329,3 +329,8 @@ class Spec(ConfigModel):
     the base (data files, templates) resolve against this file's folder."""
     tests: list[GraderTest] = Field(default_factory=list)
     """Responses with the reward each must get, checked by `envbuilder check`."""
+    gold: str | None = None
+    """Jinja template over the task giving a correct answer as an agent would submit it, e.g.
+    `{{ solution }}` or `{{ answer }}`: what `envbuilder check` submits as each task's gold
+    answer. Without it, check submits the grader's own target, which can only show that the
+    target survives its own extraction (a circular check)."""

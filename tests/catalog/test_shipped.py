@@ -40,9 +40,9 @@ def test_catalog_api_is_sorted_and_resolves() -> None:
     assert names == sorted(names) and len(set(names)) == len(names)
     assert all(hasattr(envbuilder.catalog, name) for name in names)
     assert names == [
-        "Collection", "LoadFailure", "PackInfo", "build_catalog", "catalog_entry", "content_hash",
-        "file_sha256", "find_specs", "is_pack", "load_environments", "load_pack",
-        "open_pack", "pack", "render_readme", "write_site",
+        "Collection", "LoadFailure", "PackInfo", "PublishReport", "Pulled", "TrustPolicy", "build_catalog",
+        "catalog_entry", "content_hash", "file_sha256", "find_specs", "is_pack", "load_environments",
+        "load_pack", "open_pack", "pack", "publish", "pull", "render_readme", "serve_command", "write_site",
     ]  # fmt: skip
 
 

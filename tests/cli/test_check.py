@@ -27,6 +27,13 @@ grader:
 """
 
 
+CIRCULAR = (
+    "{spec}: note: the gold check is circular: with no `gold:` in the spec, each task's own "
+    "grading target was submitted, which shows only that the target survives the grader's "
+    'extraction. Add `gold:` (e.g. `gold: "{{{{ solution }}}}"`) for a check that means something'
+)
+
+
 def _spec(tmp_path: Path, text: str) -> str:
     shutil.copy(DATA, tmp_path / "tiny.parquet")
     (tmp_path / "tiny.yaml").write_text(text, encoding="utf-8")
@@ -40,7 +47,40 @@ def test_clean_spec_passes(tmp_path: Path) -> None:
     result = runner.invoke(app, ["check", spec])
     assert (result.exit_code, result.output) == (
         0,
-        f"{spec}: gold answers: 2/2 get full reward\n{spec}: tests: 2/2 pass\n",
+        f"{spec}: gold answers: 2/2 get full reward\n{CIRCULAR.format(spec=spec)}\n{spec}: tests: 2/2 pass\n",
+    )
+
+
+def test_a_gold_template_makes_the_gold_check_mean_something(tmp_path: Path) -> None:
+    # The whole worked answer ("2 + 3 = 5\n#### 5") goes through extraction, not the bare target.
+    spec = _spec(tmp_path, SPEC + "  extract: number\ngold: '{{ answer }}'\n")
+    result = runner.invoke(app, ["check", spec])
+    assert (result.exit_code, result.output) == (0, f"{spec}: gold answers: 2/2 get full reward\n")
+
+
+def test_a_gold_template_the_grader_cannot_read_fails(tmp_path: Path) -> None:
+    spec = _spec(tmp_path, SPEC + "  extract: number\ngold: 'see the question'\n")
+    result = runner.invoke(app, ["check", spec])
+    assert result.exit_code == 1
+    assert result.output.startswith(f"{spec}: gold answers: 0/2 get full reward\n\n2 failures\n")
+
+
+def test_null_and_empty_targets_are_named_with_their_rows(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    answers = ["#### 5", None, "   ", "#### 7", None]
+    table = pa.table({"question": [f"q{i}" for i in range(5)], "answer": answers})
+    pq.write_table(table, tmp_path / "tiny.parquet")
+    text = SPEC.replace("answer.split('####')[-1]", "answer") + "  extract: number\ngold: '{{ answer }}'\n"
+    (tmp_path / "tiny.yaml").write_text(text, encoding="utf-8")
+    spec = str(tmp_path / "tiny.yaml")
+    result = runner.invoke(app, ["check", spec])
+    assert result.exit_code == 1
+    assert result.output == (
+        f"{spec}: 3 of 5 test tasks have no target (the task has no target: its field `answer` is "
+        "null): test[1], test[2], test[4]. Their answers would be ungradeable; fix or filter those rows\n"
+        f"{spec}: gold answers: 2/2 get full reward\n"
     )
 
 
@@ -53,6 +93,7 @@ def test_gold_answers_the_extractor_cannot_read_fail_with_a_table(tmp_path: Path
     assert result.exit_code == 1
     assert result.output == (
         f"{spec}: gold answers: 0/2 get full reward\n"
+        f"{CIRCULAR.format(spec=spec)}\n"
         f"{spec}: tests: 1/1 pass\n"
         "\n"
         "2 failures\n"

@@ -9,6 +9,7 @@ from typer.testing import CliRunner
 
 from envbuilder.authoring import scaffold_spec
 from envbuilder.cli import app
+from tests.cli.test_check import CIRCULAR
 from tests.conftest import ENVS, FIXTURES
 
 runner = CliRunner()
@@ -177,7 +178,11 @@ def test_init_math500_picks_the_math_grader_and_the_unique_id(tmp_path: Path) ->
         " task id 'unique_id'\n"
     )
     check = runner.invoke(app, ["check", str(out), "--sample", "40"])
-    assert (check.exit_code, check.output) == (0, f"{out}: gold answers: 40/40 get full reward\n")
+    # No `gold:` (only a GSM8K-style reference gets one): check says its gold check is circular.
+    assert (check.exit_code, check.output) == (
+        0,
+        f"{out}: gold answers: 40/40 get full reward\n" + CIRCULAR.format(spec=out) + "\n",
+    )
 
 
 def test_init_lettered_options_pick_the_choice_grader(tmp_path: Path) -> None:
@@ -188,7 +193,11 @@ def test_init_lettered_options_pick_the_choice_grader(tmp_path: Path) -> None:
     text = out.read_text(encoding="utf-8")
     assert "    {{ choices | lettered }}\n" in text and "  choices_field: choices\n" in text
     check = runner.invoke(app, ["check", str(out), "--sample", "20"])
-    assert (check.exit_code, check.output) == (0, f"{out}: gold answers: 30/30 get full reward\n")
+    # No `gold:` (only a GSM8K-style reference gets one): check says its gold check is circular.
+    assert (check.exit_code, check.output) == (
+        0,
+        f"{out}: gold answers: 30/30 get full reward\n" + CIRCULAR.format(spec=out) + "\n",
+    )
 
 
 @pytest.mark.parametrize("kind", ["json", "csv"])
@@ -207,7 +216,11 @@ def test_init_reads_json_and_csv(kind: str, tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert f"  type: {kind}\n" in out.read_text(encoding="utf-8") and "task id 'uid'" in result.output
     check = runner.invoke(app, ["check", str(out)])
-    assert (check.exit_code, check.output) == (0, f"{out}: gold answers: 5/5 get full reward\n")
+    # No `gold:` (only a GSM8K-style reference gets one): check says its gold check is circular.
+    assert (check.exit_code, check.output) == (
+        0,
+        f"{out}: gold answers: 5/5 get full reward\n" + CIRCULAR.format(spec=out) + "\n",
+    )
 
 
 def test_init_unreadable_file_kind_is_refused(tmp_path: Path) -> None:

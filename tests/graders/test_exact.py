@@ -51,10 +51,46 @@ def test_wrong_and_ungradeable() -> None:
 
 
 @pytest.mark.parametrize(
-    ("text", "canon"), [("72.0", "72"), ("$1,000.50", "1000.5"), ("-3", "-3"), ("+4", "4"), ("abc", None)]
+    ("text", "canon"),
+    [
+        ("72.0", "72"),
+        ("$1,000.50", "1000.5"),
+        ("-3", "-3"),
+        ("+4", "4"),
+        ("abc", None),
+        ("1e3", "1000"),
+        ("2.5e1", "25"),
+        ("25/1", "25"),
+        ("6/8", "0.75"),
+        ("1/3", "1/3"),
+        ("1/0", None),
+        ("1e999999999", None),  # exact arithmetic on it would never end: not read
+        # 29+ digits: exact (Decimal's 28-digit context raised here, or rounded two apart).
+        ("123456789012345678901234567890", "123456789012345678901234567890"),
+        ("1234567890123456789012345678901234.5", "1234567890123456789012345678901234.5"),
+    ],
 )
 def test_canonical_number(text: str, canon: str | None) -> None:
     assert canonical_number(text) == canon
+
+
+@pytest.mark.parametrize(
+    ("text", "number"),
+    [
+        ("The answer is 2.5e1.", "2.5e1"),
+        ("so 25/1.", "25/1"),
+        ("\\boxed{144/2}", "144/2"),
+        ("#### 1,234", "1,234"),
+    ],
+)
+def test_extract_number_reads_exponents_and_fractions(text: str, number: str) -> None:
+    assert (extract_number(text) or "").strip() == number
+
+
+def test_long_numbers_one_apart_do_not_match() -> None:
+    long = "123456789012345678901234567890"
+    assert grade("123456789012345678901234567891", target=long).outcome is Outcome.INCORRECT
+    assert grade(long, target=long).outcome is Outcome.CORRECT
 
 
 def test_extract_prefers_stated_answer() -> None:

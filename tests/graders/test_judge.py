@@ -222,3 +222,32 @@ def test_key_in_yaml_is_refused() -> None:
 
     with pytest.raises(ValidationError, match="api_key"):
         make({"type": "llm_judge", "base_url": "http://x/v1", "model": "m", "api_key": KEY})
+
+
+async def test_a_null_reference_is_ungradeable_and_the_judge_is_not_asked() -> None:
+    with ChatServer(reply("VERDICT: CORRECT")) as server:
+        g = judge(server)
+        result = await g.grade("None", {**TASK, "answer": None}, {})
+        await g.aclose()
+    assert (result.outcome, result.reason) == (
+        Outcome.UNGRADEABLE,
+        "the task has no target: its field `answer` is null",
+    )
+    assert server.requests == []
+
+
+async def test_an_unparseable_reply_is_not_cached_a_verdict_is() -> None:
+    texts = iter(["I like ducks.", "VERDICT: CORRECT"])
+    with ChatServer(lambda body, i: (200, completion(next(texts)), {})) as server:
+        g = judge(server)
+        first = await g.grade("36", TASK, {})
+        second = await g.grade("36", TASK, {})
+        third = await g.grade("36", TASK, {})
+        await g.aclose()
+    assert [r.outcome for r in (first, second, third)] == [
+        Outcome.UNGRADEABLE,
+        Outcome.CORRECT,
+        Outcome.CORRECT,
+    ]
+    assert (second.details["judge"]["cached"], third.details["judge"]["cached"]) == (False, True)
+    assert len(server.requests) == 2

@@ -56,3 +56,114 @@ def test_missing_library_fails_at_load_with_install_hint(monkeypatch: pytest.Mon
     with pytest.raises(GraderConfigError) as info:
         make({"type": "math", "target": "{{ answer }}"})
     assert "pip install 'envbuilder[math]'" in str(info.value)
+
+
+# Gold answers as MATH-500 writes them; each must meet itself in every form a model writes.
+GOLDS = [
+    "3\\sqrt{13}",
+    "\\left( 3, \\frac{\\pi}{2} \\right)",
+    "6 - 5i",
+    "\\pi",
+    "\\dfrac12",
+    "\\frac{\\sqrt{3}}{3}",
+    "(5,\\infty)",
+    "\\$32,\\!348",
+    "\\$18.90",
+    "145^\\circ",
+    "5.4 \\text{ cents}",
+    "864 \\mbox{ inches}^2",
+    "\\text{(C)}",
+    "\\text{Evelyn}",
+    "52_8",
+    "10,\\!080",
+    "\\begin{pmatrix} -2 \\\\ -14 \\\\ -7 \\end{pmatrix}",
+    "(-\\infty, 2) \\cup (3, \\infty)",
+    "-13x+3",
+    "025",
+    "123456789012345678901234567890",
+]
+
+
+@pytest.mark.parametrize("gold", GOLDS)
+async def test_the_gold_meets_itself_in_every_form(gold: str) -> None:
+    g = make({"type": "math", "target": "{{ answer }}"})
+    for form in ["{}", "${}$", "\\boxed{{{}}}", "The final answer is ${}$.", "{}."]:
+        result = await grade(g, form.format(gold), {"answer": gold})
+        assert result.outcome is Outcome.CORRECT, (form, result)
+
+
+@pytest.mark.parametrize(
+    ("answer", "target"),
+    [
+        ("\\boxed{36}", "\\$36"),
+        ("36 dollars", "\\$36"),
+        ("32348", "\\$32,\\!348"),
+        ("0.5", "\\dfrac12"),
+        ("\\frac{1}{\\sqrt{3}}", "\\frac{\\sqrt{3}}{3}"),
+        ("145 degrees", "145^\\circ"),
+        ("5.4 cents", "5.4 \\text{ cents}"),
+        ("C", "\\text{(C)}"),
+        ("25", "025"),
+        ("2.5e1", "25"),
+        ("25/1", "25"),
+        ("x = 5", "5"),
+        ("**Answer:** 5", "5"),
+        ("the answer is 5 because 5 > 3", "5"),
+        ("1{,}000", "1000"),
+        ("(5, ∞)", "(5,\\infty)"),
+        ("\\left(\\begin{matrix}-2\\\\-14\\\\-7\\end{matrix}\\right)", GOLDS[16]),
+    ],
+)
+async def test_harmless_variations_are_correct(answer: str, target: str) -> None:
+    g = make({"type": "math", "target": "{{ answer }}"})
+    result = await grade(g, answer, {"answer": target})
+    assert result.outcome is Outcome.CORRECT, result
+
+
+@pytest.mark.parametrize(
+    ("answer", "target"),
+    [
+        ("3", "3\\sqrt{13}"),  # a dropped factor
+        ("\\sqrt{13}", "3\\sqrt{13}"),
+        ("-3\\sqrt{13}", "3\\sqrt{13}"),  # a sign flip
+        ("6 + 5i", "6 - 5i"),
+        ("[5,\\infty)", "(5,\\infty)"),
+        ("\\$37", "\\$36"),
+        ("52_9", "52_8"),  # math-verify drops the base: 52_9 would equal 52_8
+        ("(D)", "\\text{(C)}"),
+        ("Navin", "\\text{Evelyn}"),
+        ("123456789012345678901234567891", "123456789012345678901234567890"),
+        ("0.33", "\\frac13"),
+        ("(3, \\pi)", "\\left( 3, \\frac{\\pi}{2} \\right)"),
+    ],
+)
+async def test_wrong_answers_score_zero(answer: str, target: str) -> None:
+    g = make({"type": "math", "target": "{{ answer }}"})
+    result = await grade(g, answer, {"answer": target})
+    assert result.outcome is Outcome.INCORRECT, result
+
+
+@pytest.mark.parametrize(
+    ("answer", "reason"),
+    [
+        ("\\frac{", "the answer '\\\\frac{' could not be read as mathematics"),
+        ("\\boxed{}", "no answer could be found in the response"),
+        ("I do not know", "the answer 'I do not know' could not be read as mathematics"),
+    ],
+)
+async def test_unreadable_answers_are_ungradeable_with_the_reason(answer: str, reason: str) -> None:
+    g = make({"type": "math", "target": "{{ answer }}"})
+    result = await grade(g, answer, {"answer": "5"})
+    assert (result.outcome, result.reason) == (Outcome.UNGRADEABLE, reason)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    ["\\boxed{" * 2500, "\\(" * 9000, "cm " * 6000 + "x", "1" * 19000, "$$a" * 6000, "x = " * 4000],
+)
+async def test_hostile_answers_are_read_in_linear_time(answer: str) -> None:
+    # Each once took seconds to a minute (quadratic scans) or raised (int digits limit).
+    g = make({"type": "math", "target": "{{ answer }}", "timeout": 5})
+    result = await grade(g, answer, {"answer": "5"})
+    assert result.outcome in (Outcome.INCORRECT, Outcome.UNGRADEABLE)
+    assert "took over" not in result.reason

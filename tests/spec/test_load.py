@@ -56,7 +56,8 @@ def test_unknown_key_inside_plugin_block() -> None:
     text = GOOD.replace("  files: {train: data.parquet}", "  paths: {train: data.parquet}")
     assert _errors(text) == [
         "x.yaml:3:3 dataset.files: missing required key 'files'. Source split name → a file, a glob,"
-        " a directory of `.parquet` files, or a list of these; relative to the spec file.",
+        " a directory of `.parquet` files, or a list of these; relative to the spec file; or the `s3://`,"
+        " `gs://`, `https://` or `hf://` URL of one file (fetched once into the cache).",
         "x.yaml:4:3 dataset.paths: unknown key 'paths'",
     ]
 
