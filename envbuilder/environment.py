@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -126,6 +127,15 @@ class Environment:
         ) - template_globals()
         """The task fields the prompt, the grader, the dialogue and the tools read: a client's
         `task_spec` must have them."""
+        prompt_fields = self.prompter.task_fields() if self.prompter else frozenset()
+        private = spec.task.private
+        self.private_fields: frozenset[str] = (
+            frozenset(private)
+            if private is not None
+            else used.get(("grader",), frozenset()) - prompt_fields - template_globals() - {"id"}
+        )
+        """Task fields clients never see (by default the gold answer: what only the grader reads);
+        see :meth:`public`."""
         if self.splits:
             fields = {f for view in self.splits.values() for f in view.shaper.fields}
             if any(p.loc[:1] == ("task",) for p in problems):
@@ -139,6 +149,9 @@ class Environment:
                             hint=name_hint(var, sorted(fields), "Task fields"),
                         ),
                     )
+        if not problems and self.prompter is not None:
+            for where, problem in self._check_budgets():
+                fail(where, problem)
         self.problems = problems
         if problems:
             if strict:
@@ -251,6 +264,25 @@ class Environment:
             built.append(tool)
         return built
 
+    def _check_budgets(self) -> list[tuple[tuple[str | int, ...], EnvbuilderError]]:
+        """Render the first task of each split, so a template that runs out of its time or size
+        budget is reported when the spec loads (``validate``, ``check``, ``serve``), not when
+        the first agent asks for it."""
+        assert self.prompter is not None
+        for name, view in self.splits.items():
+            if len(view) == 0:
+                continue
+            try:
+                self.prompter.messages(view.task(0))
+            except TemplateError as exc:
+                if exc.code == "template_budget":
+                    return [
+                        (("prompt",), TemplateError(f"split {name!r} row 0: {exc.message}", hint=exc.hint))
+                    ]
+            except EnvbuilderError:
+                pass  # the data's own problems are reported where the data is checked
+        return []
+
     # -- discovery -----------------------------------------------------------------------------
 
     def list_splits(self) -> list[Split]:
@@ -274,6 +306,30 @@ class Environment:
                 code="task_incomplete",
             )
 
+    def public(self, task: Task) -> Task:
+        """``task`` as clients see it: without the private fields."""
+        if not self.private_fields:
+            return task
+        return {k: v for k, v in task.items() if k not in self.private_fields}
+
+    def find_task(self, task_id: Any) -> Task | None:
+        """The full task with the default id ``task_id`` (``<dataset split>-<row>``) in a split
+        that serves its rows in order, else None. A client sending back a task it got from
+        ``/task`` is graded against this row, private fields included."""
+        if not isinstance(task_id, str) or "-" not in task_id:
+            return None
+        split, _, row = task_id.rpartition("-")
+        if not row.isdigit():
+            return None
+        i = int(row)
+        for view in self.splits.values():
+            ours = view.shaper.split == split and view.shaper.id_column is None
+            if ours and i < len(view) and view.index[i] == i:  # the view serves its rows in order
+                task = view.task(i)
+                if task.get("id") == task_id:
+                    return task
+        return None
+
     def summary(self) -> str:
         """``train 7,473 / test 1,319``."""
         return " / ".join(f"{v.name} {len(v):,}" for v in self.splits.values())
@@ -287,6 +343,12 @@ class Environment:
     def is_blocking(self, name: str) -> bool:
         """Whether a call of tool ``name`` may wait on I/O (then it streams with keep-alive pings)."""
         return self.toolbox.blocking(name)
+
+    @functools.cached_property
+    def inline_prompt(self) -> bool:
+        """Whether the prompt may render on the event loop (see ``Prompter.inline``)."""
+        assert self.prompter is not None
+        return self.prompter.inline
 
     def prompt(self, task: Task) -> list[ContentBlock]:
         assert self.prompter is not None

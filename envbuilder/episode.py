@@ -22,6 +22,25 @@ __all__ = ["Episode", "GradeCounts", "SubmitTool", "finished_error"]
 
 log = logging.getLogger("envbuilder.episode")
 
+#: Grade details that hold the gold answer: the target itself, a pattern built from it, a
+#: judge's reasoning about it. Shown only once the episode has finished and the spec sets
+#: ``reveal_answer`` (a wrong answer's metadata must not let the agent resubmit the target).
+GOLD_DETAILS = frozenset({"target", "pattern", "reasoning"})
+
+
+def without_gold(details: dict[str, Any]) -> dict[str, Any]:
+    """``details`` without :data:`GOLD_DETAILS`, also inside nested graders' summaries."""
+    out: dict[str, Any] = {}
+    for key, value in details.items():
+        if key in GOLD_DETAILS:
+            continue
+        if isinstance(value, dict):
+            value = without_gold(value)
+        elif isinstance(value, list):
+            value = [without_gold(v) if isinstance(v, dict) else v for v in value]
+        out[key] = value
+    return out
+
 
 @dataclass
 class Episode:
@@ -290,7 +309,7 @@ class SubmitTool:
             "reason": grade.reason,
             "attempt": episode.attempts,
             "max_attempts": spec.max_attempts,
-            **grade.details,
+            **(grade.details if finished and spec.reveal_answer else without_gold(grade.details)),
         }
         if ungradeable:
             metadata["ungradeable_policy"] = policy

@@ -19,11 +19,12 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def serve_app(app: Any) -> Iterator[str]:
-    """Serve ``app`` with uvicorn on 127.0.0.1 in a background thread; yield its base URL."""
+def serve_app(app: Any, **options: Any) -> Iterator[str]:
+    """Serve ``app`` with uvicorn on 127.0.0.1 in a background thread; yield its base URL.
+    ``options`` go to ``uvicorn.Config`` (e.g. ``envbuilder.server.uvicorn_options(settings)``)."""
     port = free_port()
     config = uvicorn.Config(
-        app, host="127.0.0.1", port=port, log_level="warning", access_log=False, lifespan="on"
+        app, host="127.0.0.1", port=port, log_level="warning", access_log=False, lifespan="on", **options
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)

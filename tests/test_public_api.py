@@ -153,4 +153,10 @@ def test_sandbox_api() -> None:
 
 
 def test_server_api() -> None:
-    assert envbuilder.server.__all__ == ["ServerSettings", "check_store_url", "create_app"]
+    assert envbuilder.server.__all__ == [
+        "ServerSettings",
+        "check_store_url",
+        "create_app",
+        "read_api_keys",
+        "uvicorn_options",
+    ]

@@ -58,7 +58,6 @@ def test_private_attributes_are_refused_when_the_template_is_compiled(source: st
             "{{ cycler['__in' ~ 'it__']['__glo' ~ 'bals__'] }}",
             "access to attribute '__init__' of 'type' object is unsafe",
         ),
-        ("{{ 'x' * 10**9 }}", "repetition would build more than 1,000,000 items"),
         ("{{ ((10**64)**64)**64 }}", "a power that large is not allowed"),
         ("{% set x = [] %}{{ x.append(1) }}", "access to attribute 'append' of 'list' object is unsafe"),
     ],
@@ -94,3 +93,49 @@ def test_template_file_relative_to_spec_then_shipped(tmp_path: Path) -> None:
     with pytest.raises(TemplateError) as info:
         Template("../../etc/passwd", base_dir=tmp_path, from_file=True)
     assert info.value.code == "template_not_found"
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        ("{{ 'x' * 10**9 }}", "repetition would build more than 1,000,000 items"),
+        ("{{ (['x' * 1000000] * 1000000)|join }}", "repetition would build more than 1,000,000 items"),
+        ("{{ '{:>99999999}'.format(1) }}", "a width of 99,999,999 is not allowed (at most 10,000)"),
+        ("{{ '%99999999d' % 1 }}", "a width of 99,999,999 is not allowed (at most 10,000)"),
+        ("{{ '%99999999d'|format(1) }}", "a width of 99,999,999 is not allowed (at most 10,000)"),
+        ("{{ 'x'|center(99999999) }}", "a width of 99,999,999 is not allowed (at most 10,000)"),
+        ("{{ 'x'.ljust(99999999) }}", "a width of 99,999,999 is not allowed (at most 10,000)"),
+        (
+            "{% set ns = namespace(s='ab') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}"
+            "{% endfor %}{{ ns.s }}",
+            "the render would build more than 16,000,000 characters",
+        ),
+        (
+            "{% set x %}{% for i in range(100000) %}{{ 'x' * 1000000 }}{% endfor %}{% endset %}{{ x }}",
+            "the render would build more than 16,000,000 characters",
+        ),
+    ],
+)
+def test_render_budget_stops_templates_that_build_too_much(source: str, message: str) -> None:
+    with pytest.raises(TemplateError) as info:
+        _render(source)
+    assert info.value.code == "template_budget"
+    assert str(info.value) == (
+        f"t: stopped by the render budget: {message}. "
+        "Templates should show the task's fields, not build large text"
+    )
+
+
+def test_render_deadline_stops_a_runaway_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("envbuilder.templating.RENDER_SECONDS", 0.2)
+    slow = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}{{ q }}"
+    assert not Template(slow).bounded and Template("{{ q|upper }}").bounded
+    with pytest.raises(TemplateError) as info:
+        Template(slow, name="t").render({"q": "?"})
+    assert info.value.code == "template_budget"
+    assert str(info.value) == (
+        "t: rendering took longer than 0.2 s and was stopped. "
+        "A loop in the template runs too long; loop over the task's fields only"
+    )
+    # The thread is usable afterwards and honest loops still render.
+    assert Template("{% for c in cs %}{{ c }}{% endfor %}").render({"cs": "ab"}) == "ab"

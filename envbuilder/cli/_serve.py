@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -20,7 +21,9 @@ def serve(
             "catalog.json or pack (https://, s3://, gs://, hf://); the first is the default."
         ),
     ],
-    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "0.0.0.0",
+    host: Annotated[
+        str, typer.Option(help="Interface to listen on (a public one needs --api-key or --public).")
+    ] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.", min=0, max=65535)] = 8080,
     session_timeout: Annotated[
         float, typer.Option(help="Seconds of inactivity after which a session is deleted.")
@@ -39,6 +42,44 @@ def serve(
             help="Where packs are extracted (default: $ENVBUILDER_CACHE_DIR or ~/.cache/envbuilder)."
         ),
     ] = None,
+    # -- access control and limits ----------------------------------------------------------
+    api_key: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="A key clients must send (X-API-Key) on every route but /health; repeatable. "
+            "Also read from $ENVBUILDER_API_KEYS (comma-separated). Prefer --api-key-file: "
+            "command lines are visible to other users."
+        ),
+    ] = None,
+    api_key_file: Annotated[
+        Path | None, typer.Option(help="A file of API keys, one a line (# comments allowed).")
+    ] = None,
+    public: Annotated[
+        bool, typer.Option("--public", help="Allow a non-loopback --host without an API key.")
+    ] = False,
+    no_task_spec: Annotated[
+        bool,
+        typer.Option(
+            "--no-task-spec", help="Refuse client-supplied task_spec: tasks only by split and index."
+        ),
+    ] = False,
+    max_body_bytes: Annotated[int, typer.Option(help="Largest request body (413 beyond).", min=1)] = 1 << 20,
+    max_sessions: Annotated[int, typer.Option(help="Sessions held at once (503 beyond).", min=1)] = 100_000,
+    max_connections: Annotated[
+        int, typer.Option(help="Open connections plus running requests (503 beyond).", min=1)
+    ] = 2048,
+    read_timeout: Annotated[
+        float, typer.Option(help="Seconds a client has to send a whole request.", min=0.1)
+    ] = 30.0,
+    data_root: Annotated[
+        list[Path] | None,
+        typer.Option(
+            help="A folder every spec may read data, templates and images from, besides its own; repeatable."
+        ),
+    ] = None,
+    graceful_timeout: Annotated[
+        float, typer.Option(help="Seconds SIGTERM waits for running requests.", min=0)
+    ] = 10.0,
     # -- scale-out (issue 16) ----------------------------------------------------------------
     store: Annotated[
         str,
@@ -60,7 +101,7 @@ def serve(
 
     from envbuilder.cli._catalog import load_or_exit
     from envbuilder.cli._workers import run_workers, store_problem
-    from envbuilder.server import ServerSettings, create_app
+    from envbuilder.server import ServerSettings, create_app, read_api_keys, uvicorn_options
 
     taken = port_taken(host, port)
     if taken is not None:
@@ -70,33 +111,72 @@ def serve(
     if problem:
         typer.echo(f"error: {problem}", err=True)
         raise typer.Exit(2)
-    settings = ServerSettings(session_timeout=session_timeout, store=store)
-    # Published catalogs and packs at URLs: pulled into the cache and verified, then served as local packs.
-    local = resolve_targets(
-        specs, envs=pick, cache_dir=cache_dir, trusted_key=trusted_key, require_signature=require_signature
-    )
-    envs = load_or_exit(local, strict=strict, cache_dir=cache_dir)
-    if workers == 1:
-        with fail_on_errors():
-            app = create_app(envs, settings)
-    shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
-    for env in envs:
-        typer.echo(f"envbuilder: serving {env.name} ({env.summary()} tasks)")
-    typer.echo(
-        f"envbuilder: listening on http://{host}:{port}  (try: curl http://{shown}:{port}/{envs[0].name}/splits)"
-    )
-    if workers > 1:
-        typer.echo(f"envbuilder: {workers} workers, sessions in {store}")
-        run_workers(
-            local,
-            strict=strict,
-            cache_dir=cache_dir,
-            settings=settings,
-            workers=workers,
-            host=host,
-            port=port,
-            access_log=access_log,
-            log_level=log_level,
+    with fail_on_errors():
+        keys = read_api_keys(api_key or [], api_key_file, os.environ.get("ENVBUILDER_API_KEYS"))
+    loopback = host in ("127.0.0.1", "::1", "localhost") or host.startswith("127.")
+    if not loopback and not keys:
+        if not public:
+            typer.echo(
+                f"error: --host {host} exposes the server, and every gold answer, without an API key. "
+                "Pass --api-key-file (or --api-key), or --public to serve it open",
+                err=True,
+            )
+            raise typer.Exit(2)
+        typer.echo(
+            f"envbuilder: warning: serving {host} with no API key: anyone who can reach it can use it",
+            err=True,
         )
-        return
-    uvicorn.run(app, host=host, port=port, access_log=access_log, log_level=log_level)
+    # A served spec reads files only inside its folder, an extracted pack, or a --data-root
+    # (worker processes started inside the block inherit the setting).
+    from envbuilder import paths
+
+    packs = (cache_dir or paths.cache_dir()) / "packs"
+    with paths.contained([*(data_root or []), packs]):
+        # Catalogs and packs at URLs: pulled into the cache and verified, then served as local packs.
+        local = resolve_targets(
+            specs,
+            envs=pick,
+            cache_dir=cache_dir,
+            trusted_key=trusted_key,
+            require_signature=require_signature,
+        )
+        envs = load_or_exit(local, strict=strict, cache_dir=cache_dir)
+        settings = ServerSettings(
+            session_timeout=session_timeout,
+            store=store,
+            api_keys=tuple(sorted(keys)),
+            accept_task_spec=not no_task_spec,
+            max_body_bytes=max_body_bytes,
+            max_sessions=max_sessions,
+            max_connections=max_connections,
+            read_timeout=read_timeout,
+            graceful_timeout=graceful_timeout,
+        )
+        if workers == 1:
+            with fail_on_errors():
+                app = create_app(envs, settings)
+        shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+        for env in envs:
+            typer.echo(f"envbuilder: serving {env.name} ({env.summary()} tasks)")
+        typer.echo(
+            f"envbuilder: listening on http://{host}:{port}  (try: curl http://{shown}:{port}/{envs[0].name}/splits)"
+        )
+        if access_log and log_level == "warning":
+            log_level = "info"  # uvicorn logs each request at info: --access-log alone must show them
+        if workers > 1:
+            typer.echo(f"envbuilder: {workers} workers, sessions in {store}")
+            run_workers(
+                local,
+                strict=strict,
+                cache_dir=cache_dir,
+                settings=settings,
+                workers=workers,
+                host=host,
+                port=port,
+                access_log=access_log,
+                log_level=log_level,
+            )
+            return
+        uvicorn.run(
+            app, host=host, port=port, access_log=access_log, log_level=log_level, **uvicorn_options(settings)
+        )

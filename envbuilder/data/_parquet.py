@@ -31,6 +31,7 @@ from envbuilder.data._cache import build_lock, cache_key, cache_path, file_ident
 from envbuilder.data._ipc import IpcTable, write_ipc
 from envbuilder.data._remote import fetch, is_url
 from envbuilder.errors import DataError
+from envbuilder.paths import check_inside
 
 log = logging.getLogger("envbuilder.data")
 
@@ -100,6 +101,14 @@ def resolve_paths(
                 f"no {kind} file at {pattern!r} (looked in {path})",
                 hint=f"Paths in `{key}` are relative to the spec file; check the name or the glob",
                 code="data_not_found",
+            )
+        outside = [f for f in found if check_inside(f, base_dir) is None]
+        if outside:
+            raise DataError(
+                f"{pattern!r} names {outside[0]}, which is outside the spec's folder {base_dir}",
+                hint=f"Keep the data of `{key}` beside the spec, or let the operator allow the folder "
+                "(envbuilder serve --data-root DIR, or $ENVBUILDER_DATA_ROOTS)",
+                code="data_outside",
             )
         out.extend(found)
     return out

@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
+from envbuilder import budget
 from envbuilder.graders import _safe_regex
 from envbuilder.graders._base import (
     Grade,
@@ -166,7 +167,11 @@ class ExactMatchGrader(Grader):
             return Grade.ungradeable(self.missing_target(task) or "the task has no target", target=None)
         targets = target_list[0] if len(target_list) == 1 else target_list
         try:
-            extracted = self.extract(answer)
+            # A spec's extraction pattern runs off the event loop (it may backtrack for its timeout).
+            if self._regex is None:
+                extracted = self.extract(answer)
+            else:
+                extracted = await budget.offload(self.extract, answer)
         except _safe_regex.PatternTimeout:
             return Grade.ungradeable("the extraction pattern took too long on this answer", target=targets)
         if extracted is None:

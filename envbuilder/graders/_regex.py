@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
+from envbuilder import budget
 from envbuilder.graders import _safe_regex
 from envbuilder.graders._base import (
     Grade,
@@ -104,7 +105,7 @@ class RegexGrader(Grader):
             return Grade.ungradeable(f"the pattern built for this task is invalid: {exc}", pattern=source)
         match = _safe_regex.search if cfg.mode == "search" else _safe_regex.fullmatch
         try:
-            found = match(compiled, answer, timeout=cfg.timeout)
+            found = await budget.offload(match, compiled, answer, cfg.timeout)
         except _safe_regex.PatternTimeout:
             return Grade.ungradeable("matching the pattern took too long on this answer", pattern=source)
         if found is None:

@@ -4,6 +4,9 @@ Patterns come from spec authors and answers from agents, so either side can be h
 (``(a|aa)+$`` on ``"a" * 50 + "!"`` backtracks for hours under :mod:`re`). The ``regex``
 package takes a ``timeout=`` per call and speaks Python's ``re`` syntax (backreferences,
 lookarounds) which a linear-time engine like RE2 refuses; so every grader pattern runs here.
+
+Matches pass ``concurrent=True`` (the GIL is released while the engine runs) and graders call
+them through :func:`envbuilder.budget.offload`, so a slow match never holds the event loop.
 """
 
 from __future__ import annotations
@@ -47,19 +50,19 @@ def check_pattern(pattern: str) -> str:
 
 
 def search(
-    pattern: regex.Pattern[str], text: str, *, timeout: float = DEFAULT_TIMEOUT
+    pattern: regex.Pattern[str], text: str, timeout: float = DEFAULT_TIMEOUT
 ) -> regex.Match[str] | None:
     try:
-        return pattern.search(text, timeout=timeout)
+        return pattern.search(text, timeout=timeout, concurrent=True)
     except TimeoutError:
         raise PatternTimeout(pattern.pattern) from None
 
 
 def fullmatch(
-    pattern: regex.Pattern[str], text: str, *, timeout: float = DEFAULT_TIMEOUT
+    pattern: regex.Pattern[str], text: str, timeout: float = DEFAULT_TIMEOUT
 ) -> regex.Match[str] | None:
     try:
-        return pattern.fullmatch(text, timeout=timeout)
+        return pattern.fullmatch(text, timeout=timeout, concurrent=True)
     except TimeoutError:
         raise PatternTimeout(pattern.pattern) from None
 
@@ -67,6 +70,6 @@ def fullmatch(
 def find_all(pattern: regex.Pattern[str], text: str, *, timeout: float = DEFAULT_TIMEOUT) -> list[Any]:
     """Every match of ``pattern`` in ``text``; the time bound covers the whole scan."""
     try:
-        return list(pattern.finditer(text, timeout=timeout))
+        return list(pattern.finditer(text, timeout=timeout, concurrent=True))
     except TimeoutError:
         raise PatternTimeout(pattern.pattern) from None

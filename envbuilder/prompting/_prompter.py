@@ -277,6 +277,18 @@ class Prompter:
                 blocks[at : at + 1] = [*head[:-1], merged]
         return [*messages[:first], _message(messages[first].role, blocks), *messages[first + 1 :]]
 
+    @property
+    def inline(self) -> bool:
+        """Whether a prompt renders in bounded time without I/O (no images, no few-shot rows to
+        read, no template with loops, macros or includes): then it may run on the event loop."""
+        templates = [self.system, self.template, *(t.text for t in self.turns)]
+        return (
+            self.few_shot is None
+            and self.conversation is None
+            and not any(t.images for t in self.turns)
+            and all(t is None or t.bounded for t in templates)
+        )
+
     def messages(self, task: Task) -> list[Message]:
         """The task as a role-tagged conversation (``GET /{env}/messages``)."""
         out = self._system(task)

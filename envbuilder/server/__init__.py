@@ -1,7 +1,9 @@
 """The ORS HTTP server: ``create_app(environments, settings)``."""
 
+from envbuilder.server._access import read_api_keys
 from envbuilder.server._app import create_app
+from envbuilder.server._limits import uvicorn_options
 from envbuilder.server._redis import check_url as check_store_url
 from envbuilder.server._state import ServerSettings
 
-__all__ = ["ServerSettings", "check_store_url", "create_app"]
+__all__ = ["ServerSettings", "check_store_url", "create_app", "read_api_keys", "uvicorn_options"]

@@ -20,7 +20,7 @@ from envbuilder.environment import Environment
 from envbuilder.errors import RequestError
 from envbuilder.server import _ops
 from envbuilder.server._fast import FastFront
-from envbuilder.server._state import ServerSettings, State, log
+from envbuilder.server._state import ServerSettings, State
 
 
 class ORSApp(FastAPI):
@@ -40,9 +40,17 @@ def json_response(content: Any, status: int = 200, headers: dict[str, str] | Non
     return Response(reply.body, status_code=status, media_type="application/json", headers=headers)
 
 
-def _may_hold_secrets(error: dict[str, Any]) -> bool:
-    value = error.get("input")
-    return "secrets" in error.get("loc", ()) or (isinstance(value, dict) and "secrets" in value)
+def _small(value: Any) -> bool:
+    return isinstance(value, int | float) and abs(value) < 2**63
+
+
+def _located(error: Any) -> dict[str, Any]:
+    """A validation error without its input, its context values as text."""
+    out = {"type": error["type"], "loc": list(error["loc"]), "msg": error["msg"]}
+    if error.get("ctx"):
+        ctx = error["ctx"].items()
+        out["ctx"] = {k: v if isinstance(v, str | bool) or _small(v) else str(v) for k, v in ctx}
+    return jsonable_encoder(out)
 
 
 def create_app(envs: list[Environment], settings: ServerSettings | None = None) -> FastAPI:
@@ -92,17 +100,14 @@ def create_app(envs: list[Environment], settings: ServerSettings | None = None) 
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(request: Request, exc: RequestValidationError) -> Response:
-        errors = [{k: v for k, v in e.items() if k != "url"} for e in exc.errors()]
-        for e in errors:
-            if _may_hold_secrets(e):
-                e.pop("input", None)
-        return json_response({"detail": jsonable_encoder(errors)}, 422)
+        # Never the input: it may be the whole body (100 MB), hold secrets, or not be JSON.
+        errors = [_located(e) for e in exc.errors()]
+        return json_response({"detail": errors}, 422)
 
     @app.exception_handler(Exception)
     async def _unhandled(request: Request, exc: Exception) -> Response:
-        # Never echo the message: it may hold a secret. The log has the type and the route.
-        log.error("unhandled %s on %s %s", type(exc).__name__, request.method, request.url.path)
-        return json_response({"detail": f"Internal Server Error ({type(exc).__name__})"}, 500)
+        reply = _ops.internal_error(exc, request.method, request.url.path)
+        return Response(reply.body, status_code=500, media_type="application/json", headers=_ops.CLOSE)
 
     app.include_router(discovery)
     app.include_router(episodes)
@@ -114,4 +119,21 @@ def create_app(envs: list[Environment], settings: ServerSettings | None = None) 
         p.strip("/").split("/")[0] for p in paths if p.strip("/") and not p.strip("/").startswith("{")
     )
     app.front = FastFront(state, app.fastapi_call, roots)
+
+    def openapi() -> dict[str, Any]:
+        # `env_name` takes the served names (others are redirected to the default environment).
+        if app.openapi_schema is None:
+            schema = FastAPI.openapi(app)
+            for operations in schema["paths"].values():
+                for operation in operations.values():
+                    for param in operation.get("parameters", []):
+                        if param["name"] == "env_name":
+                            param["schema"] = {
+                                "type": "string",
+                                "enum": list(state.envs),
+                                "title": "Env Name",
+                            }
+        return app.openapi_schema  # type: ignore[return-value]
+
+    app.openapi = openapi  # type: ignore[method-assign]
     return app

@@ -12,6 +12,18 @@ from envbuilder.server._app import json_response
 
 router = APIRouter()
 
+#: Grader settings a client of the server has no business knowing: where the judge runs
+#: (often an internal address) says more about the operator's network than about the task.
+_PRIVATE_KEYS = frozenset({"base_url"})
+
+
+def _without_endpoints(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_without_endpoints(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _without_endpoints(v) for k, v in value.items() if k not in _PRIVATE_KEYS}
+    return value
+
 
 @router.get("/catalog", tags=["discovery"])
 async def catalog(request: Request) -> Response:
@@ -21,6 +33,6 @@ async def catalog(request: Request) -> Response:
     cached: dict[str, Any] | None = getattr(request.app.state, "catalog", None)
     if cached is None:
         # Hashing data files reads them: keep the event loop free.
-        cached = await run_in_threadpool(build_catalog, list(request.app.state.ors.envs.values()))
-        request.app.state.catalog = cached
+        built = await run_in_threadpool(build_catalog, list(request.app.state.ors.envs.values()))
+        cached = request.app.state.catalog = _without_endpoints(built)
     return json_response(cached)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import orjson
 from fastapi import APIRouter, Request
@@ -11,6 +12,7 @@ from fastapi.responses import Response, StreamingResponse
 
 from envbuilder import __version__
 from envbuilder.protocol import (
+    ErrorResponse,
     ListToolsOutput,
     NumTasksResponse,
     Split,
@@ -26,6 +28,24 @@ from envbuilder.server import _ops
 from envbuilder.server._state import State
 
 router = APIRouter()
+
+_MEANING = {
+    400: "Bad request: a missing or malformed header, an unknown split or index",
+    401: "An API key is required",
+    403: "Refused by the server's settings",
+    404: "Unknown environment or session",
+    410: "The session was deleted during the call",
+    413: "The body is larger than the server takes",
+    503: "The server is at a limit; retry later",
+}
+
+
+def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` for error answers (all ``{"detail": "..."}``)."""
+    return {s: {"model": ErrorResponse, "description": _MEANING[s]} for s in statuses}
+
+
+DISCOVERY_ERRORS = errors(400, 401, 404, 413)
 
 
 def _state(request: Request) -> State:
@@ -43,54 +63,63 @@ async def health(request: Request) -> Response:
     return respond(await _ops.health(request.app.state.ors))
 
 
-@router.get("/version", response_model=VersionResponse, tags=["discovery"])
+@router.get("/version", responses=DISCOVERY_ERRORS, response_model=VersionResponse, tags=["discovery"])
 async def version() -> Response:
     """The envbuilder version serving this environment."""
     return respond(_ops.json_reply({"version": __version__, "build_sha": None}))
 
 
-@router.get("/list_environments", response_model=list[str], tags=["discovery"])
+@router.get("/list_environments", responses=DISCOVERY_ERRORS, response_model=list[str], tags=["discovery"])
 async def list_environments(request: Request) -> Response:
     """Environment names, the default first."""
     return respond(_ops.json_reply(list(_state(request).envs)))
 
 
-@router.get("/{env_name}/tools", response_model=ListToolsOutput, tags=["discovery"])
+@router.get(
+    "/{env_name}/tools", responses=DISCOVERY_ERRORS, response_model=ListToolsOutput, tags=["discovery"]
+)
 async def list_tools(env_name: str, request: Request) -> Response:
     """The tools every task of the environment offers."""
     state = _state(request)
     return respond(_ops.Reply(state.tools_json[state.env(env_name).name.lower()]))
 
 
-@router.get("/{env_name}/splits", response_model=list[Split], tags=["discovery"])
+@router.get("/{env_name}/splits", responses=DISCOVERY_ERRORS, response_model=list[Split], tags=["discovery"])
 async def list_splits(env_name: str, request: Request) -> Response:
     """The splits with their types."""
     state = _state(request)
     return respond(_ops.Reply(state.splits_json[state.env(env_name).name.lower()]))
 
 
-@router.post("/{env_name}/num_tasks", response_model=NumTasksResponse, tags=["discovery"])
+@router.post(
+    "/{env_name}/num_tasks", responses=DISCOVERY_ERRORS, response_model=NumTasksResponse, tags=["discovery"]
+)
 async def num_tasks(env_name: str, body: SplitRequest, request: Request) -> Response:
     """How many tasks a split has (from metadata: no rows are read)."""
     return respond(_ops.num_tasks(_state(request), env_name, body.split))
 
 
-@router.post("/{env_name}/task", response_model=TaskResponse, tags=["discovery"])
+@router.post("/{env_name}/task", responses=DISCOVERY_ERRORS, response_model=TaskResponse, tags=["discovery"])
 async def get_task(env_name: str, body: TaskRequest, request: Request) -> Response:
     """One task by index (negative indices count from the end)."""
     return respond(_ops.get_task(_state(request), env_name, body.split, body.index))
 
 
-@router.post("/{env_name}/task_range", response_model=TasksResponse, tags=["discovery"])
+@router.post(
+    "/{env_name}/task_range", responses=DISCOVERY_ERRORS, response_model=TasksResponse, tags=["discovery"]
+)
 async def get_task_range(env_name: str, body: TaskRangeRequest, request: Request) -> Response:
     """Tasks ``start:stop`` with Python slice semantics."""
     return respond(_ops.get_task_range(_state(request), env_name, body.split, body.start, body.stop))
 
 
-@router.post("/{env_name}/tasks", response_model=TasksResponse, tags=["discovery"])
+@router.post(
+    "/{env_name}/tasks", responses=DISCOVERY_ERRORS, response_model=TasksResponse, tags=["discovery"]
+)
 async def list_tasks(env_name: str, body: SplitRequest, request: Request) -> Response:
     """Every task of a split, streamed in batches so other requests are not held up."""
-    split = _ops.split_of(_state(request).env(env_name), body.split)
+    env = _state(request).env(env_name)
+    split = _ops.split_of(env, body.split)
     tail = b'],"env_name":' + orjson.dumps(env_name) + b"}"
 
     batches = split.iter_batches()
@@ -99,7 +128,7 @@ async def list_tasks(env_name: str, body: SplitRequest, request: Request) -> Res
         # Reading and encoding a batch runs in a worker thread so the event loop stays free.
         for batch in batches:
             if batch:
-                return orjson.dumps(batch)[1:-1]
+                return orjson.dumps([env.public(t) for t in batch] if env.private_fields else batch)[1:-1]
         return None
 
     async def stream() -> AsyncIterator[bytes]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Request
 from fastapi.responses import Response, StreamingResponse
@@ -20,12 +20,15 @@ from envbuilder.protocol import (
     TextBlock,
 )
 from envbuilder.server import _ops, _sse
-from envbuilder.server._discovery import respond
+from envbuilder.server._discovery import errors, respond
 from envbuilder.server._state import State
 
 router = APIRouter()
 
-_SSE_ROUTE = {"response_class": StreamingResponse, "responses": {200: {"content": {"text/event-stream": {}}}}}
+#: Error answers of the session routes, for the OpenAPI document.
+SESSION_ERRORS = errors(400, 401, 404, 413)
+
+_SSE_OK: dict[int | str, dict[str, Any]] = {200: {"content": {"text/event-stream": {}}}}
 
 
 def _state(request: Request) -> State:
@@ -40,14 +43,21 @@ async def require_sid(x_session_id: Annotated[str | None, Header()] = None) -> s
 Sid = Annotated[str, Depends(require_sid)]
 
 
-@router.post("/create_session", tags=["sessions"], **_SSE_ROUTE)  # type: ignore[arg-type]
+@router.post(
+    "/create_session",
+    tags=["sessions"],
+    responses={**_SSE_OK, **errors(401, 413)},
+    response_class=StreamingResponse,
+)
 async def create_session() -> Response:
     """Mint a session id, as SSE (``task_id`` then an empty ``end``): both reference clients
     require this form, not the JSON the public spec text shows."""
     return _sse_response(_ops.create_session().body)
 
 
-@router.post("/create", response_model=SidResponse, tags=["sessions"])
+@router.post(
+    "/create", response_model=SidResponse, tags=["sessions"], responses=errors(400, 401, 403, 404, 413, 503)
+)
 async def create(
     request: Request, sid: Sid, body: CreateRequest, x_secrets: Annotated[str | None, Header()] = None
 ) -> Response:
@@ -55,44 +65,51 @@ async def create(
     return respond(await _ops.create(_state(request), sid, body, x_secrets))
 
 
-@router.post("/ping", response_model=StatusResponse, tags=["sessions"])
+@router.post("/ping", responses=SESSION_ERRORS, response_model=StatusResponse, tags=["sessions"])
 async def ping(request: Request, sid: Sid) -> Response:
     """Keep a session alive (sessions idle for 15 minutes are deleted)."""
     return respond(await _ops.ping(_state(request), sid))
 
 
-@router.post("/delete", response_model=SidResponse, tags=["sessions"])
+@router.post("/delete", responses=SESSION_ERRORS, response_model=SidResponse, tags=["sessions"])
 async def delete(request: Request, sid: Sid) -> Response:
     """End a session (idempotent)."""
     return respond(await _ops.delete(_state(request), sid))
 
 
-@router.post("/delete_session", response_model=SidResponse, tags=["sessions"])
+@router.post("/delete_session", responses=SESSION_ERRORS, response_model=SidResponse, tags=["sessions"])
 async def delete_session(sid: Sid) -> Response:
     """Release a session id minted by ``/create_session`` (nothing is stored for it)."""
     return respond(_ops.delete_session(sid))
 
 
-@router.get("/{env_name}/prompt", response_model=list[TextBlock | ImageBlock], tags=["episode"])
-async def prompt(request: Request, sid: Sid) -> Response:
+@router.get(
+    "/{env_name}/prompt",
+    responses=SESSION_ERRORS,
+    response_model=list[TextBlock | ImageBlock],
+    tags=["episode"],
+)
+async def prompt(env_name: str, request: Request, sid: Sid) -> Response:
     """The task's prompt as content blocks."""
     return respond(await _ops.prompt(_state(request), sid))
 
 
-@router.get("/{env_name}/messages", response_model=list[Message], tags=["episode"])
-async def messages(request: Request, sid: Sid) -> Response:
+@router.get("/{env_name}/messages", responses=SESSION_ERRORS, response_model=list[Message], tags=["episode"])
+async def messages(env_name: str, request: Request, sid: Sid) -> Response:
     """The task's prompt as a role-tagged conversation."""
     return respond(await _ops.messages(_state(request), sid))
 
 
-@router.get("/{env_name}/task_tools", response_model=ListToolsOutput, tags=["episode"])
-async def task_tools(request: Request, sid: Sid) -> Response:
+@router.get(
+    "/{env_name}/task_tools", responses=SESSION_ERRORS, response_model=ListToolsOutput, tags=["episode"]
+)
+async def task_tools(env_name: str, request: Request, sid: Sid) -> Response:
     """The tools of this session's task."""
     return respond(await _ops.task_tools(_state(request), sid))
 
 
-@router.post("/{env_name}/score_group", tags=["episode"])
-async def score_group(request: Request, sid: Sid) -> Response:
+@router.post("/{env_name}/score_group", responses=SESSION_ERRORS, tags=["episode"])
+async def score_group(env_name: str, request: Request, sid: Sid) -> Response:
     """Group scoring is not offered by envbuilder environments."""
     return respond(await _ops.score_group(_state(request), sid))
 
@@ -101,8 +118,13 @@ def _sse_response(body: bytes) -> Response:
     return Response(body, media_type=_sse.MEDIA_TYPE, headers=_sse.HEADERS)
 
 
-@router.post("/{env_name}/call", tags=["episode"], **_SSE_ROUTE)  # type: ignore[arg-type]
-async def call(request: Request, sid: Sid, body: CallRequest) -> Response:
+@router.post(
+    "/{env_name}/call",
+    tags=["episode"],
+    responses={**_SSE_OK, **errors(400, 401, 404, 410, 413)},
+    response_class=StreamingResponse,
+)
+async def call(env_name: str, request: Request, sid: Sid, body: CallRequest) -> Response:
     """Run a tool. The answer is SSE: ``task_id``, then ``chunk``s and ``end`` carrying the
     JSON result (or ``error``). Re-POST with ``task_id`` to re-attach after a dropped
     connection; results stay replayable for 60 s."""

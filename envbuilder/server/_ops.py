@@ -12,12 +12,13 @@ import base64
 import binascii
 import contextlib
 import uuid
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sized
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
+from envbuilder import budget
 from envbuilder.data import SplitView
 from envbuilder.environment import Environment
 from envbuilder.episode import Episode
@@ -25,7 +26,7 @@ from envbuilder.errors import DataError, EnvbuilderError, RequestError, TaskNotF
 from envbuilder.protocol import CreateRequest
 from envbuilder.server import _sse
 from envbuilder.server._sessions import Session
-from envbuilder.server._state import State
+from envbuilder.server._state import State, log
 
 JSON = b"application/json"
 SSE = _sse.MEDIA_TYPE.encode()
@@ -80,17 +81,33 @@ def num_tasks(state: State, env_name: str, split: str) -> Reply:
 
 
 def get_task(state: State, env_name: str, split: str, index: int) -> Reply:
-    view = split_of(state.env(env_name), split)
+    env = state.env(env_name)
+    view = split_of(env, split)
     try:
         task = view.task(index)
     except TaskNotFound:
         raise RequestError(400, "Invalid index") from None
+    if env.private_fields:
+        state.served.record(env.name, task.get("id"), split, index % len(view))
+        task = env.public(task)
     return Reply(orjson.dumps({"task": task, "env_name": env_name}))
 
 
 def get_task_range(state: State, env_name: str, split: str, start: int | None, stop: int | None) -> Reply:
     view = split_of(state.env(env_name), split)
-    return Reply(orjson.dumps({"tasks": view.task_range(start, stop), "env_name": env_name}))
+    cap = state.settings.max_task_range
+    if len(range(len(view))[start:stop]) > cap:
+        raise RequestError(
+            400, f"task_range returns at most {cap:,} tasks: ask for a smaller range, or stream /tasks"
+        )
+    env = state.env(env_name)
+    tasks = view.task_range(start, stop)
+    if env.private_fields:
+        first = slice(start, stop).indices(len(view))[0]
+        for i, task in enumerate(tasks):
+            state.served.record(env.name, task.get("id"), split, first + i)
+        tasks = [env.public(t) for t in tasks]
+    return Reply(orjson.dumps({"tasks": tasks, "env_name": env_name}))
 
 
 # -- sessions -------------------------------------------------------------------------------------
@@ -100,11 +117,17 @@ def create_session() -> Reply:
     return Reply(_sse.event("task_id", str(uuid.uuid4())) + _sse.event("end", ""), SSE)
 
 
+MAX_SID = 128
+"""Longest ``X-Session-ID`` (a UUID is 36 characters)."""
+
+
 def require_sid(header: str | None) -> str:
-    """The ``X-Session-ID`` header, stripped; 400 when absent."""
+    """The ``X-Session-ID`` header, stripped; 400 when absent, too long or not printable ASCII."""
     sid = (header or "").strip()
     if not sid:
         raise RequestError(400, "X-Session-ID header is required")
+    if len(sid) > MAX_SID or not sid.isascii() or not sid.isprintable():
+        raise RequestError(400, f"X-Session-ID must be at most {MAX_SID} printable ASCII characters")
     return sid
 
 
@@ -141,11 +164,24 @@ def parse_secrets(header: str | None, body: dict[str, str] | None) -> dict[str, 
 
 
 async def create(state: State, sid: str, body: CreateRequest, x_secrets: str | None) -> Reply:
+    settings = state.settings
+    sessions = state.sessions
+    if isinstance(sessions, Sized) and len(sessions) >= settings.max_sessions:  # a shared store has its TTL
+        raise RequestError(
+            503, f"the server holds its maximum of {settings.max_sessions:,} sessions; retry later"
+        )
     env = state.env(body.env_name) if body.env_name else state.envs[state.default]
     if body.toolset_name is not None:
         raise RequestError(400, f"unknown toolset {body.toolset_name!r}; this environment has no toolsets")
     if body.task_spec is not None:
+        if not settings.accept_task_spec:
+            raise RequestError(403, "this server takes tasks only by split and index, not task_spec")
+        if len(orjson.dumps(body.task_spec)) > settings.max_task_spec_bytes:
+            limit = settings.max_task_spec_bytes
+            raise RequestError(413, f"task_spec is larger than {limit:,} bytes of JSON")
         task = body.task_spec
+        if env.private_fields.difference(task):
+            task = _full_task(state, env, task)
         try:
             env.check_task(task)
         except DataError as exc:
@@ -161,6 +197,18 @@ async def create(state: State, sid: str, body: CreateRequest, x_secrets: str | N
     if not await state.sessions.add(session):
         raise RequestError(400, "Session already exists")
     return Reply(orjson.dumps({"sid": sid}))
+
+
+def _full_task(state: State, env: Environment, task: Any) -> Any:
+    """The full row of a task sent back without its private fields (as ``/task`` gave it), found
+    by its id; the task unchanged when it is not one of ours (``check_task`` then says why)."""
+    where = state.served.find(env.name, task.get("id"))
+    if where is not None:
+        try:
+            return env.split(where[0]).task(where[1])
+        except TaskNotFound:
+            pass
+    return env.find_task(task.get("id")) or task
 
 
 async def ping(state: State, sid: str) -> Reply:
@@ -180,22 +228,26 @@ def delete_session(sid: str) -> Reply:
 # -- an episode -----------------------------------------------------------------------------------
 
 
-def _render(fn: Any, *args: Any) -> Any:
+async def _render(env: Environment, fn: Any, arg: Any) -> Any:
+    """Render on the loop when it takes bounded time, else on a worker thread (under the
+    template's deadline), so a slow template never holds the other requests."""
     try:
-        return fn(*args)
+        return fn(arg) if env.inline_prompt else await budget.offload(fn, arg)
     except EnvbuilderError as exc:  # a template or the task's data cannot be rendered
         raise RequestError(500, str(exc)) from None
 
 
 async def prompt(state: State, sid: str) -> Reply:
     session = await session_of(state, sid)
-    return models_reply(_render(state.envs[session.env].prompt, session.episode.task))
+    env = state.envs[session.env]
+    return models_reply(await _render(env, env.prompt, session.episode.task))
 
 
 async def messages(state: State, sid: str) -> Reply:
     """The conversation so far: the prompt, then each tool call and its result."""
     session = await session_of(state, sid)
-    return models_reply(_render(state.envs[session.env].conversation, session.episode))
+    env = state.envs[session.env]
+    return models_reply(await _render(env, env.conversation, session.episode))
 
 
 async def task_tools(state: State, sid: str) -> Reply:
@@ -379,3 +431,22 @@ def final_frames(fut: asyncio.Future[bytes]) -> bytes:
     if isinstance(exc, RequestError):
         return _sse.event("error", exc.message)
     return _sse.event("error", type(exc).__name__)
+
+
+# -- errors ---------------------------------------------------------------------------------------
+
+
+def internal_error(exc: BaseException, method: str, path: str) -> Reply:
+    """The one answer to an unexpected error, for both doors. Never the message (it may hold a
+    secret): the log has the type and the route. Sent with ``Connection: close`` (see
+    :data:`CLOSE`) so a client's next request starts on a fresh connection."""
+    log.error("unhandled %s on %s %s", type(exc).__name__, method, path[:200])
+    return Reply(orjson.dumps({"detail": f"Internal Server Error ({type(exc).__name__})"}), JSON, 500)
+
+
+CLOSE = {"connection": "close"}
+"""Headers of an answer after which the connection is closed (500, 413)."""
+
+
+def error_reply(status: int, detail: str) -> Reply:
+    return Reply(orjson.dumps({"detail": detail}), JSON, status)

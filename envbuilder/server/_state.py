@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Any
 
 from envbuilder.environment import Environment
 from envbuilder.episode import Episode
@@ -31,6 +33,49 @@ class ServerSettings:
     store: str = "memory"
     """Where sessions live: ``memory`` (this process) or ``redis://host:port/db`` (shared)."""
 
+    # -- limits and access control: every request's size and work is bounded ------------------
+    api_keys: tuple[str, ...] = ()
+    """Keys accepted on every route but ``/health`` (empty: no key needed)."""
+    accept_task_spec: bool = True
+    """Whether ``/create`` takes a client's ``task_spec`` (else tasks only by split and index)."""
+    max_body_bytes: int = 1 << 20
+    """Largest request body (413 beyond)."""
+    max_header_bytes: int = 16 << 10
+    """Largest request line plus headers (431 beyond)."""
+    max_task_spec_bytes: int = 256 << 10
+    """Largest ``task_spec`` in ``/create``, as JSON (413 beyond)."""
+    max_task_range: int = 1000
+    """Most tasks one ``/task_range`` returns (400 beyond; ``/tasks`` streams a whole split)."""
+    max_sessions: int = 100_000
+    """Sessions held at once (503 beyond)."""
+    max_connections: int = 2048
+    """Open connections plus running requests (503 beyond)."""
+    read_timeout: float = 30.0
+    """Seconds a client has to send a whole request (headers and body); then it is closed."""
+    graceful_timeout: float = 10.0
+    """Seconds SIGTERM waits for running requests before closing them."""
+
+
+class ServedTasks:
+    """Where recently served tasks came from, by environment and id: a client that creates an
+    episode from a task it got from ``/task`` (private fields left out) is graded against the
+    full row. Bounded: the oldest entries go first."""
+
+    def __init__(self, size: int = 100_000):
+        self.size = size
+        self._where: OrderedDict[tuple[str, str], tuple[str, int]] = OrderedDict()
+
+    def record(self, env: str, task_id: Any, split: str, index: int) -> None:
+        if isinstance(task_id, str | int):
+            key = (env, str(task_id))
+            self._where[key] = (split, index)
+            self._where.move_to_end(key)
+            if len(self._where) > self.size:
+                self._where.popitem(last=False)
+
+    def find(self, env: str, task_id: Any) -> tuple[str, int] | None:
+        return self._where.get((env, str(task_id))) if isinstance(task_id, str | int) else None
+
 
 class State:
     """The server's state (``app.state.ors``)."""
@@ -53,6 +98,7 @@ class State:
             else RedisStore(settings.store, settings.session_timeout, settings.call_linger)
         )
         self.locks: dict[str, asyncio.Lock] = {}
+        self.served = ServedTasks()
         # Static answers, serialised once.
         self.tools_json = {k: e.tools_listing.model_dump_json().encode() for k, e in self.envs.items()}
         self.task_tools_json = {

@@ -82,6 +82,10 @@ class TaskShape(ConfigModel):
     """Drop these columns."""
     rename: dict[str, str] = Field(default_factory=dict)
     """Rename columns: `{old_name: new_name}`."""
+    private: list[str] | None = None
+    """Fields the grader reads but clients never see in `/task`, `/task_range` or `/tasks`
+    (the server grades against the full row). Default: the fields only the grader reads (the
+    gold answer); `[]` shows every field."""
 
 
 Role = Literal["system", "user", "assistant"]

@@ -84,9 +84,9 @@ def test_serve_a_pack(
     result = CliRunner().invoke(app, ["serve", str(gsm8k_pack), "--cache-dir", str(tmp_path)])
     assert result.exit_code == 0, result.output
     client = TestClient(apps[0])
-    assert client.post("/gsm8k/task", json={"split": "test", "index": 5}).json()["task"] == gsm8k.split(
-        "test"
-    ).task(5)
+    assert client.post("/gsm8k/task", json={"split": "test", "index": 5}).json()["task"] == gsm8k.public(
+        gsm8k.split("test").task(5)
+    )
     assert (
         client.get("/catalog").json()["environments"][0]["content_hash"]
         == catalog_entry(gsm8k)["content_hash"]

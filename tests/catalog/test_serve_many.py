@@ -41,7 +41,7 @@ def test_a_folder_is_served_and_the_broken_spec_reported(specs_dir: Path, served
     assert result.stdout.splitlines() == [
         "envbuilder: serving capitals (test 3 tasks)",
         "envbuilder: serving squares (train 4 tasks)",
-        "envbuilder: listening on http://0.0.0.0:8080  (try: curl http://127.0.0.1:8080/capitals/splits)",
+        "envbuilder: listening on http://127.0.0.1:8080  (try: curl http://127.0.0.1:8080/capitals/splits)",
     ]
     client = TestClient(served[0])
     assert client.get("/list_environments").json() == ["capitals", "squares"]

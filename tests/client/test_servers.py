@@ -53,8 +53,8 @@ def test_discovery(client: Client, gsm8k: Environment) -> None:
     assert tools[0].input_schema["properties"]["answer"]["type"] == "string"
     assert env.list_tools(format="openai")[0]["name"] == "submit"
     assert env.list_tools(format="anthropic")[0]["input_schema"]["required"] == ["answer"]
-    assert env.task("test", 5) == gsm8k.split("test").task(5)
-    assert env.task("test", -1) == gsm8k.split("test").task(1318)
+    assert env.task("test", 5) == gsm8k.public(gsm8k.split("test").task(5))
+    assert env.task("test", -1) == gsm8k.public(gsm8k.split("test").task(1318))
     assert [t["id"] for t in env.task_range("train", start=-2)] == ["train-7471", "train-7472"]
     assert len(env.task_range("train", 0, 3)) == 3
     assert len(env.list_tasks("test")) == 1319

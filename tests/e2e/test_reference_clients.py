@@ -39,7 +39,8 @@ def test_ors_discovery(ors_env, gsm8k: Environment) -> None:
     openai_tools = ors_env.list_tools(format="openai")
     assert openai_tools[0]["name"] == "submit"
     task = ors_env.get_task("test", 5)
-    assert task.task_spec == gsm8k.split("test").task(5)
+    assert task.task_spec == gsm8k.public(gsm8k.split("test").task(5))  # no gold answer
+    assert "answer" not in task.task_spec
     assert len(ors_env.get_task_range("train", 0, 3)) == 3
     assert len(ors_env.list_tasks("test")) == 1319
 
@@ -85,7 +86,7 @@ def test_openreward_discovery(or_envs, variant: str | None, gsm8k: Environment) 
     assert env.list_splits() == ["train", "test"]
     assert env.num_tasks("test") == 1319
     task = env.get_task("test", -1)
-    assert task.task_spec == gsm8k.split("test").task(1318)
+    assert task.task_spec == gsm8k.public(gsm8k.split("test").task(1318))
     assert [t.task_spec["id"] for t in env.get_task_range("train", start=-2)] == ["train-7471", "train-7472"]
     assert [t.name for t in env.list_tools()] == ["submit"]
     assert env.list_tools(format="anthropic")[0]["input_schema"]["required"] == ["answer"]

@@ -45,8 +45,10 @@ def test_a_call_of_a_killed_replica_is_taken_over(tmp_path: Path, redis_url: str
     with ChatServer(judge) as chat, contextlib.ExitStack() as stack:
         spec = tmp_path / "judged.yaml"
         spec.write_text(SPEC % (data, chat.base_url))
-        a_url, a = stack.enter_context(serve_process(str(spec), "--store", redis_url))
-        b_url, _ = stack.enter_context(serve_process(str(spec), "--store", redis_url))
+        # The spec reads data outside its folder: a served spec needs the operator's --data-root.
+        allow = ("--data-root", str(data.parent))
+        a_url, a = stack.enter_context(serve_process(str(spec), "--store", redis_url, *allow))
+        b_url, _ = stack.enter_context(serve_process(str(spec), "--store", redis_url, *allow))
         h = {"X-Session-ID": "s"}
         assert httpx.post(a_url + "/create", headers=h, json={"split": "test", "index": 0}).status_code == 200
         call = {"name": "submit", "input": {"answer": "18"}}

@@ -1,0 +1,84 @@
+"""API keys: when the server has any, every route but ``/health`` needs one.
+
+A key is accepted from ``X-API-Key`` (both reference clients send it on ordinary requests),
+``Authorization: Bearer`` (generic HTTP clients), or an ``api_key`` / ``OPENREWARD_API_KEY``
+entry of ``X-Secrets``: the openreward client omits ``X-API-Key`` on streaming requests
+(``/create_session``, ``/call``) but always carries its key there (PROTOCOL.md §8.2).
+Keys are compared in constant time and never logged or echoed.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Iterable
+from pathlib import Path
+
+from envbuilder.errors import DataError, RequestError
+from envbuilder.server import _ops
+
+_SECRET_NAMES = frozenset({"api_key", "openreward_api_key"})
+
+UNAUTHORIZED = _ops.error_reply(401, "an API key is required: send it in the X-API-Key header")
+CHALLENGE = {"www-authenticate": 'Bearer realm="envbuilder"'}
+
+
+class Keys:
+    """The keys a server accepts (none: access is open)."""
+
+    def __init__(self, keys: Iterable[str]):
+        self._keys = [k.encode() for k in keys if k]
+
+    def __bool__(self) -> bool:
+        return bool(self._keys)
+
+    def _known(self, candidate: bytes) -> bool:
+        found = False
+        for key in self._keys:  # no early exit: the time does not say which key was close
+            found |= hmac.compare_digest(candidate, key)
+        return found
+
+    def allowed(self, headers: dict[bytes, bytes]) -> bool:
+        """Whether the request carries one of the keys."""
+        key = headers.get(b"x-api-key")
+        if key and self._known(key):
+            return True
+        auth = headers.get(b"authorization", b"")
+        if auth[:7].lower() == b"bearer " and self._known(auth[7:].strip()):
+            return True
+        secrets = headers.get(b"x-secrets")
+        if secrets:
+            try:
+                parsed = _ops.parse_secrets(secrets.decode("latin-1"), None)
+            except RequestError:
+                return False
+            for name, value in parsed.items():
+                if name.lower() in _SECRET_NAMES and self._known(value.encode()):
+                    return True
+        return False
+
+
+def read_api_keys(given: list[str], path: Path | None, env_value: str | None) -> frozenset[str]:
+    """The keys from ``--api-key`` options, a file of keys (one a line, ``#`` comments) and
+    ``$ENVBUILDER_API_KEYS`` (comma-separated). A file that cannot be read is a DataError; its
+    contents are never shown."""
+    keys = [k.strip() for k in given]
+    if env_value:
+        keys += [k.strip() for k in env_value.split(",")]
+    if path is not None:
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise DataError(
+                f"--api-key-file {path}: cannot be read ({type(exc).__name__})",
+                hint="Give a UTF-8 text file with one key per line",
+                code="api_key_file",
+            ) from None
+        keys += [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+    short = [k for k in keys if k and len(k) < 16]
+    if short:
+        raise DataError(
+            f"{len(short)} API key(s) shorter than 16 characters",
+            hint="Use long random keys, e.g. `python -c 'import secrets; print(secrets.token_urlsafe(32))'`",
+            code="api_key_short",
+        )
+    return frozenset(k for k in keys if k)

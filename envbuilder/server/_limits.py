@@ -1,0 +1,119 @@
+"""Connection-level limits that the ASGI app cannot see: header size and read timeouts.
+
+uvicorn reads request headers without a size limit or a deadline, so a client that sends a
+50 MB header or half a request and then waits holds memory and a file descriptor forever
+(21,000 such connections exhausted the process's descriptors). :func:`uvicorn_options` gives
+uvicorn a protocol that answers 431 past ``max_header_bytes`` and closes a connection that has
+not sent its whole request within ``read_timeout``, plus uvicorn's own cap on connections and
+its bounded graceful shutdown. The timer is only armed while a request is incomplete: a
+request that arrives in one packet costs nothing extra.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from envbuilder.server._state import ServerSettings, log
+
+_TOO_LARGE = (
+    b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
+    b"content-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n\r\n%s"
+)
+
+
+class GuardedProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol with a header size limit and a request read deadline."""
+
+    max_header_bytes = ServerSettings.max_header_bytes
+    read_timeout = ServerSettings.read_timeout
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._header_bytes = 0
+        self._headers_done = False
+        self._rejected = False
+        self._reading = False
+        self._packet = 0
+        self._timer: asyncio.TimerHandle | None = self.loop.call_later(self.read_timeout, self._timed_out)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self._rejected:
+            return
+        self._packet = len(data)
+        super().data_received(data)
+        if self._rejected:
+            return
+        if self._reading and not self._headers_done:
+            # Still inside the request line and headers after this packet: all of it counts
+            # (counted per packet, not per header, to keep the common path cheap).
+            self._header_bytes += len(data)
+            if self._header_bytes > self.max_header_bytes:
+                self._reject()
+                return
+        if self._reading and self._timer is None:
+            self._timer = self.loop.call_later(self.read_timeout, self._timed_out)
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._header_bytes = 0
+        self._headers_done = False
+        self._reading = True
+
+    def on_headers_complete(self) -> None:
+        self._headers_done = True
+        if self._header_bytes + self._packet > self.max_header_bytes:  # only then count exactly
+            size = len(self.url) + sum(len(n) + len(v) + 4 for n, v in self.headers)
+            if size > self.max_header_bytes:
+                self._reject()
+                return
+        super().on_headers_complete()
+
+    def on_body(self, body: bytes) -> None:
+        if not self._rejected:
+            super().on_body(body)
+
+    def on_message_complete(self) -> None:
+        self._reading = False
+        self._disarm()
+        if not self._rejected:
+            super().on_message_complete()
+
+    def _reject(self) -> None:
+        """Answer 431 and close: the request line and headers passed the limit."""
+        self._rejected = True
+        self._disarm()
+        body = b'{"detail":"the request line and headers are larger than %d bytes"}' % self.max_header_bytes
+        self.transport.write(_TOO_LARGE % (len(body), body))
+        self.transport.close()
+
+    def _disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _timed_out(self) -> None:
+        self._timer = None
+        if not self.transport.is_closing():
+            log.info("closed a connection that sent no complete request in %g s", self.read_timeout)
+            self.transport.close()
+
+
+def uvicorn_options(settings: ServerSettings) -> dict[str, Any]:
+    """Keyword arguments for ``uvicorn.Config`` / ``uvicorn.run`` that apply ``settings``."""
+    protocol = type(
+        "GuardedProtocol",
+        (GuardedProtocol,),
+        {"max_header_bytes": settings.max_header_bytes, "read_timeout": settings.read_timeout},
+    )
+    return {
+        "http": protocol,
+        "limit_concurrency": settings.max_connections,
+        "timeout_graceful_shutdown": settings.graceful_timeout,
+    }
