@@ -138,7 +138,8 @@ def main() -> None:
             base_url=f"http://127.0.0.1:{judge_port}/v1",
         )
     )
-    env = {**os.environ, "BENCH_JUDGE_KEY": "sk-bench"}
+    # The spec is written to a temporary folder but reads envs/data: let the server read envs/.
+    env = {**os.environ, "BENCH_JUDGE_KEY": "sk-bench", "ENVBUILDER_DATA_ROOTS": str(ROOT / "envs")}
     os.sched_setaffinity(0, {1})  # the harness
     server = subprocess.Popen(
         [

@@ -102,6 +102,8 @@ def main() -> None:
         remote_spec, local_spec = work / "remote.yaml", work / "local.yaml"
         remote_spec.write_text(SPEC.format(data="s3://bench/gsm8k_10m.parquet"))
         local_spec.write_text(SPEC.format(data=args.big.resolve()))
+        # The local spec names the big file where it lies, outside the spec's folder: allow it.
+        os.environ["ENVBUILDER_DATA_ROOTS"] = str(args.big.resolve().parent)
         local_cache = work / "local-cache"
         proc, *_ = start(local_spec, {**os.environ, "ENVBUILDER_CACHE_DIR": str(local_cache)})
         wait_index(local_cache)  # the local floor runs on a warm cache, as the remote second start

@@ -123,7 +123,10 @@ def serve(
         "--workers",
         str(workers),
     ]
-    env = {**os.environ, "PYTHONPATH": str(code)} if code else None
+    # The math spec is written outside envs/ but reads its data: let the server read envs/.
+    env = {**os.environ, "ENVBUILDER_DATA_ROOTS": str(ROOT / "envs")}
+    if code:
+        env["PYTHONPATH"] = str(code)
     if code:
         cmd = cmd[:-4]  # an older commit has no --store/--workers: its in-memory default
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, start_new_session=True, env=env)

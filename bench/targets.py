@@ -46,6 +46,7 @@ def main() -> None:
     spec = work / "big.yaml"
     spec.write_text(SPEC.format(path=big))
     env = {**os.environ, "ENVBUILDER_CACHE_DIR": str(work / "cache")}  # the first time: no cache
+    env["ENVBUILDER_DATA_ROOTS"] = str(big.parent)  # the spec is written apart from the big file
     cmd = [
         str(Path(sys.executable).parent / "envbuilder"),
         "serve",
