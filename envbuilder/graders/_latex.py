@@ -150,7 +150,8 @@ def answer_span(text: str) -> tuple[str, str]:
         math = list(_MATH.finditer(rest))
         if math:
             return _math_content(math[0]), "stated"
-        return _strip_delimiters(_cut_prose(rest).rstrip(".").rstrip()), "stated"
+        # "5, since 3+2=5.": the prose is cut at "since"; the comma before it belongs to the prose.
+        return _strip_delimiters(_cut_prose(rest).rstrip().rstrip(".,;:").rstrip()), "stated"
     math = list(_MATH.finditer(text))
     if math:
         return _math_content(math[-1]), "math"

@@ -109,6 +109,8 @@ async def test_the_gold_meets_itself_in_every_form(gold: str) -> None:
         ("x = 5", "5"),
         ("**Answer:** 5", "5"),
         ("the answer is 5 because 5 > 3", "5"),
+        ("The answer is 5, since 3+2=5.", "5"),
+        ("The final answer is -2, 1; both roots check out.", "-2, 1"),
         ("1{,}000", "1000"),
         ("(5, ∞)", "(5,\\infty)"),
         ("\\left(\\begin{matrix}-2\\\\-14\\\\-7\\end{matrix}\\right)", GOLDS[16]),
