@@ -158,5 +158,6 @@ def test_server_api() -> None:
         "check_store_url",
         "create_app",
         "read_api_keys",
+        "set_protocol_limits",
         "uvicorn_options",
     ]

@@ -35,6 +35,8 @@ def run_workers(
     """Serve with ``workers`` processes; ``uvicorn`` holds host, port and the logging options."""
     import uvicorn as _uvicorn
 
+    from envbuilder.server import uvicorn_options
+
     os.environ[CONFIG_VAR] = json.dumps(
         {
             "specs": [str(p.resolve()) for p in specs],
@@ -43,15 +45,23 @@ def run_workers(
             "settings": dataclasses.asdict(settings),
         }
     )
-    _uvicorn.run("envbuilder.cli._workers:worker_app", factory=True, workers=workers, **uvicorn)
+    _uvicorn.run(
+        "envbuilder.cli._workers:worker_app",
+        factory=True,
+        workers=workers,
+        **uvicorn,
+        **uvicorn_options(settings, workers=workers),  # header limit, read timeout, connection cap
+    )
 
 
 def worker_app() -> Any:
     """The app of one worker (uvicorn's factory)."""
     from envbuilder.cli._catalog import load_or_exit
-    from envbuilder.server import ServerSettings, create_app
+    from envbuilder.server import ServerSettings, create_app, set_protocol_limits
 
     config = json.loads(os.environ[CONFIG_VAR])
     cache_dir = Path(config["cache_dir"]) if config["cache_dir"] else None
     envs = load_or_exit([Path(p) for p in config["specs"]], strict=config["strict"], cache_dir=cache_dir)
-    return create_app(envs, ServerSettings(**config["settings"]))
+    settings = ServerSettings(**config["settings"])
+    set_protocol_limits(settings)
+    return create_app(envs, settings)

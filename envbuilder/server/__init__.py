@@ -2,8 +2,15 @@
 
 from envbuilder.server._access import read_api_keys
 from envbuilder.server._app import create_app
-from envbuilder.server._limits import uvicorn_options
+from envbuilder.server._limits import set_protocol_limits, uvicorn_options
 from envbuilder.server._redis import check_url as check_store_url
 from envbuilder.server._state import ServerSettings
 
-__all__ = ["ServerSettings", "check_store_url", "create_app", "read_api_keys", "uvicorn_options"]
+__all__ = [
+    "ServerSettings",
+    "check_store_url",
+    "create_app",
+    "read_api_keys",
+    "set_protocol_limits",
+    "uvicorn_options",
+]

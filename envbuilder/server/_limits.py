@@ -105,15 +105,27 @@ class GuardedProtocol(HttpToolsProtocol):
             self.transport.close()
 
 
-def uvicorn_options(settings: ServerSettings) -> dict[str, Any]:
-    """Keyword arguments for ``uvicorn.Config`` / ``uvicorn.run`` that apply ``settings``."""
-    protocol = type(
-        "GuardedProtocol",
-        (GuardedProtocol,),
-        {"max_header_bytes": settings.max_header_bytes, "read_timeout": settings.read_timeout},
-    )
+def uvicorn_options(settings: ServerSettings, *, workers: int = 1) -> dict[str, Any]:
+    """Keyword arguments for ``uvicorn.Config`` / ``uvicorn.run`` that apply ``settings``.
+
+    With several workers uvicorn spawns fresh interpreters and pickles its config, so the
+    protocol is named by its import path and each worker's app factory sets its limits
+    (:func:`set_protocol_limits`)."""
+    protocol: Any = f"{__name__}:GuardedProtocol"
+    if workers == 1:
+        protocol = type(
+            "GuardedProtocol",
+            (GuardedProtocol,),
+            {"max_header_bytes": settings.max_header_bytes, "read_timeout": settings.read_timeout},
+        )
     return {
         "http": protocol,
         "limit_concurrency": settings.max_connections,
         "timeout_graceful_shutdown": settings.graceful_timeout,
     }
+
+
+def set_protocol_limits(settings: ServerSettings) -> None:
+    """Give this process's :class:`GuardedProtocol` the limits of ``settings`` (a worker)."""
+    GuardedProtocol.max_header_bytes = settings.max_header_bytes
+    GuardedProtocol.read_timeout = settings.read_timeout

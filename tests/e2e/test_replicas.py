@@ -89,3 +89,5 @@ def test_two_workers_serve_the_shipped_catalog(redis_url: str) -> None:
                     r = c.post(f"/{name}/call", headers=h, json={"name": "submit", "input": {"answer": "72"}})
                     assert r.text.startswith("event: task_id") and "event: end" in r.text
                 assert c.post("/delete", headers=h).status_code == 200
+        # The connection-level limits hold in every worker too: a 20 KB header gets 431.
+        assert c.get("/health", headers={"x-filler": "x" * 20_000}).status_code == 431
