@@ -34,7 +34,7 @@ from envbuilder.protocol import (
     TextBlock,
 )
 from envbuilder.spec import LoadedSpec, load_spec
-from envbuilder.templating import Template, recording_files, template_globals
+from envbuilder.templating import Template, recording_files, render_limits, template_globals
 from envbuilder.toolbox import Toolbox
 from envbuilder.tools import Tool, ToolContext, tools
 
@@ -81,7 +81,8 @@ class Environment:
 
         self.prompter: Prompter | None = None
         self.submit: SubmitTool | None = None
-        with recording_files() as templates:
+        limits = render_limits(spec.limits.render_seconds, spec.limits.render_chars)
+        with limits, recording_files() as templates:
             try:
                 self.prompter = Prompter(spec.prompt, loaded.base_dir, splits=self.splits)
             except EnvbuilderError as exc:

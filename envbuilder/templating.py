@@ -95,7 +95,8 @@ class _TooBig(SecurityError):
 
 
 _budget = threading.local()
-"""``left``: characters the render running in this thread may still build (unset: no budget)."""
+"""``left``: characters the render running in this thread may still build (unset: no budget);
+``limit``: that render's whole allowance (for the message)."""
 
 
 def _charge(size: int) -> None:
@@ -104,7 +105,8 @@ def _charge(size: int) -> None:
         left -= size
         _budget.left = left
         if left < 0:
-            raise _TooBig(f"the render would build more than {MAX_RENDER_CHARS:,} characters")
+            limit = getattr(_budget, "limit", MAX_RENDER_CHARS)
+            raise _TooBig(f"the render would build more than {limit:,} characters")
 
 
 def _weight(value: Any) -> int:
@@ -322,6 +324,21 @@ def jinja_env(base_dir: Path | None = None) -> jinja2.Environment:
 _recording: contextvars.ContextVar[dict[str, Path] | None] = contextvars.ContextVar(
     "envbuilder_template_files", default=None
 )
+_limits: contextvars.ContextVar[tuple[float, int]] = contextvars.ContextVar(
+    "envbuilder_render_limits", default=(RENDER_SECONDS, MAX_RENDER_CHARS)
+)
+
+
+@contextlib.contextmanager
+def render_limits(seconds: float | None, chars: int | None) -> Iterator[None]:
+    """Templates compiled inside the block (by any part: prompt, turns, graders, tools) render
+    within ``seconds`` and ``chars`` instead of :data:`RENDER_SECONDS` and
+    :data:`MAX_RENDER_CHARS` (a spec's ``limits:``; None keeps the default)."""
+    token = _limits.set((seconds or RENDER_SECONDS, chars or MAX_RENDER_CHARS))
+    try:
+        yield
+    finally:
+        _limits.reset(token)
 
 
 @contextlib.contextmanager
@@ -373,6 +390,8 @@ class Template:
     ):
         env = jinja_env(base_dir)
         self.name = name
+        self.seconds, self.max_chars = _limits.get()
+        """This template's render budget: the defaults, or its spec's ``limits:``."""
         try:
             if from_file:
                 self.source = env.loader.get_source(env, source)[0]  # type: ignore[union-attr]
@@ -418,17 +437,18 @@ class Template:
         """Render over ``context`` within the budgets; any failure is a :class:`TemplateError`."""
         outer = getattr(_budget, "left", None)
         if outer is None:
-            _budget.left = MAX_RENDER_CHARS
+            _budget.left = _budget.limit = self.max_chars
         try:
             if self.bounded:
                 return self._template.render(context)
             try:
-                with budget.deadline(RENDER_SECONDS):
+                with budget.deadline(self.seconds):
                     return self._template.render(context)
             except budget.Overrun:
                 raise TemplateError(
-                    f"{self.name}: rendering took longer than {RENDER_SECONDS:g} s and was stopped",
-                    hint="A loop in the template runs too long; loop over the task's fields only",
+                    f"{self.name}: rendering took longer than {self.seconds:g} s and was stopped",
+                    hint="A loop in the template runs too long; loop over the task's fields only "
+                    "(or raise `limits.render_seconds` in the spec)",
                     code="template_budget",
                 ) from None
         except TemplateError:
@@ -436,7 +456,8 @@ class Template:
         except _TooBig as exc:
             raise TemplateError(
                 f"{self.name}: stopped by the render budget: {str(exc).rstrip('.')}",
-                hint="Templates should show the task's fields, not build large text",
+                hint="Templates should show the task's fields, not build large text "
+                "(or raise `limits.render_chars` in the spec)",
                 code="template_budget",
             ) from None
         except SecurityError as exc:

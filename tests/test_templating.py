@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from envbuilder.errors import TemplateError
-from envbuilder.templating import Template
+from envbuilder.templating import Template, render_limits
 
 
 def _render(source: str, **context: object) -> str:
@@ -122,20 +122,52 @@ def test_render_budget_stops_templates_that_build_too_much(source: str, message:
     assert info.value.code == "template_budget"
     assert str(info.value) == (
         f"t: stopped by the render budget: {message}. "
-        "Templates should show the task's fields, not build large text"
+        "Templates should show the task's fields, not build large text "
+        "(or raise `limits.render_chars` in the spec)"
     )
 
 
-def test_render_deadline_stops_a_runaway_loop(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("envbuilder.templating.RENDER_SECONDS", 0.2)
+def test_render_deadline_stops_a_runaway_loop() -> None:
     slow = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}{{ q }}"
     assert not Template(slow).bounded and Template("{{ q|upper }}").bounded
+    with render_limits(0.2, None):
+        template = Template(slow, name="t")  # the budget is the one in force when it is compiled
     with pytest.raises(TemplateError) as info:
-        Template(slow, name="t").render({"q": "?"})
+        template.render({"q": "?"})
     assert info.value.code == "template_budget"
     assert str(info.value) == (
         "t: rendering took longer than 0.2 s and was stopped. "
-        "A loop in the template runs too long; loop over the task's fields only"
+        "A loop in the template runs too long; loop over the task's fields only "
+        "(or raise `limits.render_seconds` in the spec)"
     )
     # The thread is usable afterwards and honest loops still render.
     assert Template("{% for c in cs %}{{ c }}{% endfor %}").render({"cs": "ab"}) == "ab"
+
+
+SPEC_WITH_LIMITS = """\
+name: limited
+dataset: {type: parquet, files: {test: data/gsm8k/test-00000-of-00001.parquet}}
+splits: {test: {}}
+prompt: {template: "{{ 'ab' * 600 }}{{ question }}"}
+grader: {type: exact_match, target: "{{ answer }}"}
+"""
+
+
+def test_a_spec_sets_its_render_budget() -> None:
+    from envbuilder.environment import Environment
+    from envbuilder.errors import SpecError
+    from envbuilder.spec import parse_spec
+    from tests.conftest import ENVS
+
+    def load(extra: str) -> Environment:
+        return Environment(parse_spec(SPEC_WITH_LIMITS + extra, file="limited.yaml", base_dir=ENVS))
+
+    task = {"question": "q", "answer": "1"}
+    assert load("").prompt(task)[0].text.endswith("abq")  # the default budget: 16M characters
+    with pytest.raises(SpecError) as info:
+        load("limits: {render_chars: 1000}\n")  # the first task of each split renders at load
+    assert "the render would build more than 1,000 characters" in str(info.value)
+    assert "raise `limits.render_chars`" in str(info.value)
+    with pytest.raises(SpecError) as info:
+        load("limits: {render_chars: 0}\n")
+    assert "limits.render_chars" in str(info.value)

@@ -285,6 +285,17 @@ class GraderTest(ConfigModel):
     """The index of the task in that split."""
 
 
+class LimitsSpec(ConfigModel):
+    """Budgets of the work one request may do. The defaults are far above what an honest spec
+    needs; raise them only for a template that really builds a lot."""
+
+    render_seconds: float | None = Field(default=None, gt=0, le=60)
+    """Seconds one render of a template with loops, macros or includes may take (default 2);
+    a render past it is stopped and that request fails with a clear error."""
+    render_chars: int | None = Field(default=None, gt=0, le=200_000_000)
+    """Characters one render may build in all: output, joins, repetitions (default 16,000,000)."""
+
+
 class Spec(ConfigModel):
     """An envbuilder environment: a dataset, its splits, a prompt, a submit tool and a grader."""
 
@@ -323,6 +334,8 @@ class Spec(ConfigModel):
     `calculator`, or one a plugin package adds)."""
     dialogue: DialogueSpec | None = None
     """Later user turns revealed one at a time by the answer tool (a multi-turn dialogue)."""
+    limits: LimitsSpec = Field(default_factory=LimitsSpec)
+    """Budgets of a render: time and size (the defaults suit every honest spec)."""
     extends: str | None = None
     """A spec this one extends, relative to this file: its keys are the defaults, mappings merge
     key by key, and any other value set here replaces the base's. Relative paths inherited from
