@@ -161,13 +161,15 @@ def test_not_a_pack(tmp_path: Path) -> None:
 
 
 def test_data_beside_the_spec_folder_is_packed(tmp_path: Path) -> None:
-    write_data(tmp_path / "shared")
+    write_data(tmp_path / "common")
     (tmp_path / "specs").mkdir()
     spec = tmp_path / "specs" / "squares.yaml"
-    spec.write_text(SQUARES.replace("data/squares.parquet", "../shared/data/squares.parquet"))
+    spec.write_text(SQUARES.replace("data/squares.parquet", "../common/data/squares.parquet"))
     info = pack(spec, tmp_path / "squares.zip")
     with zipfile.ZipFile(info.path) as zf:
-        assert sorted(zf.namelist()) == [LOCK_NAME, "shared/data/squares.parquet", "specs/squares.yaml"]
+        assert sorted(zf.namelist()) == sorted(
+            [LOCK_NAME, "common/data/squares.parquet", "specs/squares.yaml"]
+        )
     env = load_pack(info.path, cache_dir=tmp_path / "cache")
     assert env.split("train").task(3) == load_environment(spec).split("train").task(3)
 
