@@ -100,7 +100,7 @@ class Environment:
                 grader = graders.for_config(spec.grader)(spec.grader, context)
             except EnvbuilderError as exc:
                 # A nested grader's error says where inside the block it is (`graders[1].type`).
-                fail(("grader", *getattr(exc, "loc", ())), exc)
+                fail(("grader", *exc.loc), exc)
             else:
                 used[("grader",)] = grader.fields - extra
                 dialogue = transcript_grader = feedback = None
@@ -204,7 +204,7 @@ class Environment:
                 used[("dialogue", "transcript_grader")] = transcript_grader.fields - DIALOGUE_VARIABLES
             except EnvbuilderError as exc:
                 problems += 1
-                fail(("dialogue", "transcript_grader", *getattr(exc, "loc", ())), exc)
+                fail(("dialogue", "transcript_grader", *exc.loc), exc)
         try:
             dialogue = Dialogue(spec.dialogue, loaded.base_dir, self._first_turn)
         except EnvbuilderError as exc:
@@ -232,7 +232,7 @@ class Environment:
                 cls = tools.for_config(config)
                 tool = cls(config, context)
             except EnvbuilderError as exc:
-                fail((*loc, *getattr(exc, "loc", ())), exc)
+                fail((*loc, *exc.loc), exc)
                 continue
             if tool.name in names:
                 fail(

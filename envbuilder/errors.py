@@ -2,7 +2,7 @@
 
 Every error envbuilder raises on purpose derives from :class:`EnvbuilderError`::
 
-    EnvbuilderError              code, message, hint; str() is the user-facing text
+    EnvbuilderError              code, message, hint, loc; str() is the user-facing text
     ├── SpecError                a spec is invalid; .problems lists every problem at once
     ├── DataError                a dataset cannot be opened or read
     │   └── TaskNotFound         a split or index that the environment does not have
@@ -124,14 +124,24 @@ class Problem:
 
 
 class EnvbuilderError(Exception):
-    """Base of every deliberate envbuilder error."""
+    """Base of every deliberate envbuilder error. ``loc`` is the key path, inside the spec block
+    being built, of what is wrong (a grader's or tool's config); the caller prefixes the
+    block's own path when it locates the problem in the file."""
 
     code = "envbuilder_error"
 
-    def __init__(self, message: str, *, hint: str | None = None, code: str | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        hint: str | None = None,
+        code: str | None = None,
+        loc: tuple[str | int, ...] = (),
+    ):
         super().__init__(message)
         self.message = message
         self.hint = hint
+        self.loc = loc
         if code is not None:
             self.code = code
 
@@ -190,17 +200,6 @@ class ToolError(EnvbuilderError):
     fails: the agent then gets the message as the call's error output."""
 
     code = "tool_error"
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        loc: tuple[str | int, ...] = (),
-        hint: str | None = None,
-        code: str | None = None,
-    ):
-        super().__init__(message, hint=hint, code=code)
-        self.loc = loc
 
 
 class RequestError(EnvbuilderError):

@@ -148,17 +148,6 @@ class Grader(Plugin, abc.ABC):
 class GraderConfigError(GraderError):
     """A grader cannot be built from its config; ``loc`` is the key path inside the grader block."""
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        loc: tuple[str | int, ...] = (),
-        hint: str | None = None,
-        code: str | None = None,
-    ):
-        super().__init__(message, hint=hint, code=code)
-        self.loc = loc
-
 
 def build_grader(config: GraderConfig, context: GraderContext) -> Grader:
     """The grader of ``config`` (its ``type:`` picks the class)."""

@@ -97,7 +97,7 @@ class _Composite(Grader):
             except EnvbuilderError as exc:
                 raise GraderConfigError(
                     exc.message,
-                    loc=("graders", i, *getattr(exc, "loc", ())),
+                    loc=("graders", i, *exc.loc),
                     hint=exc.hint,
                     code=exc.code,
                 ) from None

@@ -36,7 +36,6 @@ class Backend(abc.ABC):
 
     name: ClassVar[str]
 
-    @abc.abstractmethod
     async def run(
         self,
         command: Sequence[str],
@@ -53,6 +52,16 @@ class Backend(abc.ABC):
         Raises:
             SandboxError: the engine could not run the command at all.
         """
+        check_file_names(files)
+        if not command:
+            raise SandboxError("the sandbox was given an empty command")
+        return await self._run(command, files, limits, workdir)
+
+    @abc.abstractmethod
+    async def _run(
+        self, command: Sequence[str], files: Mapping[str, bytes], limits: Limits, workdir: Path | None
+    ) -> RunResult:
+        """:meth:`run` in this engine, once the file names and the command are checked."""
 
     def describe(self) -> str:
         """One line naming the backend and how it isolates (for logs and errors)."""

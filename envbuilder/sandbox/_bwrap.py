@@ -32,7 +32,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from envbuilder.errors import SandboxError
-from envbuilder.sandbox._backend import BASE_ENV, Backend, check_file_names
+from envbuilder.sandbox._backend import BASE_ENV, Backend
 from envbuilder.sandbox._process import run_process
 from envbuilder.sandbox._result import Limits, RunResult
 
@@ -146,17 +146,9 @@ class BubblewrapBackend(Backend):
         ]
         return out
 
-    async def run(
-        self,
-        command: Sequence[str],
-        files: Mapping[str, bytes],
-        limits: Limits,
-        *,
-        workdir: Path | None = None,
+    async def _run(
+        self, command: Sequence[str], files: Mapping[str, bytes], limits: Limits, workdir: Path | None
     ) -> RunResult:
-        check_file_names(files)
-        if not command:
-            raise SandboxError("the sandbox was given an empty command")
         if shutil.which(command[0], path=BASE_ENV["PATH"]) is None and not any(
             command[0].startswith(p.rstrip("/") + "/") for p in self.paths
         ):

@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from envbuilder.errors import SandboxError
-from envbuilder.sandbox._backend import BASE_ENV, Backend, check_file_names
+from envbuilder.sandbox._backend import BASE_ENV, Backend
 from envbuilder.sandbox._process import run_process
 from envbuilder.sandbox._result import Limits, RunResult
 
@@ -103,17 +103,9 @@ class DockerBackend(Backend):
         out += ["--entrypoint", "sh", self.image, "-c", _BOOTSTRAP, *command]
         return out
 
-    async def run(
-        self,
-        command: Sequence[str],
-        files: Mapping[str, bytes],
-        limits: Limits,
-        *,
-        workdir: Path | None = None,
+    async def _run(
+        self, command: Sequence[str], files: Mapping[str, bytes], limits: Limits, workdir: Path | None
     ) -> RunResult:
-        check_file_names(files)
-        if not command:
-            raise SandboxError("the sandbox was given an empty command")
         name = f"envbuilder-{uuid.uuid4().hex[:16]}"
         argv = self.argv(name, command, limits, workdir)
 
