@@ -293,50 +293,52 @@ class Environment:
             loc: Loc = ("tools", i)
             try:
                 cls = tools.for_config(config)
-                tool = cls(config, context)
+                made = cls(config, context).expand()
             except EnvbuilderError as exc:
                 fail((*loc, *exc.loc), exc)
                 continue
-            if tool.name in names:
-                fail(
-                    (*loc, "name"),
-                    EnvbuilderError(
-                        f"two tools are named {tool.name!r} (the other is at {_dotted(names[tool.name])})",
-                        hint="Give each tool a distinct `name`",
-                        code="tool_name_taken",
-                    ),
-                )
-                continue
-            names[tool.name] = (*loc, "name")
-            if config.input is not None:
-                missing = sorted(cls.reads_input - set(config.input))
-                if missing:
+            for tool in made:
+                if tool.name in names:
                     fail(
-                        (*loc, "input"),
+                        (*loc, "name"),
                         EnvbuilderError(
-                            f"a {config.type} tool reads the parameter{'s' if len(missing) > 1 else ''} "
-                            + ", ".join(map(repr, missing))
-                            + ", which `input:` does not declare",
-                            hint=f"Declare {', '.join(missing)} or leave out `input:` for the default",
-                            code="tool_input_missing",
+                            f"two tools are named {tool.name!r} "
+                            f"(the other is at {_dotted(names[tool.name])})",
+                            hint="Give each tool a distinct `name`",
+                            code="tool_name_taken",
                         ),
                     )
                     continue
-            if tool.uses_document and self.document is None:
-                fail(
-                    (*loc, "type"),
-                    EnvbuilderError(
-                        f"a {config.type} tool works on the episode's state, "
-                        "and the spec declares no `state:`",
-                        hint="Add `state: {file: db.json}` (or `field:`) to the spec",
-                        code="tool_needs_state",
-                    ),
-                )
-                continue
-            used[(*loc, *tool.fields_at)] = tool.fields
-            if config.only_for is not None:
-                used[(*loc, "only_for")] = frozenset({config.only_for})
-            built.append(tool)
+                names[tool.name] = (*loc, "name")
+                if config.input is not None:
+                    missing = sorted(cls.reads_input - set(config.input))
+                    if missing:
+                        fail(
+                            (*loc, "input"),
+                            EnvbuilderError(
+                                f"a {config.type} tool reads the parameter{'s' if len(missing) > 1 else ''} "
+                                + ", ".join(map(repr, missing))
+                                + ", which `input:` does not declare",
+                                hint=f"Declare {', '.join(missing)} or leave out `input:` for the default",
+                                code="tool_input_missing",
+                            ),
+                        )
+                        continue
+                if tool.uses_document and self.document is None:
+                    fail(
+                        (*loc, "type"),
+                        EnvbuilderError(
+                            f"a {config.type} tool works on the episode's state, "
+                            "and the spec declares no `state:`",
+                            hint="Add `state: {file: db.json}` (or `field:`) to the spec",
+                            code="tool_needs_state",
+                        ),
+                    )
+                    continue
+                used[(*loc, *tool.fields_at)] = tool.fields
+                if config.only_for is not None:
+                    used[(*loc, "only_for")] = frozenset({config.only_for})
+                built.append(tool)
         return built
 
     def _check_budgets(self) -> list[tuple[tuple[str | int, ...], EnvbuilderError]]:

@@ -170,6 +170,10 @@ class Tool(Plugin, abc.ABC):
         reported), e.g. ``("template",)``."""
         return ()
 
+    def expand(self) -> list[Tool]:
+        """The tools this entry of `tools:` offers: itself, or several (an MCP server's)."""
+        return [self]
+
     def input_model(self) -> type[BaseModel] | None:
         """The model a call's input is validated with, when the tool builds its own (from a
         function's signature, an MCP server's schema); None: from `input:` or ``default_input``."""

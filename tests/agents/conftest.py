@@ -11,62 +11,7 @@ from envbuilder.spec import parse_spec
 
 DATA = Path(__file__).parent / "data"
 
-SPEC = """
-name: bank
-dataset: {type: jsonl, files: {test: tasks.jsonl}}
-splits: {test: {type: test}}
-task: {id: id}
-state: {file: bank.json, field: initial_state}
-prompt: {template: "{{ question }}"}
-submit: {name: send_message, answer_field: message}
-grader:
-  type: all
-  graders:
-    - {type: state_match}
-    - {type: communicated, info: tell}
-gold_actions: actions
-gold: "{{ tell | join(' ') }}"
-tools:
-  - type: state
-    name: find_account
-    input: {owner: {description: The owner's name.}}
-    op: find
-    path: accounts
-    where: {owner: "{owner}"}
-    not_found: No account for {owner}
-  - type: state
-    name: get_account
-    input: {account: {}}
-    op: get
-    path: accounts/{account}
-    not_found: No account {account}
-  - type: state
-    name: unfreeze
-    input: {account: {}}
-    op: set
-    path: accounts/{account}/frozen
-    value: false
-    require:
-      - {path: "accounts/{account}", error: "No account {account}"}
-      - {path: "accounts/{account}/frozen", equals: true, error: "Account {account} is not frozen"}
-    output: Account {account} unfrozen.
-  - type: state
-    name: note
-    input: {account: {}, text: {}}
-    op: append
-    path: accounts/{account}/log
-    value: "note: {text}"
-  - type: state
-    name: close
-    input: {account: {}}
-    op: remove
-    path: accounts/{account}
-    require:
-      - {path: "accounts/{account}/balance", one_of: [0], error: "Only an empty account can be closed"}
-  - {type: function, module: bank.py, name: transfer}
-  - {type: function, module: bank.py, name: total}
-  - {type: function, module: bank.py, name: echo_tags, function: tags}
-"""
+SPEC = (DATA / "bank.yaml").read_text()
 
 
 def bank_env(extra: str = "", replace: tuple[str, str] | None = None) -> Environment:
