@@ -91,16 +91,20 @@ async def episodes(url: str, redis_url: str, concurrency: int) -> dict[str, Any]
 
 
 async def tool_calls(url: str, name: str, args: list[dict[str, Any]], n: int, concurrency: int) -> None:
+    """``n`` calls of ``name``, 100 per session (an episode makes at most 200), ``concurrency``
+    sessions at a time."""
     async with AsyncClient(url) as client:
         env = client.environment("tau2_retail")
-        per = n // concurrency
+        left = [min(100, n - k) for k in range(0, n, 100)]
 
-        async def one() -> None:
-            async with env.session(split="train", index=0) as s:
-                for i in range(per):
-                    await s.call_tool(name, args[i % len(args)])
+        async def worker() -> None:
+            while left:
+                count = left.pop()
+                async with env.session(split="train", index=0) as s:
+                    for i in range(count):
+                        await s.call_tool(name, args[i % len(args)])
 
-        await asyncio.gather(*(one() for _ in range(concurrency)))
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
 
 
 def cpu(process: psutil.Process) -> float:

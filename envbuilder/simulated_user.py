@@ -14,13 +14,13 @@ judge's, keyed by the whole request.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from envbuilder.errors import EnvbuilderError
+from envbuilder.graders._judge import api_key
 from envbuilder.graders._judge_cache import JudgeCache, cache_key, open_cache
 from envbuilder.retry import RetryPolicy
 from envbuilder.spec import UserSpec
@@ -95,14 +95,6 @@ class SimulatedUser:
             body["max_tokens"] = spec.max_tokens
         return body
 
-    def _api_key(self, secrets: dict[str, str]) -> str | None:
-        spec = self.spec
-        if spec.api_key_secret and secrets.get(spec.api_key_secret):
-            return secrets[spec.api_key_secret]
-        if spec.api_key_env and os.environ.get(spec.api_key_env):
-            return os.environ[spec.api_key_env]
-        return None
-
     def _turn(self, text: str, cached: bool = False) -> UserTurn | None:
         """The turn in ``text``; None when it is not one (empty once the marker is removed
         and no marker either)."""
@@ -133,7 +125,7 @@ class SimulatedUser:
         model = ChatModel(
             self.spec.base_url,
             self.spec.model,
-            api_key=self._api_key(secrets),
+            api_key=api_key(self.spec.api_key_secret, self.spec.api_key_env, secrets),
             sampling=Sampling(extra={k: v for k, v in body.items() if k not in ("model", "messages")}),
             retry=self._retry,
             timeout=self.spec.timeout,
