@@ -105,6 +105,15 @@ class Environment:
                 fail(("grader", *exc.loc), exc)
             else:
                 used[("grader",)] = grader.fields - extra
+                if spec.state is None and any(g.needs_state for g in grader.walk()):
+                    fail(
+                        ("grader",),
+                        EnvbuilderError(
+                            "the grader compares the episode's state, and the spec declares no `state:`",
+                            hint="Add `state: {file: db.json}` (or `field:`), or remove `state_match`",
+                            code="grader_needs_state",
+                        ),
+                    )
                 dialogue = transcript_grader = feedback = None
                 if spec.dialogue is not None:
                     dialogue, transcript_grader = self._dialogue(used, fail)

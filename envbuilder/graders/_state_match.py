@@ -35,6 +35,7 @@ class StateMatchConfig(GraderConfig):
 class StateMatchGrader(Grader):
     Config = StateMatchConfig
     config: StateMatchConfig
+    needs_state = True
 
     @property
     def fields(self) -> frozenset[str]:

@@ -10,7 +10,8 @@ import pytest
 from envbuilder.environment import Environment, Episode
 from envbuilder.errors import SpecError
 from envbuilder.protocol import RunToolError, RunToolSuccess
-from tests.agents.conftest import bank_env
+from envbuilder.spec import parse_spec
+from tests.agents.conftest import DATA, bank_env
 
 
 async def _call(env: Environment, episode: Episode, name: str, **args: Any) -> tuple[str, bool]:
@@ -117,3 +118,17 @@ def test_a_spec_with_a_broken_function_module_names_every_problem() -> None:
 def test_a_stateful_tool_without_state_is_a_spec_error() -> None:
     with pytest.raises(SpecError, match="declares no `state:`"):
         bank_env(replace=("state: {file: bank.json, field: initial_state}\n", ""))
+
+
+def test_state_match_without_state_and_a_user_with_attempts_are_spec_errors() -> None:
+    with pytest.raises(SpecError) as info:
+        bank_env(
+            extra="user: {base_url: 'http://127.0.0.1:9/v1', model: m, template: 'You are Bob.'}\n",
+            replace=("submit: {name: send_message, answer_field: message}", "submit: {max_attempts: 2}"),
+        )
+    assert "`max_attempts` must be 1" in str(info.value)
+    text = (DATA / "bank.yaml").read_text()
+    text = text.replace("state: {file: bank.json, field: initial_state}\n", "")
+    text = text.split("tools:\n")[0]
+    with pytest.raises(SpecError, match="grader: the grader compares the episode's state"):
+        Environment(parse_spec(text, file="bank.yaml", base_dir=DATA))
