@@ -99,3 +99,28 @@ def test_check_replays_gold_actions_on_every_task() -> None:
         ("test[0]", 1.0, True),
         ("test[1]", 1.0, True),
     ]
+
+
+async def test_a_judge_reads_the_agents_messages_beside_state_match() -> None:
+    from tests.fakes.chat_server import ChatServer, completion
+
+    with ChatServer(lambda body, i: (200, completion("CORRECT"), {})) as judge:
+        env = bank_env(
+            replace=(
+                "- {type: communicated, info: tell}",
+                "- type: llm_judge\n"
+                f"      base_url: {judge.base_url}\n"
+                "      model: judge\n"
+                "      cache: false\n"
+                "      template: >-\n"
+                "        Did the agent say the new balance?"
+                " {% for m in trajectory.messages %}[{{ m }}]{% endfor %} Calls:"
+                " {{ trajectory.calls | map(attribute='name') | join(',') }}",
+            )
+        )
+        output = await _play(env, GOLD, "Bob now has 35.")
+        await env.aclose()
+    assert output.reward == 1.0
+    (request,) = judge.requests
+    prompt = request["messages"][-1]["content"]
+    assert "[Bob now has 35.]" in prompt and "Calls: find_account,unfreeze,transfer" in prompt
