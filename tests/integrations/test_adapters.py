@@ -87,8 +87,26 @@ def _arguments(env: Environment, tool: str, value: str | None, gold: str) -> dic
     return {}
 
 
-def _target(served: dict[str, str], server: str, name: str) -> tuple[str, str | None]:
-    return (served["envs"], KEY) if server == "envs" else (served[name], None)
+@dataclass(frozen=True)
+class Setup:
+    name: str
+    env: Environment
+    split: str
+    index: int
+    gold: str
+    url: str
+    key: str | None
+
+
+def _setup(case: Case, server: str, envs: list[Environment], served: dict[str, str], mp: Any) -> Setup:
+    """The environment a case runs on, a task with its gold answer, and where it is served (the
+    session URL set as the openreward client reads it)."""
+    name = NAMES[case.env]
+    env = next(e for e in envs if e.name == name)
+    split, index, gold = _gold_task(env)
+    url, key = (served["envs"], KEY) if server == "envs" else (served[name], None)
+    mp.setenv("OPENREWARD_SESSION_URL", url)
+    return Setup(name, env, split, index, gold, url, key)
 
 
 @pytest.mark.parametrize("server", ["envs", "single"])
@@ -96,11 +114,8 @@ def _target(served: dict[str, str], server: str, name: str) -> tuple[str, str | 
 def test_trl_openreward_spec(
     case: Case, server: str, envs: list[Environment], served: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    name = NAMES[case.env]
-    env = next(e for e in envs if e.name == name)
-    split, index, gold = _gold_task(env)
-    url, key = _target(served, server, name)
-    monkeypatch.setenv("OPENREWARD_SESSION_URL", url)
+    s = _setup(case, server, envs, served, monkeypatch)
+    name, env, split, index, gold, url, key = s.name, s.env, s.split, s.index, s.gold, s.url, s.key
     OpenRewardSpec = trl_openreward().OpenRewardSpec
     # On a one-spec server TRL's own default (no env_name) must work too.
     spec = OpenRewardSpec(
@@ -131,11 +146,8 @@ def test_trl_openreward_spec(
 def test_skyrl_openreward_env(
     case: Case, server: str, envs: list[Environment], served: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    name = NAMES[case.env]
-    env = next(e for e in envs if e.name == name)
-    split, index, gold = _gold_task(env)
-    url, key = _target(served, server, name)
-    monkeypatch.setenv("OPENREWARD_SESSION_URL", url)
+    s = _setup(case, server, envs, served, monkeypatch)
+    name, env, split, index, gold, key = s.name, s.env, s.split, s.index, s.gold, s.key
     if key:
         monkeypatch.setenv("OPENREWARD_API_KEY", key)
     deployment = f"GeneralReasoning/{name}" if server == "envs" else name  # owner/name, as on the platform
