@@ -1,9 +1,10 @@
 """In-process episodes for trainers: a spec's environment driven without HTTP.
 
 Trainers call environments from synchronous code (TRL's tool methods, SkyRL's ``step``, verl's
-``compute_score``) and from their own event loops (verifiers). Every call here runs on one
-private event loop in a daemon thread, so a judge's connections stay on the loop that opened
-them, and a caller inside another loop is never asked to nest one.
+``compute_score``) and from their own event loops (verl's async tools, verifiers). Synchronous
+callers run each call on an event loop kept for their thread (no thread hop on the hot path,
+and a judge's connections stay on the loop that opened them); callers inside a running loop
+hand the call to one shared loop in a daemon thread, so no loop is ever nested.
 """
 
 from __future__ import annotations
@@ -24,26 +25,35 @@ from envbuilder.protocol import ContentBlock, RunToolError, TextBlock, ToolOutpu
 T = TypeVar("T")
 
 _lock = threading.Lock()
-_loop: asyncio.AbstractEventLoop | None = None
+_shared: asyncio.AbstractEventLoop | None = None
+_local = threading.local()
 
 
-def _running_loop() -> asyncio.AbstractEventLoop:
-    global _loop
+def _shared_loop() -> asyncio.AbstractEventLoop:
+    global _shared
     with _lock:
-        if _loop is None or _loop.is_closed():
+        if _shared is None or _shared.is_closed():
             loop = asyncio.new_event_loop()
             threading.Thread(target=loop.run_forever, name="envbuilder-integrations", daemon=True).start()
-            _loop = loop
-        return _loop
+            _shared = loop
+        return _shared
 
 
 def submit(coro: Coroutine[Any, Any, T]) -> Future[T]:
-    """Schedule ``coro`` on the integrations' loop (await it with ``asyncio.wrap_future``)."""
-    return asyncio.run_coroutine_threadsafe(coro, _running_loop())
+    """Schedule ``coro`` on the shared loop (from async code: ``await asyncio.wrap_future(...)``)."""
+    return asyncio.run_coroutine_threadsafe(coro, _shared_loop())
 
 
 def run(coro: Coroutine[Any, Any, T]) -> T:
-    """Run ``coro`` on the integrations' loop and wait for its result (from synchronous code)."""
+    """Run ``coro`` to its end from synchronous code: on this thread's own loop, or on the
+    shared loop when this thread is already running one."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        loop = getattr(_local, "loop", None)
+        if loop is None or loop.is_closed():
+            loop = _local.loop = asyncio.new_event_loop()
+        return loop.run_until_complete(coro)
     return submit(coro).result()
 
 
@@ -52,9 +62,14 @@ def _load(path: str) -> Environment:
     return load_environment(path)
 
 
+@lru_cache(maxsize=256)
+def _resolved(spec: str) -> str:
+    return str(Path(spec).resolve())
+
+
 def environment(spec: str | Path | Environment) -> Environment:
     """A compiled environment from a spec path (loaded once per process) or as given."""
-    return spec if isinstance(spec, Environment) else _load(str(Path(spec).resolve()))
+    return spec if isinstance(spec, Environment) else _load(_resolved(str(spec)))
 
 
 def text_of(blocks: list[ContentBlock] | list[Any]) -> str:
