@@ -19,7 +19,11 @@ from envbuilder import __version__
 from envbuilder.environment import Environment
 from envbuilder.errors import RequestError
 from envbuilder.server import _ops
+from envbuilder.server._catalog import router as catalog
+from envbuilder.server._discovery import router as discovery
+from envbuilder.server._episodes import router as episodes
 from envbuilder.server._fast import FastFront
+from envbuilder.server._responses import json_response
 from envbuilder.server._state import ServerSettings, State
 
 
@@ -33,11 +37,6 @@ class ORSApp(FastAPI):
 
     async def fastapi_call(self, scope: Scope, receive: Receive, send: Send) -> None:
         await super().__call__(scope, receive, send)
-
-
-def json_response(content: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
-    reply = _ops.json_reply(content, status)
-    return Response(reply.body, status_code=status, media_type="application/json", headers=headers)
 
 
 def _small(value: Any) -> bool:
@@ -55,10 +54,6 @@ def _located(error: Any) -> dict[str, Any]:
 
 def create_app(envs: list[Environment], settings: ServerSettings | None = None) -> FastAPI:
     """The ORS application for ``envs`` (the first is the default environment)."""
-    from envbuilder.server._catalog import router as catalog
-    from envbuilder.server._discovery import router as discovery
-    from envbuilder.server._episodes import router as episodes
-
     state = State(envs, settings or ServerSettings())
 
     @contextlib.asynccontextmanager
