@@ -23,7 +23,7 @@ from envbuilder.server._catalog import router as catalog
 from envbuilder.server._discovery import router as discovery
 from envbuilder.server._episodes import router as episodes
 from envbuilder.server._fast import FastFront
-from envbuilder.server._responses import json_response
+from envbuilder.server._responses import ReplyResponse, json_response
 from envbuilder.server._state import ServerSettings, State
 
 
@@ -101,8 +101,7 @@ def create_app(envs: list[Environment], settings: ServerSettings | None = None) 
 
     @app.exception_handler(Exception)
     async def _unhandled(request: Request, exc: Exception) -> Response:
-        reply = _ops.internal_error(exc, request.method, request.url.path)
-        return Response(reply.body, status_code=500, media_type="application/json", headers=_ops.CLOSE)
+        return ReplyResponse(_ops.internal_error(exc, request.method, request.url.path), _ops.CLOSE)
 
     app.include_router(discovery)
     app.include_router(episodes)
