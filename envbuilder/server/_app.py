@@ -103,16 +103,13 @@ def create_app(envs: list[Environment], settings: ServerSettings | None = None) 
     async def _unhandled(request: Request, exc: Exception) -> Response:
         return ReplyResponse(_ops.internal_error(exc, request.method, request.url.path), _ops.CLOSE)
 
-    app.include_router(discovery)
-    app.include_router(episodes)
-    app.include_router(catalog)
-    # Like the reference servers: the first segments of all non-parameterised routes.
-    paths = [getattr(r, "path", "") for router in (discovery, episodes, catalog) for r in router.routes]
-    paths += [app.docs_url or "", app.redoc_url or "", app.openapi_url or ""]
-    roots = frozenset(
-        p.strip("/").split("/")[0] for p in paths if p.strip("/") and not p.strip("/").startswith("{")
-    )
-    app.front = FastFront(state, app.fastapi_call, roots)
+    routers = (discovery, episodes, catalog)
+    for router in routers:
+        app.include_router(router)
+    # The routes as declared (FastAPI includes routers lazily): the front door takes its
+    # methods and paths from them.
+    routes = [*app.routes, *(route for router in routers for route in router.routes)]
+    app.front = FastFront(state, app.fastapi_call, routes)
 
     def openapi() -> dict[str, Any]:
         # `env_name` takes the served names (others are redirected to the default environment).

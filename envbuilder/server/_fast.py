@@ -13,10 +13,12 @@ unexpected error (:func:`_ops.internal_error`, with ``Connection: close``).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from fastapi.routing import APIRoute
 from pydantic import ValidationError
+from starlette.routing import BaseRoute
 
 from envbuilder.errors import RequestError
 from envbuilder.protocol import CallRequest, CreateRequest, SplitRequest, TaskRangeRequest, TaskRequest
@@ -39,10 +41,10 @@ class _TooLarge(Exception):
 class FastFront:
     """ASGI callable placed in front of the FastAPI app (see :func:`create_app`)."""
 
-    def __init__(self, state: State, app: ASGIApp, roots: frozenset[str]):
+    def __init__(self, state: State, app: ASGIApp, routes: Sequence[BaseRoute]):
         self.state = state
         self.app = app
-        self.roots = roots
+        self.roots = _roots(routes)
         """First path segments of the fixed routes: never redirected to the default environment."""
         self.served = 0
         """Requests answered here (the rest went to FastAPI): a cheap health signal."""
@@ -50,24 +52,48 @@ class FastFront:
         """Answer the ordinary requests here (False: every request goes to FastAPI after the
         shared checks, which is how the tests compare the two doors)."""
         self.keys = _access.Keys(state.settings.api_keys)
-        self.root: dict[tuple[str, str], Handler] = {
-            ("GET", "health"): self._health,
-            ("POST", "create_session"): self._create_session,
-            ("POST", "create"): self._create,
-            ("POST", "ping"): self._ping,
-            ("POST", "delete"): self._delete,
-            ("POST", "delete_session"): self._delete_session,
-        }
-        self.env_routes: dict[tuple[str, str], Handler] = {
-            ("GET", "prompt"): self._prompt,
-            ("GET", "messages"): self._messages,
-            ("GET", "task_tools"): self._task_tools,
-            ("GET", "tools"): self._list_tools,
-            ("GET", "splits"): self._list_splits,
-            ("POST", "call"): self._call,
-            ("POST", "num_tasks"): self._num_tasks,
-            ("POST", "task"): self._get_task,
-            ("POST", "task_range"): self._get_task_range,
+        self.root: dict[tuple[str, str], Handler] = {}
+        """``(method, name)`` of the routes ``/name`` answered here."""
+        self.env_routes: dict[tuple[str, str], Handler] = {}
+        """``(method, name)`` of the routes ``/{env_name}/name`` answered here."""
+        self._route(routes)
+
+    def _route(self, routes: Sequence[BaseRoute]) -> None:
+        """Take the methods and paths of the FastAPI routes this door answers (by endpoint name,
+        :attr:`handlers`): the routes are declared once, with FastAPI."""
+        handlers = self.handlers()
+        for route in routes:
+            handler = handlers.pop(route.name, None) if isinstance(route, APIRoute) else None
+            if handler is None:
+                continue
+            assert isinstance(route, APIRoute)
+            *prefix, name = route.path.strip("/").split("/")
+            table = self.env_routes if prefix == ["{env_name}"] else self.root if not prefix else None
+            if table is None:
+                raise RuntimeError(f"the fast door cannot answer {route.path!r}")
+            for method in route.methods or ():
+                table[(method, name)] = handler
+        if handlers:
+            raise RuntimeError(f"fast-door handlers without a FastAPI route: {sorted(handlers)}")
+
+    def handlers(self) -> dict[str, Handler]:
+        """The fast handler of each FastAPI endpoint (by its name) this door answers."""
+        return {
+            "health": self._health,
+            "create_session": self._create_session,
+            "create": self._create,
+            "ping": self._ping,
+            "delete": self._delete,
+            "delete_session": self._delete_session,
+            "prompt": self._prompt,
+            "messages": self._messages,
+            "task_tools": self._task_tools,
+            "list_tools": self._list_tools,
+            "list_splits": self._list_splits,
+            "call": self._call,
+            "num_tasks": self._num_tasks,
+            "get_task": self._get_task,
+            "get_task_range": self._get_task_range,
         }
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -188,6 +214,12 @@ class FastFront:
 
 class _Disconnected(Exception):
     """The client went away while sending its body."""
+
+
+def _roots(routes: Sequence[BaseRoute]) -> frozenset[str]:
+    """Like the reference servers: the first segments of all non-parameterised routes."""
+    paths = (getattr(r, "path", "").strip("/") for r in routes)
+    return frozenset(p.split("/")[0] for p in paths if p and not p.startswith("{"))
 
 
 def _headers(scope: dict[str, Any]) -> dict[bytes, bytes]:
