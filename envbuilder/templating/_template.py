@@ -190,6 +190,25 @@ class Template:
                 render_budget.left = None
 
 
+def template_or_file(
+    inline: str | None,
+    file: str | None,
+    *,
+    key: str,
+    base_dir: Path | None,
+    default_file: str | None = None,
+) -> Template | None:
+    """The template a spec gives inline under ``key`` or as a file under ``key_file``
+    (``default_file`` when it gives neither; None without one). The spec's model makes sure at
+    most one is given."""
+    if inline is not None:
+        return Template(inline, name=key, base_dir=base_dir)
+    file = file if file is not None else default_file
+    if file is None:
+        return None
+    return Template(file, name=f"{key}_file", base_dir=base_dir, from_file=True)
+
+
 def _private_access(ast: jinja2.nodes.Template) -> list[str]:
     """The ``_private`` attributes the template names literally (``x.__class__``,
     ``x['__class__']``, ``x|attr('__class__')``), found before anything renders. Names built
