@@ -2,10 +2,37 @@
 
 from __future__ import annotations
 
-from envbuilder.cli._console import table
-from envbuilder.eval import Summary
+from envbuilder.cli._console import line, table
+from envbuilder.eval import Estimate, Summary
+from envbuilder.eval._stats import FEW
 
-__all__ = ["print_summary"]
+__all__ = ["methods", "print_suite", "print_summary"]
+
+_METHODS = {
+    "wilson": "Wilson (a proportion)",
+    "wilson, clustered": "Wilson with the effective size of samples clustered by task",
+    "bootstrap, clustered": "percentile bootstrap resampling tasks",
+}
+
+
+def methods(s: Summary) -> str:
+    """Which interval each row uses, in words (the method is part of the result)."""
+    named: dict[str, Estimate] = {
+        "mean reward (all)": s.reward_all,
+        "mean reward (graded)": s.reward_graded,
+        "accuracy": s.accuracy,
+        **{f"pass@{k}": v for k, v in s.pass_at_ci.items()},
+    }
+    by: dict[str, list[str]] = {}
+    for name, e in named.items():
+        if e.method is not None:
+            by.setdefault(_METHODS.get(e.method, e.method), []).append(name)
+    text = "; ".join(f"{', '.join(names)}: {how}" for how, names in by.items()) or "none"
+    return text + (f"; (few: …) marks intervals over fewer than {FEW} tasks" if _any_few(s) else "")
+
+
+def _any_few(s: Summary) -> bool:
+    return any(e.few for e in (s.reward_all, s.accuracy, *[g.reward_all for g in s.groups.values()]))
 
 
 def _outcomes(s: Summary) -> str:
@@ -22,11 +49,12 @@ def print_summary(s: Summary, title: str, group_by: str | None) -> None:
         (f"mean reward, all {s.episodes} episodes (none = 0), 95% CI", s.reward_all.format()),
         (f"mean reward, {s.graded} graded episodes, 95% CI", s.reward_graded.format()),
         ("accuracy of graded, 95% CI", s.accuracy.format(percent=True)),
-        *[(f"pass@{k}", f"{v:.3f}") for k, v in s.pass_at.items()],
+        *[(f"pass@{k}, 95% CI", v.format()) for k, v in s.pass_at_ci.items()],
         ("turns", f"{s.turns}{per}"),
         ("tokens prompt / completion", f"{s.prompt_tokens:,} / {s.completion_tokens:,}"),
     ]
     table(("metric", "value"), rows, title=title)
+    line(f"envbuilder: 95% intervals: {methods(s)}")
     if group_by and s.groups:
         headers = (group_by, "episodes", "mean reward (all), 95% CI", "graded", "accuracy", "errors")
         group_rows = [
@@ -35,3 +63,18 @@ def print_summary(s: Summary, title: str, group_by: str | None) -> None:
             for name, g in s.groups.items()
         ]  # fmt: skip
         table(headers, group_rows, title=f"by {group_by}")
+
+
+def print_suite(summaries: dict[str, Summary], model: str) -> None:
+    """One row per environment and the macro mean (each environment weighs the same)."""
+    from envbuilder.eval._suite import macro_mean
+
+    headers = ("environment", "episodes", "mean reward (all), 95% CI", "accuracy of graded", "errors")
+    rows = [
+        (name, str(s.episodes), s.reward_all.format(), s.accuracy.format(percent=True), str(s.errors))
+        for name, s in summaries.items()
+    ]
+    macro = macro_mean(summaries)
+    rows.append(("macro mean", str(sum(s.episodes for s in summaries.values())),
+                 "-" if macro is None else f"{macro:.3f}", "", ""))  # fmt: skip
+    table(headers, rows, title=f"{model} on {len(summaries)} environments")

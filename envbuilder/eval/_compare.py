@@ -15,12 +15,20 @@ from typing import Any
 
 from envbuilder.errors import EnvbuilderError
 from envbuilder.eval._results import group_of
-from envbuilder.eval._run import ResultsFile
+from envbuilder.eval._run import ResultsFile, describe
 from envbuilder.eval._stats import Estimate, paired_difference
 
 __all__ = ["Comparison", "Difference", "compare_runs"]
 
 TaskKey = tuple[str, int]
+# What can differ between two runs besides the model, worth a note.
+_NOTES = {
+    "env_hash": "the environment's content hashes",
+    "max_turns": "the turn limits (--max-turns)",
+    "sampling": "the sampling options",
+    "samples": "the samples per task (--samples)",
+    "answer": "the answer modes (--answer)",
+}
 
 
 @dataclass(frozen=True)
@@ -92,8 +100,8 @@ def compare_runs(a_path: Path, b_path: Path, *, group_by: str | None = None) -> 
     if not keys:
         raise EnvbuilderError(f"{a_path} and {b_path} share no task", hint="Run both on the same split")
     notes = [
-        f"{name} differs: {run_a[name]!r} (A), {run_b[name]!r} (B)"
-        for name in ("env_hash", "max_turns", "sampling", "samples")
+        f"{_NOTES[name]} differ: {describe(name, run_a.get(name))} (A), {describe(name, run_b.get(name))} (B)"
+        for name in _NOTES
         if run_a.get(name) != run_b.get(name)
     ]
     groups: dict[str, Difference] = {}
