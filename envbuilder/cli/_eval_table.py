@@ -3,36 +3,10 @@
 from __future__ import annotations
 
 from envbuilder.cli._console import line, table
-from envbuilder.eval import Estimate, Summary
-from envbuilder.eval._stats import FEW
+from envbuilder.eval import Summary
+from envbuilder.eval._results import interval_methods
 
-__all__ = ["methods", "print_suite", "print_summary"]
-
-_METHODS = {
-    "wilson": "Wilson (a proportion)",
-    "wilson, clustered": "Wilson with the effective size of samples clustered by task",
-    "bootstrap, clustered": "percentile bootstrap resampling tasks",
-}
-
-
-def methods(s: Summary) -> str:
-    """Which interval each row uses, in words (the method is part of the result)."""
-    named: dict[str, Estimate] = {
-        "mean reward (all)": s.reward_all,
-        "mean reward (graded)": s.reward_graded,
-        "accuracy": s.accuracy,
-        **{f"pass@{k}": v for k, v in s.pass_at_ci.items()},
-    }
-    by: dict[str, list[str]] = {}
-    for name, e in named.items():
-        if e.method is not None:
-            by.setdefault(_METHODS.get(e.method, e.method), []).append(name)
-    text = "; ".join(f"{', '.join(names)}: {how}" for how, names in by.items()) or "none"
-    return text + (f"; (few: …) marks intervals over fewer than {FEW} tasks" if _any_few(s) else "")
-
-
-def _any_few(s: Summary) -> bool:
-    return any(e.few for e in (s.reward_all, s.accuracy, *[g.reward_all for g in s.groups.values()]))
+__all__ = ["print_suite", "print_summary"]
 
 
 def _outcomes(s: Summary) -> str:
@@ -54,7 +28,7 @@ def print_summary(s: Summary, title: str, group_by: str | None) -> None:
         ("tokens prompt / completion", f"{s.prompt_tokens:,} / {s.completion_tokens:,}"),
     ]
     table(("metric", "value"), rows, title=title)
-    line(f"envbuilder: 95% intervals: {methods(s)}")
+    line(f"envbuilder: 95% intervals: {interval_methods(s)}")
     if group_by and s.groups:
         headers = (group_by, "episodes", "mean reward (all), 95% CI", "graded", "accuracy", "errors")
         group_rows = [

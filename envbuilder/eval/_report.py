@@ -13,7 +13,7 @@ from pathlib import Path
 
 import jinja2
 
-from envbuilder.eval._results import Summary, outcome_of, summarize
+from envbuilder.eval._results import Summary, interval_methods, outcome_of, summarize
 from envbuilder.eval._run import ResultsFile, describe_sampling
 from envbuilder.templating import templates_dir
 
@@ -58,6 +58,7 @@ def write_report(
             run=run,
             sampling=describe_sampling(run.get("sampling")),
             s=summary,
+            methods=interval_methods(summary),
             group_by=group_by,
             episodes=[{"r": r, "outcome": outcome_of(r)} for r in records],
         )

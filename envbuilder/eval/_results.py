@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from envbuilder.errors import EnvbuilderError, did_you_mean
-from envbuilder.eval._stats import Estimate, clustered_mean, pass_at_k
+from envbuilder.eval._stats import FEW, Estimate, clustered_mean, pass_at_k
 
-__all__ = ["OUTCOMES", "Summary", "check_group_by", "outcome_of", "summarize"]
+__all__ = ["OUTCOMES", "Summary", "check_group_by", "interval_methods", "outcome_of", "summarize"]
 
 OUTCOMES = ("correct", "incorrect", "ungradeable", "no_answer", "error")
 
@@ -168,3 +168,30 @@ def summarize(records: Iterable[dict[str, Any]], *, group_by: str | None = None)
         completion_tokens=sum(int((r.get("usage") or {}).get("completion_tokens") or 0) for r in records),
         groups=groups,
     )
+
+
+_METHODS = {
+    "wilson": "Wilson (a proportion)",
+    "wilson, clustered": "Wilson with the effective size of samples clustered by task",
+    "bootstrap, clustered": "percentile bootstrap resampling tasks",
+}
+
+
+def interval_methods(s: Summary) -> str:
+    """Which interval each row uses, in words (the method is part of the result)."""
+    named: dict[str, Estimate] = {
+        "mean reward (all)": s.reward_all,
+        "mean reward (graded)": s.reward_graded,
+        "accuracy": s.accuracy,
+        **{f"pass@{k}": v for k, v in s.pass_at_ci.items()},
+    }
+    by: dict[str, list[str]] = {}
+    for name, e in named.items():
+        if e.method is not None:
+            by.setdefault(_METHODS.get(e.method, e.method), []).append(name)
+    text = "; ".join(f"{', '.join(names)}: {how}" for how, names in by.items()) or "none"
+    return text + (f"; (few: …) marks intervals over fewer than {FEW} tasks" if _any_few(s) else "")
+
+
+def _any_few(s: Summary) -> bool:
+    return any(e.few for e in (s.reward_all, s.accuracy, *[g.reward_all for g in s.groups.values()]))
