@@ -12,7 +12,7 @@ import typer
 from envbuilder.cli._output import fail_on_errors
 
 #: Changed episodes listed in the table (all of them are in --json and the new results file).
-SHOWN = 20
+SHOWN = 10
 
 
 def regrade(
