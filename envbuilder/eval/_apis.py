@@ -75,6 +75,27 @@ def _chat_reply(
     }
 
 
+def _listed(
+    model: ChatModel, response: httpx.Response, key: str, api: str
+) -> tuple[dict[str, Any], list[Any]]:
+    """The answer's JSON object and its list under ``key``; a ModelError when it has none."""
+    try:
+        data = response.json()
+        items = data[key]
+        if not isinstance(items, list):
+            raise TypeError
+    except (ValueError, KeyError, TypeError):
+        raise ModelError(
+            model._redact(f"{api} answer has no {key} list: {response.text[:300]}"), reason="malformed answer"
+        ) from None
+    return data, items
+
+
+def _usage(data: dict[str, Any]) -> dict[str, Any]:
+    usage = data.get("usage")
+    return usage if isinstance(usage, dict) else {}
+
+
 def _int(value: Any) -> int:
     return value if isinstance(value, int) else 0
 
@@ -134,23 +155,14 @@ class AnthropicModel(ChatModel):
         return self._from_anthropic(await self._post("/messages", body))
 
     def _from_anthropic(self, response: httpx.Response) -> dict[str, Any]:
-        try:
-            data = response.json()
-            blocks = data["content"]
-            if not isinstance(blocks, list):
-                raise TypeError
-        except (ValueError, KeyError, TypeError):
-            raise ModelError(
-                self._redact(f"the Messages API answer has no content list: {response.text[:300]}"),
-                reason="malformed answer",
-            ) from None
+        data, blocks = _listed(self, response, "content", "the Messages API")
         texts = [str(b.get("text", "")) for b in blocks if isinstance(b, dict) and b.get("type") == "text"]
         calls = [
             {"id": b.get("id"), "type": "function",
              "function": {"name": b.get("name"), "arguments": json.dumps(b.get("input") or {})}}
             for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"
         ]  # fmt: skip
-        usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+        usage = _usage(data)
         return _chat_reply("".join(texts) or None, calls, _int(usage.get("input_tokens")),
                            _int(usage.get("output_tokens")))  # fmt: skip
 
@@ -199,16 +211,7 @@ class ResponsesModel(ChatModel):
         return self._from_responses(await self._post("/responses", body))
 
     def _from_responses(self, response: httpx.Response) -> dict[str, Any]:
-        try:
-            data = response.json()
-            output = data["output"]
-            if not isinstance(output, list):
-                raise TypeError
-        except (ValueError, KeyError, TypeError):
-            raise ModelError(
-                self._redact(f"the Responses API answer has no output list: {response.text[:300]}"),
-                reason="malformed answer",
-            ) from None
+        data, output = _listed(self, response, "output", "the Responses API")
         texts, calls = [], []
         for item in output:
             if not isinstance(item, dict):
@@ -224,7 +227,7 @@ class ResponsesModel(ChatModel):
                         "function": {"name": item.get("name"), "arguments": item.get("arguments") or "{}"},
                     }
                 )
-        usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+        usage = _usage(data)
         return _chat_reply("".join(texts) or None, calls, _int(usage.get("input_tokens")),
                            _int(usage.get("output_tokens")))  # fmt: skip
 
