@@ -1,8 +1,10 @@
 """Many environments in one run: which environments a command names, and the run folder's summary.
 
-``eval envs/ --envs gsm8k,math500``, ``eval a.yaml b.yaml`` and ``eval URL --envs a,b`` each name
-several environments. Each is run as its own run (its own identity and results file,
-``FOLDER/<env>.jsonl``, resumed on its own), so rerunning the command resumes the whole run;
+``eval envs/ --envs gsm8k,math500``, ``eval a.yaml b.yaml``, ``eval URL --envs a,b`` (an ORS
+server) and ``eval https://…/catalog.json --envs a,b`` (a published catalog: its packs are
+pulled, verified and run in-process) each name several environments. Each is run as its own
+run (its own identity and results file, ``FOLDER/<env>.jsonl``, resumed on its own), so
+rerunning the command resumes the whole run;
 ``FOLDER/suite.json`` holds the table across them and the macro mean (every environment
 weighs the same, whatever its number of tasks).
 """
@@ -35,8 +37,15 @@ class Target:
     open: Callable[[], Awaitable[Backend]]
 
 
+def _is_catalog(text: str) -> bool:
+    """A published catalog or pack (pulled, then run in-process), not an ORS server."""
+    lower = text.lower()
+    remote = lower.startswith(("http://", "https://", "s3://", "gs://", "hf://"))
+    return remote and (lower.endswith((".json", ".zip")) or not lower.startswith(("http://", "https://")))
+
+
 def _is_url(text: str) -> bool:
-    return text.startswith(("http://", "https://"))
+    return text.startswith(("http://", "https://")) and not _is_catalog(text)
 
 
 def _spec_name(path: Path) -> str:
@@ -58,6 +67,15 @@ def _local(path: Path) -> Callable[[], Awaitable[Backend]]:
     return open_
 
 
+def _pack(path: Path) -> Callable[[], Awaitable[Backend]]:
+    async def open_() -> Backend:
+        from envbuilder.catalog import load_pack
+
+        return LocalBackend(load_pack(path))
+
+    return open_
+
+
 def _remote(url: str, name: str) -> Callable[[], Awaitable[Backend]]:
     async def open_() -> Backend:
         return await RemoteBackend.connect(url, name)
@@ -68,6 +86,7 @@ def _remote(url: str, name: str) -> Callable[[], Awaitable[Backend]]:
 def _select(available: dict[str, Target], wanted: list[str] | None, where: str) -> list[Target]:
     if wanted is None:
         return list(available.values())
+    wanted = [w.split("@", 1)[0] for w in wanted]  # a catalog's NAME@VERSION was pulled as NAME
     unknown = [w for w in wanted if w not in available]
     if unknown:
         first = unknown[0]
@@ -96,7 +115,12 @@ async def resolve_targets(targets: list[str], envs: list[str] | None, env: str |
         raise EnvbuilderError("give --env or --envs, not both", code="invalid_option")
     available: dict[str, Target] = {}
     for target in targets:
-        if _is_url(target):
+        if _is_catalog(target):
+            from envbuilder.catalog import pull
+
+            picked = envs if envs is not None else ([env] if env is not None else None)
+            found = {p.name: Target(p.name, _pack(p.pack)) for p in pull(target, envs=picked)}
+        elif _is_url(target):
             async with AsyncClient(target) as client:
                 names = await client.list_environments()
             if envs is None:

@@ -4,6 +4,7 @@ environments), and the choices a run must not make silently."""
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -182,3 +183,28 @@ def test_ctrl_c_says_how_to_resume(folder: Path, tmp_path: Path) -> None:
         again = subprocess.run(args, capture_output=True, text=True, timeout=120)
     assert again.returncode == 0, again.stderr
     assert f"{done} already in {out}" in again.stderr + again.stdout
+
+
+def test_a_published_catalog_with_envs(folder: Path, tmp_path: Path) -> None:
+    """`eval https://…/catalog.json --envs a,b`: the packs are pulled, verified and run in-process."""
+    from envbuilder.catalog import publish
+    from tests.stores import static_http
+
+    site = tmp_path / "site"
+    publish([folder / "square.yaml", folder / "cube.yaml"], str(site))
+    with static_http(site) as base, ChatServer(answering(lambda kind, n: kind == "square")) as server:
+        result = cli("eval", f"{base}/catalog.json", "--envs", "square,cube", "--model", "m", "--base-url",
+                     server.base_url, "--limit", "2", "--out", str(tmp_path / "run"))  # fmt: skip
+        unknown = cli("eval", f"{base}/catalog.json", "--envs", "cubes", "--model", "m", "--base-url",
+                      server.base_url)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    table = result.output[result.output.index("m on 2 environments") :]
+    assert re.search(r"square\s+2\s+0\.000", table) and re.search(r"cube\s+2\s+1\.000", table)
+    assert re.search(r"macro mean\s+4\s+0\.500", table)
+    header = json.loads((tmp_path / "run" / "cube.jsonl").read_text().splitlines()[0])
+    assert header["run"]["server"] is None and header["run"]["env_hash"].startswith("sha256:")
+    assert unknown.exit_code == 1
+    assert (
+        "error: no environment 'cubes' in the catalog" in unknown.output
+        and "It lists: cube, square" in unknown.output
+    )
