@@ -25,6 +25,7 @@ from envbuilder.protocol import (
     VersionResponse,
 )
 from envbuilder.server import _ops
+from envbuilder.server._responses import ReplyResponse
 from envbuilder.server._state import State
 
 router = APIRouter()
@@ -52,27 +53,23 @@ def _state(request: Request) -> State:
     return request.app.state.ors
 
 
-def respond(reply: _ops.Reply) -> Response:
-    return Response(reply.body, status_code=reply.status, media_type=reply.media_type.decode())
-
-
 @router.get("/health", response_model=StatusResponse, tags=["discovery"])
 async def health(request: Request) -> Response:
     """Liveness: ``{"status":"ok"}``; 503 ``{"status":"unavailable","store":"down"}`` while a
     shared session store does not answer."""
-    return respond(await _ops.health(request.app.state.ors))
+    return ReplyResponse(await _ops.health(request.app.state.ors))
 
 
 @router.get("/version", responses=DISCOVERY_ERRORS, response_model=VersionResponse, tags=["discovery"])
 async def version() -> Response:
     """The envbuilder version serving this environment."""
-    return respond(_ops.json_reply({"version": __version__, "build_sha": None}))
+    return ReplyResponse(_ops.json_reply({"version": __version__, "build_sha": None}))
 
 
 @router.get("/list_environments", responses=DISCOVERY_ERRORS, response_model=list[str], tags=["discovery"])
 async def list_environments(request: Request) -> Response:
     """Environment names, the default first."""
-    return respond(_ops.json_reply(list(_state(request).envs)))
+    return ReplyResponse(_ops.json_reply(list(_state(request).envs)))
 
 
 @router.get(
@@ -81,14 +78,14 @@ async def list_environments(request: Request) -> Response:
 async def list_tools(env_name: str, request: Request) -> Response:
     """The tools every task of the environment offers."""
     state = _state(request)
-    return respond(_ops.Reply(state.tools_json[state.env(env_name).name.lower()]))
+    return ReplyResponse(_ops.Reply(state.tools_json[state.env(env_name).name.lower()]))
 
 
 @router.get("/{env_name}/splits", responses=DISCOVERY_ERRORS, response_model=list[Split], tags=["discovery"])
 async def list_splits(env_name: str, request: Request) -> Response:
     """The splits with their types."""
     state = _state(request)
-    return respond(_ops.Reply(state.splits_json[state.env(env_name).name.lower()]))
+    return ReplyResponse(_ops.Reply(state.splits_json[state.env(env_name).name.lower()]))
 
 
 @router.post(
@@ -96,13 +93,13 @@ async def list_splits(env_name: str, request: Request) -> Response:
 )
 async def num_tasks(env_name: str, body: SplitRequest, request: Request) -> Response:
     """How many tasks a split has (from metadata: no rows are read)."""
-    return respond(_ops.num_tasks(_state(request), env_name, body.split))
+    return ReplyResponse(_ops.num_tasks(_state(request), env_name, body.split))
 
 
 @router.post("/{env_name}/task", responses=DISCOVERY_ERRORS, response_model=TaskResponse, tags=["discovery"])
 async def get_task(env_name: str, body: TaskRequest, request: Request) -> Response:
     """One task by index (negative indices count from the end)."""
-    return respond(_ops.get_task(_state(request), env_name, body.split, body.index))
+    return ReplyResponse(_ops.get_task(_state(request), env_name, body.split, body.index))
 
 
 @router.post(
@@ -110,7 +107,7 @@ async def get_task(env_name: str, body: TaskRequest, request: Request) -> Respon
 )
 async def get_task_range(env_name: str, body: TaskRangeRequest, request: Request) -> Response:
     """Tasks ``start:stop`` with Python slice semantics."""
-    return respond(_ops.get_task_range(_state(request), env_name, body.split, body.start, body.stop))
+    return ReplyResponse(_ops.get_task_range(_state(request), env_name, body.split, body.start, body.stop))
 
 
 @router.post(

@@ -23,7 +23,7 @@ from envbuilder.data import SplitView
 from envbuilder.environment import Environment
 from envbuilder.episode import Episode
 from envbuilder.errors import DataError, EnvbuilderError, RequestError, TaskNotFound
-from envbuilder.protocol import CreateRequest
+from envbuilder.protocol import CallRequest, CreateRequest
 from envbuilder.server import _sse
 from envbuilder.server._sessions import Session
 from envbuilder.server._state import State, log
@@ -311,6 +311,19 @@ def streamed(state: State, session: Session, name: str) -> bool:
     alive pings): a grader that waits on I/O, or any call with a shared store, where a client
     whose worker dies re-attaches to the call on another worker (which replays or takes it over)."""
     return state.sessions.shared or state.envs[session.env].is_blocking(name)
+
+
+async def call(state: State, sid: str, request: CallRequest) -> Reply:
+    """A ``/call``'s reply: ``task_id`` then the result's frames; streamed (``rest``) while a
+    blocking or shared-store call runs (keep-alive pings, ``_stream``)."""
+    task_id, result = await open_call(state, sid, request.name, request.input, request.task_id)
+    if result is None:
+        return Reply(UNKNOWN_TASK, SSE)
+    first = _sse.event("task_id", task_id)
+    if isinstance(result, asyncio.Future):  # streamed: task_id now, the rest when done
+        return Reply(first, SSE, rest=result)
+    frames = result if isinstance(result, bytes) else await result  # an ordinary call finishes at once
+    return Reply(first + frames, SSE)
 
 
 async def open_call(
