@@ -18,7 +18,7 @@ from envbuilder.errors import EnvbuilderError
 from envbuilder.eval._compare import compare_records
 from envbuilder.eval._report import _html, write_report
 from envbuilder.eval._results import summarize
-from envbuilder.eval._run import ResultsFile, describe_sampling, without_transcript
+from envbuilder.eval._run import ResultsFile, describe_sampling, episode_key
 
 __all__ = ["find_runs", "write_browser"]
 
@@ -78,8 +78,9 @@ def write_browser(folder: Path) -> tuple[Path, int]:
         )
     loaded = []
     for path in paths:
-        header, records = ResultsFile(path).load()
-        loaded.append((path, header, [without_transcript(r) for r in records]))
+        header, records = ResultsFile(path).read(light=True)  # no transcripts: little memory
+        assert header is not None  # find_runs kept only files with a run header
+        loaded.append((path, header, sorted(records.values(), key=episode_key)))
     rows = [_row(path, folder, header, records) for path, header, records in loaded]
     comparisons: dict[str, dict[str, Any]] = {}
     by_env: dict[str, list[int]] = {}
