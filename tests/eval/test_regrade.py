@@ -92,3 +92,27 @@ def test_regrade_never_overwrites_the_run(stored: tuple[Path, Path, Path]) -> No
     out, fixed, _ = stored
     result = cli("eval", "regrade", str(out), "--spec", str(fixed), "--out", str(out))
     assert result.exit_code == 1 and "would overwrite the stored one" in result.output
+
+
+def test_a_text_mode_run_is_regraded_from_its_final_messages(tmp_path: Path) -> None:
+    """Answers given as plain text are replayed as what was submitted: the final messages."""
+    folder = write_arithmetic(tmp_path / "envs", names=("cube",))
+    fixed = folder / "cube.yaml"
+    strict = folder / "strict.yaml"
+    strict.write_text(fixed.read_text().replace("  extract: number\n", "  extract: none\n"))
+
+    def handler(req: dict[str, Any], i: int):
+        return 200, reply(f"It is {arithmetic_answer(prompt_of(req))}."), {}
+
+    out = tmp_path / "text.jsonl"
+    with ChatServer(handler) as server:
+        result = cli("eval", str(strict), "--answer", "text", "--model", "m", "--base-url", server.base_url,
+                     "--limit", "4", "--out", str(out))  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "correct 0, incorrect 4" in result.output  # the whole sentence is not the number
+    data = json.loads(cli("eval", "regrade", str(out), "--spec", str(fixed), "--json").output)
+    assert data["replayed"] == 4 and len(data["changes"]) == 4
+    assert data["after"]["outcomes"]["correct"] == 4
+    regraded = [json.loads(x) for x in (tmp_path / "text.regraded.jsonl").read_text().splitlines()]
+    assert regraded[0]["run"]["answer"] == "text"
+    assert regraded[1]["tool_calls"][0]["via"] == "text"

@@ -137,6 +137,9 @@ def test_view_reads_the_runs_grouping_and_refuses_an_unknown_one(folder: Path, t
     assert "parity" in page and "even" in page and "odd" in page
     bad = cli("view", str(out), "--group-by", "nn")
     assert bad.exit_code == 1 and "--group-by 'nn': the run's tasks have no such field" in bad.output
+    compared = cli("eval", "compare", str(out), str(out), "--group-by", "partiy")
+    assert compared.exit_code == 1
+    assert "--group-by 'partiy': run A's tasks have no such field. Did you mean 'parity'?" in compared.output
 
 
 def test_compare_prints_sampling_options_as_options(folder: Path, tmp_path: Path) -> None:
