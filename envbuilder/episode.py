@@ -383,6 +383,12 @@ class SubmitTool:
         if ungradeable:
             metadata["ungradeable_policy"] = policy
             metadata["ungradeable_count"] = episode.ungradeable
+        if not finished:
+            # The one reward convention (README, "Rewards"): only the call that ends the episode
+            # carries a reward, so summing the step rewards and taking the last non-null one
+            # read the same number. An attempt's own reward is information, in metadata.
+            metadata["attempt_reward"] = reward
+            return ToolOutput(blocks=[TextBlock(text=text)], metadata=metadata, reward=None, finished=False)
         reward = self.charge(episode, reward, metadata)
         return ToolOutput(blocks=[TextBlock(text=text)], metadata=metadata, reward=reward, finished=finished)
 

@@ -93,6 +93,29 @@ def _normal(text: str) -> str:
     return "\n".join(line.rstrip() for line in _ID.sub("<id>", text).splitlines())
 
 
+def test_readme_train_with_sections_run(monkeypatch) -> None:
+    """Each "Train with" section's Python runs as shown (from the repository's root) and prints
+    what its comments say."""
+    import contextlib
+    import io
+
+    monkeypatch.chdir(Path(__file__).parent.parent)
+    sections = README.split("\n### Train with ")[1:]
+    ran = 0
+    for section in sections:
+        section = section.split("\n## ", 1)[0]
+        for block in re.findall(r"```python\n(.*?)```", section, re.S):
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                exec(compile(block, f"README: Train with {section.split()[0]}", "exec"), {})
+            expected = [m.group(1).strip() for m in re.finditer(r"print\(.*\)[ \t]+# (.+)$", block, re.M)]
+            printed = out.getvalue().splitlines()
+            for want in expected:
+                assert any(line.strip() == want for line in printed), (want, printed)
+            ran += 1
+    assert ran == 3
+
+
 def test_readme_agent_example_is_a_valid_spec_over_the_shipped_data() -> None:
     import yaml
 

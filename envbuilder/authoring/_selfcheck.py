@@ -179,12 +179,15 @@ async def _run(env: Environment, case: Case) -> CheckResult:
             return CheckResult(case, reason=f"the tool call failed: {result.error}")
         output = result.output
     reason = str((output.metadata or {}).get("reason") or "")
+    # The response's own reward: an attempt that leaves attempts open carries it in metadata
+    # (only the call that ends an episode carries a reward; README, "Rewards").
+    reward = output.reward if output.finished else (output.metadata or {}).get("attempt_reward")
     passed = (
-        output.reward is None
+        reward is None
         if case.expected is None
-        else output.reward is not None and math.isclose(output.reward, case.expected, abs_tol=1e-9)
+        else reward is not None and math.isclose(reward, case.expected, abs_tol=1e-9)
     )
     if case.reason is not None and case.reason not in reason:
         passed = False
         reason = f"{reason} (expected a reason containing {case.reason!r})"
-    return CheckResult(case, reward=output.reward, reason=reason, passed=passed)
+    return CheckResult(case, reward=reward, reason=reason, passed=passed)

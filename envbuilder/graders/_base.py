@@ -8,11 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from envbuilder.data import Task
 from envbuilder.errors import GraderError
 from envbuilder.plugins import ConfigModel, Plugin, Registry
 from envbuilder.templating import Template
-
-Task = dict[str, Any]
 
 
 class Outcome(enum.StrEnum):

@@ -31,7 +31,7 @@ from envbuilder.graders._base import (
 from envbuilder.graders._judge_cache import JudgeCache, cache_key, open_cache
 from envbuilder.plugins import ConfigModel
 from envbuilder.retry import RetryPolicy
-from envbuilder.templating import Template
+from envbuilder.templating import Template, template_or_file
 
 log = logging.getLogger("envbuilder.graders.judge")
 
@@ -163,11 +163,15 @@ class LLMJudgeGrader(Grader):
     def __init__(self, config: LLMJudgeConfig, context: GraderContext):
         super().__init__(config, context)
         base = context.base_dir
-        if config.template is not None:
-            self._prompt = Template(config.template, name="grader.template", base_dir=base)
-        else:
-            file = config.template_file or "judges/correctness.jinja"
-            self._prompt = Template(file, name="grader.template_file", base_dir=base, from_file=True)
+        prompt = template_or_file(
+            config.template,
+            config.template_file,
+            key="grader.template",
+            base_dir=base,
+            default_file="judges/correctness.jinja",
+        )
+        assert prompt is not None
+        self._prompt = prompt
         self._system = Template(config.system, name="grader.system", base_dir=base) if config.system else None
         self._question = (
             Template(config.question, name="grader.question", base_dir=base) if config.question else None

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import Field
 
+from envbuilder.data import Task
 from envbuilder.plugins import ConfigModel, Plugin, Registry
 from envbuilder.protocol import ContentBlock, TextBlock
 from envbuilder.tools._schema import ParamName, ParamSpec
@@ -56,7 +57,6 @@ if TYPE_CHECKING:
     from envbuilder.data import SplitView
     from envbuilder.state import Document, State
 
-Task = dict[str, Any]
 TOOL_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$"
 
 
