@@ -159,7 +159,8 @@ class Environment:
                 raise SpecError(problems)
             return
         assert self.prompter is not None and self.submit is not None
-        self.files: dict[str, Path] = _files(loaded, self.source.files(), templates)
+        profiles = [loaded.base_dir / s.profile for s in spec.splits.values() if s.profile is not None]
+        self.files: dict[str, Path] = _files(loaded, [*self.source.files(), *profiles], templates)
         """Every file the environment was made of, by its path relative to the spec's folder
         (POSIX, may start with ``../``): the spec and its bases, the data files, and the template
         files of the prompt, the graders, the dialogue and the tools. Packs, content hashes and
