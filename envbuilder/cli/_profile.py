@@ -36,9 +36,11 @@ def profile(
     max_turns: Annotated[int, typer.Option(min=1, help="Model turns per episode.")] = 10,
     temperature: Annotated[float | None, typer.Option(min=0, help="Sampling temperature.")] = 1.0,
 ) -> None:
-    """Run the model SAMPLES times on each task of a split and write a per-task table (task id, pass
-    rate, mean reward, tokens). A split selects tasks by it with `profile: TABLE` and e.g.
-    `filter: "pass_rate > 0 and pass_rate < 1"`."""
+    """Run a model SAMPLES times per task of a split; write each task's pass rate, mean reward and tokens.
+
+    The table goes beside the results (NAME.tasks.jsonl). A split selects tasks by it with
+    `profile: TABLE` and a filter such as `filter: "pass_rate > 0 and pass_rate < 1"`; a rerun
+    resumes the run."""
     from envbuilder.environment import load_environment
     from envbuilder.eval import ChatModel, Sampling
     from envbuilder.profiling import histogram, profile_split

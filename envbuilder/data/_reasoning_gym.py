@@ -74,23 +74,26 @@ def families() -> list[str]:
 
 
 def _registry() -> dict[str, Any]:
+    return _factory().DATASETS
+
+
+def _factory() -> Any:
+    """reasoning-gym's registry module, its families registered (imported on first use)."""
     try:
         import reasoning_gym  # noqa: F401 - registers every family
-        from reasoning_gym.factory import DATASETS
+        from reasoning_gym import factory
     except ImportError:
         raise DataError(
             "the `reasoning_gym` source needs the reasoning-gym package",
             hint="pip install 'envbuilder[reasoning]'",
             code="missing_dependency",
         ) from None
-    return DATASETS
+    return factory
 
 
 @functools.lru_cache(maxsize=64)
 def _built(family: str, config_json: str) -> Any:
-    from reasoning_gym.factory import create_dataset
-
-    return create_dataset(family, **json.loads(config_json), seed=0, size=CHUNK)
+    return _factory().create_dataset(family, **json.loads(config_json), seed=0, size=CHUNK)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -146,10 +146,7 @@ PICKS = [("easy", 0), ("hard", 999), ("train_easy", 123_456_789), ("train_hard",
 
 def _tasks(base: str) -> list[dict]:
     with httpx.Client(base_url=base) as c:
-        return [
-            c.post("/reasoning_mix/task", json={"split": s, "index": i}).json()["task"]
-            for s, i in PICKS
-        ]
+        return [c.post("/reasoning_mix/task", json={"split": s, "index": i}).json()["task"] for s, i in PICKS]
 
 
 def test_the_same_index_is_the_same_task_after_a_restart_and_on_two_replicas(
