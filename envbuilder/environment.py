@@ -10,6 +10,7 @@ from typing import Any
 
 from envbuilder.data import SplitView, Task
 from envbuilder.data._build import open_splits
+from envbuilder.data._maps import position
 from envbuilder.dialogue import DIALOGUE_VARIABLES, Dialogue
 from envbuilder.episode import Episode, SubmitTool
 from envbuilder.errors import (
@@ -325,9 +326,14 @@ class Environment:
             return None
         i = int(row)
         for view in self.splits.values():
-            ours = view.shaper.split == split and view.shaper.id_column is None
-            if ours and i < len(view) and view.index[i] == i:  # the view serves its rows in order
-                task = view.task(i)
+            if view.shaper.split != split or view.shaper.id_column is not None:
+                continue
+            if i < len(view) and view.index[i] == i:  # the view serves its rows in order
+                at: int | None = i
+            else:  # a slice of the rows (a generated split's `[1000:]`)
+                at = position(view.index, i)
+            if at is not None:
+                task = view.task(at)
                 if task.get("id") == task_id:
                     return task
         return None

@@ -135,3 +135,21 @@ def test_arithmetic_answers_are_right(ops: str) -> None:
         row = arithmetic({"ops": ops, "min_terms": 1, "max_terms": 5}, 11, i)
         expression = row["question"][len("What is ") : -1]
         assert int(row["answer"]) == eval(expression)  # the test's oracle: Python's own precedence
+
+
+def test_a_task_sent_back_is_found_in_a_sliced_split(tmp_path: Path) -> None:
+    env = _env(tmp_path, splits={"train": {"type": "train", "source": "easy", "slice": "[100:]"}})
+    task = env.split("train").task(5)
+    assert task["id"] == "easy-105"
+    assert env.find_task("easy-105") == task
+    assert env.find_task("easy-99") is None  # not in the split
+    assert env.find_task("hard-105") is None
+
+
+def test_position_of_a_row_in_plain_index_maps() -> None:
+    from envbuilder.data._maps import Identity, Permutation, Window, position
+
+    assert position(Identity(10), 3) == 3 and position(Identity(10), 10) is None
+    assert position(Window(Window(Identity(100), 10, 90), 5, 20), 17) == 2
+    assert position(Window(Identity(100), 10, 90), 5) is None
+    assert position(Permutation(Identity(10), 1), 3) is None

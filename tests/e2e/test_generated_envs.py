@@ -94,10 +94,12 @@ def test_ors_sdk_plays_generated_tasks_at_every_level(url: str, reasoning: Envir
         with env.session(split=level, index=i) as s:
             out = s.call_tool("submit", {"answer": answer})
             assert out.reward == pytest.approx(score) and out.metadata["score"] == pytest.approx(score)
-        # A session made from a task the client holds is graded against the server's row.
-        task = env.get_task("medium", 2)
-        with env.session(task=task) as s:
-            assert s.call_tool("submit", {"answer": _gold(reasoning, "medium", 2)}).reward == 1.0
+        # A session made from a task the client holds is graded against the server's row,
+        # in a split that is a slice of its level too.
+        for split, i in (("medium", 2), ("train_hard", 10**9 - 1001)):
+            task = env.get_task(split, i)
+            with env.session(task=task) as s:
+                assert s.call_tool("submit", {"answer": _gold(reasoning, split, i)}).reward == 1.0
 
 
 def test_openreward_plays_generated_and_mixed_tasks(
