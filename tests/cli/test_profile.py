@@ -14,7 +14,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from envbuilder.catalog import catalog_entry
+from envbuilder.catalog import build_catalog, catalog_entry, write_site
 from envbuilder.cli import app
 from envbuilder.environment import load_environment
 from tests.fakes.chat_server import ChatServer, tool_call_reply
@@ -113,6 +113,10 @@ def test_profile_writes_the_table_and_a_split_filters_on_it(tmp_path: Path) -> N
     assert splits["learnable"]["profile"]["histogram"] == [0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0]
     assert splits["solved"]["profile"]["histogram"] == [0] * 10 + [2]
     assert "profile" not in splits["test"]
+    write_site(build_catalog([env]), tmp_path / "site")
+    page = (tmp_path / "site" / "env" / "five.html").read_text()
+    assert splits["solved"]["profile"]["sparkline"] == " " * 10 + "█"
+    assert f"0 {splits['solved']['profile']['sparkline']} 1" in page and "(2 tasks)" in page
 
 
 def test_a_filter_on_a_profile_names_unknown_fields(tmp_path: Path) -> None:
