@@ -149,16 +149,69 @@ def grading(answers: int) -> dict[str, float]:
     return {"sequential answers/s": asyncio.run(run())}
 
 
+def child(spec: str, split: str, reads: int) -> None:
+    """In a fresh process: CPU seconds to import and load the spec, RSS, CPU µs per random task."""
+    import json
+    import resource
+
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    from envbuilder.environment import load_environment
+
+    env = load_environment(spec)
+    loaded = (time.process_time() - cpu0, time.perf_counter() - wall0)
+    view = env.split(split)
+    rng = random.Random(2)
+    picks = [rng.randrange(len(view)) for _ in range(reads)]
+    cpu1 = time.process_time()
+    for i in picks:
+        view.task(i)
+    per_task = (time.process_time() - cpu1) / reads
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"load_cpu": loaded[0], "load_wall": loaded[1], "rss": rss, "task_us": per_task * 1e6}))
+
+
+def inprocess(folder: Path, reads: int) -> None:
+    import json
+
+    print(f"In process (CPU time, robust to the machine's load), {reads} random tasks per spec:\n")
+    print("| source | load CPU s (imports included) | load wall s | peak RSS MB | CPU µs per task |")
+    print("|---|---|---|---|---|")
+    for label, (spec, split) in specs(folder).items():
+        out = subprocess.run(
+            [sys.executable, __file__, "--child", str(spec), split, str(reads)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        m = json.loads(out.stdout.strip().splitlines()[-1])
+        print(
+            f"| {label} | {m['load_cpu']:.2f} | {m['load_wall']:.2f} | {m['rss']:.0f} | {m['task_us']:.0f} |"
+        )
+
+
 def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        child(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+        return
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--answers", type=int, default=2000)
+    parser.add_argument("--reads", type=int, default=2000, help="random tasks read in process per spec")
+    parser.add_argument("--inprocess-only", action="store_true", help="skip the HTTP servers")
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
+        inprocess(Path(tmp), args.reads)
+        grade: dict[str, Any] = grading(args.answers)
+        print(
+            f"\nreasoning_gym grader, {args.answers} answers (half right), in process: "
+            f"{grade['sequential answers/s']:,.0f} answers/s\n"
+        )
+        if args.inprocess_only:
+            return
         for label, (spec, split) in specs(Path(tmp)).items():
             name = yaml.safe_load(spec.read_text())["name"]
             process, url, ready = start(spec)
@@ -185,9 +238,6 @@ def main() -> None:
         print(
             f"| {label} | {n} | {ready:.2f} | {rss0:.0f} | {rss1:.0f} | {p50:.2f} | {p99:.2f} | {tps:,.0f} |"
         )
-    grade: dict[str, Any] = grading(args.answers)
-    print(f"\nreasoning_gym grader, {args.answers} answers (half right), in process: "
-          f"{grade['sequential answers/s']:,.0f} answers/s")  # fmt: skip
 
 
 if __name__ == "__main__":
