@@ -174,3 +174,38 @@ def test_the_same_index_is_the_same_task_after_a_restart_and_on_two_replicas(
                     rewards.append(session.call_tool("submit", {"answer": _gold(reasoning, s, i)}).reward)
         assert rewards == [1.0] * len(PICKS)
         assert min(balancer.sent) >= len(PICKS)
+
+
+def test_eval_groups_a_mixture_by_source(mix: Environment) -> None:
+    """The eval runner, as a library, scores each source of the mixture apart."""
+    import asyncio
+    import json
+
+    from envbuilder.eval import ChatModel, LocalBackend, plan_eval, run_eval, summarize
+    from tests.fakes.chat_server import ChatServer, tool_call_reply
+
+    golds = {t["question"]: _gold(mix, "test", i) for i, t in enumerate(mix.split("test").task_range(0, 30))}
+
+    def handler(request: dict, _: int):
+        prompt = json.dumps(request["messages"])
+        question = next(q for q in golds if json.dumps(q)[1:-1] in prompt)
+        # Right on GSM8K's problems, wrong on the generated ones.
+        answer = golds[question] if not question.startswith("What is") else "-1"
+        return 200, tool_call_reply("submit", json.dumps({"answer": answer})), {}
+
+    async def run() -> dict:
+        backend = LocalBackend(mix)
+        with ChatServer(handler) as server:
+            model = ChatModel(server.base_url, "m")
+            try:
+                plan = await plan_eval(backend, model, split="test", limit=30)
+                records = await run_eval(backend, model, plan)
+            finally:
+                await model.aclose()
+        return summarize(records, group_by="source").to_dict()["groups"]
+
+    groups = asyncio.run(run())
+    assert set(groups) == {"gsm8k", "arithmetic_easy", "arithmetic_hard"}
+    assert groups["gsm8k"]["outcomes"]["correct"] == groups["gsm8k"]["episodes"] > 0
+    assert groups["arithmetic_easy"]["outcomes"]["correct"] == 0
+    assert groups["arithmetic_hard"]["outcomes"]["incorrect"] == groups["arithmetic_hard"]["episodes"] > 0
