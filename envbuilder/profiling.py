@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from envbuilder.errors import DataError
+from envbuilder.errors import DataError, EnvbuilderError
 
 if TYPE_CHECKING:
     from envbuilder.environment import Environment
@@ -30,6 +30,8 @@ __all__ = ["PROFILE_FIELDS", "Profile", "histogram", "profile_split", "read_prof
 
 #: The fields a profiled split's filter may use besides the row's columns.
 PROFILE_FIELDS = ("pass_rate", "mean_reward", "tokens", "samples")
+#: The most tasks one profile plays (a generated split may have 10⁹: profile a `--limit` of them).
+MAX_TASKS = 1_000_000
 #: Bins of the catalog's pass-rate histogram: [0, 0.1), …, [0.9, 1.0) and exactly 1.
 BINS = 11
 
@@ -94,6 +96,13 @@ async def profile_split(
     ended in an error are left out of the table (rerun to retry them)."""
     from envbuilder.eval import LocalBackend, plan_eval, run_eval
 
+    n = len(env.split(split))
+    if (n if limit is None else min(n, limit)) > MAX_TASKS:
+        raise EnvbuilderError(
+            f"split {split!r} has {n:,} tasks; a profile plays each of them {samples} times",
+            hint=f"Profile at most {MAX_TASKS:,} tasks: give --limit",
+            code="profile_too_large",
+        )
     backend = LocalBackend(env)
     plan = await plan_eval(
         backend,

@@ -141,3 +141,23 @@ def test_a_missing_profile_is_a_located_error(tmp_path: Path) -> None:
         load_environment(spec)
     (problem,) = info.value.problems
     assert problem.loc == ("splits", "hard", "profile") and problem.code == "profile_unreadable"
+
+
+def test_a_huge_generated_split_needs_a_limit(tmp_path: Path) -> None:
+    spec = tmp_path / "gen.yaml"
+    spec.write_text(
+        yaml.safe_dump(
+            {
+                "name": "gen",
+                "dataset": {"type": "generator", "generator": "arithmetic", "num_tasks": 10**9},
+                "splits": {"test": {}},
+                "prompt": {"template": "{{ question }}"},
+                "grader": {"type": "exact_match", "target": "{{ answer }}"},
+            }
+        )
+    )
+    with ChatServer(Scripted()) as server:
+        result = _profile(spec, server.base_url, tmp_path / "p.jsonl")
+        assert result.exit_code == 1
+        assert "split 'test' has 1,000,000,000 tasks" in result.output and "--limit" in result.output
+        assert server.requests == []
