@@ -17,6 +17,7 @@ from envbuilder.data._filter import RowFilter, filter_profiled, filter_rows
 from envbuilder.data._maps import Complement, Gather, Identity, IndexMap, Permutation, Window, slice_bounds
 from envbuilder.data._splits import SplitView, TaskShaper
 from envbuilder.errors import DataError, EnvbuilderError, Loc, name_hint
+from envbuilder.paths import check_inside
 from envbuilder.profiling import read_profile
 
 if TYPE_CHECKING:  # spec imports data at run time (its dataset models), so data names it only here
@@ -125,7 +126,14 @@ def _pool(
     profile: dict[int, dict[str, Any]] | None = None
     if split.profile is not None:
         try:
-            profile = read_profile(source.base_dir / split.profile).rows_of(label)
+            path = check_inside(source.base_dir / split.profile, source.base_dir)
+            if path is None:
+                raise DataError(
+                    f"the profile {split.profile!r} is outside the spec's folder",
+                    hint="Keep the table beside the spec, or allow its folder with `serve --data-root`",
+                    code="data_outside",
+                )
+            profile = read_profile(path).rows_of(label)
         except DataError as exc:
             errors.append((("splits", name, "profile"), exc))
             return None

@@ -161,3 +161,21 @@ def test_a_huge_generated_split_needs_a_limit(tmp_path: Path) -> None:
         assert result.exit_code == 1
         assert "split 'test' has 1,000,000,000 tasks" in result.output and "--limit" in result.output
         assert server.requests == []
+
+
+def test_a_served_spec_reads_no_profile_outside_its_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from envbuilder.errors import SpecError
+
+    outside = tmp_path / "elsewhere.tasks.jsonl"
+    outside.write_text(json.dumps({"source_split": "test", "row": 0, "pass_rate": 1.0}) + "\n")
+    folder = tmp_path / "spec"
+    folder.mkdir()
+    spec = _spec(folder, solved={"source": "test", "profile": "../elsewhere.tasks.jsonl"})
+    assert len(load_environment(spec).split("solved")) == 1  # an authoring command reads it
+    monkeypatch.setenv("ENVBUILDER_CONTAIN_FILES", "1")  # as `serve` runs specs
+    with pytest.raises(SpecError) as info:
+        load_environment(spec)
+    (problem,) = info.value.problems
+    assert (problem.loc, problem.code) == (("splits", "solved", "profile"), "data_outside")
