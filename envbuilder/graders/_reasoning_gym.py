@@ -3,13 +3,15 @@
 The task's ``rg`` field (written by the ``reasoning_gym`` source) names the family, its config,
 the seed and the item; the grader rebuilds that item with reasoning-gym and scores the answer
 against it, so the gold answer and the family's metadata never travel with the task. The
-family's checker is the package's code: it runs on a worker thread under a time limit, and a
-checker that fails or overruns makes the answer ungradeable, never a silent 0.
+family's checker is the package's code: it runs on one of the grader's own threads under a time
+limit, and a checker that fails or overruns makes the answer ungradeable, never a silent 0 (a
+thread cannot be killed: a killable worker process is the stronger bound).
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import math
 import re
 from typing import Annotated, Any, Literal
@@ -37,6 +39,10 @@ NestedGrader = Annotated[GraderConfig, PluginField(graders)]
 _TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
 #: Longer answers are not scored (a checker's work grows with the answer).
 MAX_ANSWER_CHARS = 20_000
+#: The checkers' own threads: a checker that overruns its time limit keeps its thread busy
+#: (a thread cannot be stopped), and must not take the threads the server's other off-loop
+#: work (regex matches, renders) runs on.
+_CHECKERS = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="reasoning-gym")
 
 
 class ReasoningGymGraderConfig(GraderConfig):
@@ -122,8 +128,9 @@ class ReasoningGymGrader(Grader):
         if extracted is None:
             return Grade.ungradeable("no <answer>…</answer> in the response", family=family)
         try:
+            loop = asyncio.get_running_loop()
             score = await asyncio.wait_for(
-                asyncio.to_thread(_score, coordinates, extracted), timeout=self.config.timeout
+                loop.run_in_executor(_CHECKERS, _score, coordinates, extracted), timeout=self.config.timeout
             )
         except TimeoutError:
             return Grade.ungradeable(

@@ -113,3 +113,12 @@ def test_check_submits_each_familys_reference_answer() -> None:
     result = CliRunner().invoke(app, ["check", str(ENVS / "reasoning_mix.yaml"), "--sample", "20"])
     assert result.exit_code == 0, result.output
     assert "gold answers: 120/120 get full reward" in result.output
+
+
+def test_a_checker_past_its_time_limit_makes_the_answer_ungradeable(tmp_path: Path) -> None:
+    env = make_env(RG, {"easy": {}}, tmp_path)
+    task = env.split("easy").task(0)
+    grade = _grade(_grader(timeout=1e-6), task["answer"], task)
+    assert grade.outcome is Outcome.UNGRADEABLE and "took more than" in grade.reason
+    too_long = _grade(_grader(), "x" * 20_001, task)
+    assert too_long.outcome is Outcome.UNGRADEABLE and "too long" in too_long.reason
