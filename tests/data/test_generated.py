@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import resource
-import time
 from pathlib import Path
 
 import pytest
@@ -49,13 +48,16 @@ def test_the_same_index_is_the_same_task_in_a_new_environment(tmp_path: Path) ->
 
 
 def test_a_billion_tasks_open_at_once_in_constant_memory(tmp_path: Path) -> None:
+    # Start-up time is measured by bench/generators.py; here: a task makes its one row, no other.
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    started = time.perf_counter()
+    made: list[int] = []
     env = _env(tmp_path, {**GEN, "num_tasks": 10**12})
-    elapsed = time.perf_counter() - started
+    table = env.split("easy").table
+    make = table.make  # type: ignore[attr-defined]
+    table.make = lambda i: made.append(i) or make(i)  # type: ignore[attr-defined]
     assert len(env.split("easy")) == 10**12
     assert env.split("easy").task(-1)["id"] == f"easy-{10**12 - 1}"
-    assert elapsed < 5  # generous under load; bench/generators.py measures it
+    assert made == [10**12 - 1]
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 50_000  # KiB
 
 
