@@ -116,9 +116,23 @@ def test_check_submits_each_familys_reference_answer() -> None:
 
 
 def test_a_checker_past_its_time_limit_makes_the_answer_ungradeable(tmp_path: Path) -> None:
+    import threading
+
+    from envbuilder.graders import _reasoning_gym
+
     env = make_env(RG, {"easy": {}}, tmp_path)
     task = env.split("easy").task(0)
-    grade = _grade(_grader(timeout=1e-6), task["answer"], task)
-    assert grade.outcome is Outcome.UNGRADEABLE and "took more than" in grade.reason
+    # Every checker thread is busy (as with checkers that overran): this answer's check cannot
+    # start before its time limit, and the grader says so instead of waiting.
+    release = threading.Event()
+    busy = [_reasoning_gym._CHECKERS.submit(release.wait) for _ in range(4)]
+    try:
+        grade = _grade(_grader(timeout=0.2), task["answer"], task)
+    finally:
+        release.set()
+        for future in busy:
+            future.result()
+    assert grade.outcome is Outcome.UNGRADEABLE and "took more than 0.2 s" in grade.reason
+    assert _grade(_grader(), task["answer"], task).score == 1.0  # the threads are free again
     too_long = _grade(_grader(), "x" * 20_001, task)
     assert too_long.outcome is Outcome.UNGRADEABLE and "too long" in too_long.reason
