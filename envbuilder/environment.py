@@ -10,6 +10,7 @@ from typing import Any
 
 from envbuilder.data import SplitView, Task
 from envbuilder.data._build import open_splits
+from envbuilder.data._maps import position
 from envbuilder.dialogue import DIALOGUE_VARIABLES, Dialogue
 from envbuilder.episode import Episode, SubmitTool
 from envbuilder.errors import (
@@ -177,7 +178,10 @@ class Environment:
         code = [p for t in built if (p := getattr(t, "source_file", None)) is not None]
         state_file = [loaded.base_dir / spec.state.file] if spec.state and spec.state.file else []
         code = [p for p in code if p.resolve().is_relative_to(loaded.base_dir.resolve())]
-        self.files: dict[str, Path] = _files(loaded, [*self.source.files(), *state_file, *code], templates)
+        profiles = [loaded.base_dir / s.profile for s in spec.splits.values() if s.profile is not None]
+        self.files: dict[str, Path] = _files(
+            loaded, [*self.source.files(), *state_file, *code, *profiles], templates
+        )
         """Every file the environment was made of, by its path relative to the spec's folder
         (POSIX, may start with ``../``): the spec and its bases, the data files, and the template
         files of the prompt, the graders, the dialogue and the tools. Packs, content hashes and
@@ -409,9 +413,14 @@ class Environment:
             return None
         i = int(row)
         for view in self.splits.values():
-            ours = view.shaper.split == split and view.shaper.id_column is None
-            if ours and i < len(view) and view.index[i] == i:  # the view serves its rows in order
-                task = view.task(i)
+            if view.shaper.split != split or view.shaper.id_column is not None:
+                continue
+            if i < len(view) and view.index[i] == i:  # the view serves its rows in order
+                at: int | None = i
+            else:  # a slice of the rows (a generated split's `[1000:]`)
+                at = position(view.index, i)
+            if at is not None:
+                task = view.task(at)
                 if task.get("id") == task_id:
                     return task
         return None

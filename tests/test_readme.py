@@ -93,6 +93,26 @@ def _normal(text: str) -> str:
     return "\n".join(line.rstrip() for line in _ID.sub("<id>", text).splitlines())
 
 
+def test_readme_generated_spec_serves_and_grades(tmp_path: Path) -> None:
+    import asyncio
+
+    import pytest
+
+    pytest.importorskip("reasoning_gym")
+    from envbuilder.environment import Environment
+    from envbuilder.spec import parse_spec
+
+    section = README.split("## Generated tasks", 1)[1].split("\n## ", 1)[0]
+    block = re.findall(r"```yaml\n(.*?)```", section, re.S)[0]
+    env = Environment(parse_spec(block, file="reasoning.yaml", base_dir=tmp_path))
+    assert len(env.split("train")) == 10**9 - 1000
+    task = env.split("test").task(3)
+    assert task["difficulty"] == "hard" and task["family"] in {"chain_sum", "spell_backward"}
+    assert env.submit is not None
+    grade = asyncio.run(env.submit.grader.grade(task["answer"], task, {}))
+    assert grade.score == 1.0
+
+
 def test_readme_train_with_sections_run(monkeypatch) -> None:
     """Each "Train with" section's Python runs as shown (from the repository's root) and prints
     what its comments say."""

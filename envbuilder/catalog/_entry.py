@@ -9,6 +9,7 @@ from envbuilder import __version__
 from envbuilder.catalog._files import content_hash, file_sha256
 from envbuilder.environment import Environment
 from envbuilder.errors import EnvbuilderError
+from envbuilder.profiling import histogram, read_profile
 
 __all__ = ["build_catalog", "catalog_entry"]
 
@@ -36,7 +37,8 @@ def catalog_entry(env: Environment) -> dict[str, Any]:
         ],
         "dataset": _redact(env.source.describe()),
         "splits": [
-            {"name": view.name, "type": view.type, "num_tasks": len(view)} for view in env.splits.values()
+            {"name": view.name, "type": view.type, "num_tasks": len(view), **_profile(env, view.name)}
+            for view in env.splits.values()
         ],
         "tools": [tool.model_dump(mode="json") for tool in env.tools_listing.tools],
         "graders": [_redact(spec.grader.model_dump(mode="json"))],
@@ -47,6 +49,23 @@ def catalog_entry(env: Environment) -> dict[str, Any]:
 def build_catalog(envs: list[Environment]) -> dict[str, Any]:
     """The catalog of ``envs`` in the given order: ``{"envbuilder": version, "environments": [...]}``."""
     return {"envbuilder": __version__, "environments": [catalog_entry(env) for env in envs]}
+
+
+def _profile(env: Environment, split: str) -> dict[str, Any]:
+    """The pass-rate distribution of a split made from a difficulty profile (`profile:`), if any."""
+    name = env.spec.splits[split].profile
+    if name is None:
+        return {}
+    view = env.splits[split]
+    stats = read_profile(env.loaded.base_dir / name).rows_of(view.shaper.split)
+    rows = [stats[view.index[i]] for i in range(len(view)) if view.index[i] in stats]
+    bins = histogram(rows)
+    top = max(bins) or 1
+    sparkline = "".join(_BARS[round(n / top * (len(_BARS) - 1))] for n in bins)
+    return {"profile": {"table": name, "tasks": len(rows), "histogram": bins, "sparkline": sparkline}}
+
+
+_BARS = " ▁▂▃▄▅▆▇█"
 
 
 def _sample(env: Environment) -> dict[str, Any] | None:

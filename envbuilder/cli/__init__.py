@@ -18,6 +18,7 @@ from envbuilder.cli import (
     _mcp,
     _pack,
     _preview,
+    _profile,
     _publish,
     _pull,
     _schema,
@@ -64,6 +65,7 @@ app.command("schema")(_schema.schema)
 app.command("init")(_init.init)
 app.add_typer(_eval_group.eval_app, name="eval")
 app.command("view")(_view.view)
+app.command("profile")(_profile.profile)
 
 
 def _version(value: bool) -> None:

@@ -21,6 +21,9 @@ class SourceConfig(ConfigModel):
 class Table(abc.ABC):
     """A lazy sequence of rows: its length and columns come from metadata, rows on demand."""
 
+    generated: bool = False
+    """True when rows are computed, not read (each costs real work; there may be 10⁹ of them)."""
+
     @property
     @abc.abstractmethod
     def columns(self) -> list[str]:

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from envbuilder.data._base import Source, Table, sources
-from envbuilder.data._filter import RowFilter, filter_rows
+from envbuilder.data._filter import RowFilter, filter_profiled, filter_rows
 from envbuilder.data._maps import Complement, Gather, Identity, IndexMap, Permutation, Window, slice_bounds
 from envbuilder.data._splits import SplitView, TaskShaper
 from envbuilder.errors import DataError, EnvbuilderError, Loc, name_hint
+from envbuilder.paths import check_inside
+from envbuilder.profiling import read_profile
 
 if TYPE_CHECKING:  # spec imports data at run time (its dataset models), so data names it only here
     from envbuilder.spec import Spec, SplitSpec, TaskShape
@@ -121,9 +123,28 @@ def _pool(
         errors.append((loc, exc))
         return None
     index: IndexMap = Identity(len(table))
+    profile: dict[int, dict[str, Any]] | None = None
+    if split.profile is not None:
+        try:
+            path = check_inside(source.base_dir / split.profile, source.base_dir)
+            if path is None:
+                raise DataError(
+                    f"the profile {split.profile!r} is outside the spec's folder",
+                    hint="Keep the table beside the spec, or allow its folder with `serve --data-root`",
+                    code="data_outside",
+                )
+            profile = read_profile(path).rows_of(label)
+        except DataError as exc:
+            errors.append((("splits", name, "profile"), exc))
+            return None
+        index = Gather(index, sorted(r for r in profile if r < len(table)))
     if split.filter is not None:
         try:
-            index = Gather(index, filter_rows(table, RowFilter(split.filter, f"splits.{name}.filter")))
+            flt = RowFilter(split.filter, f"splits.{name}.filter")
+            if profile is None:
+                index = Gather(index, filter_rows(table, flt))
+            else:
+                index = Gather(index, filter_profiled(table, index, profile, flt))
         except EnvbuilderError as exc:
             # Reported; the split is still opened unfiltered so its columns can be checked.
             errors.append((("splits", name, "filter"), exc))

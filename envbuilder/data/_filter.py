@@ -30,6 +30,9 @@ from envbuilder.templating import jinja_env
 log = logging.getLogger("envbuilder.data")
 
 CHUNK = 8192
+#: The most rows a filter reads from a table that is not file-backed (a generated table) on
+#: every start: its result cannot be cached, and a 10⁹-row table would never open.
+MAX_UNCACHED = 1_000_000
 
 
 class RowFilter:
@@ -68,6 +71,13 @@ class RowFilter:
 def filter_rows(table: Table, flt: RowFilter) -> Sequence[int]:
     """Row numbers of ``table`` that ``flt`` keeps, from the cache when the data is unchanged."""
     flt.check_columns(table.columns)
+    if table.identity() is None and len(table) > MAX_UNCACHED:
+        raise DataError(
+            f"a filter reads every row, and this table has {len(table):,} rows that are not in a file",
+            hint=f"Filter at most {MAX_UNCACHED:,} generated rows (lower `num_tasks`), or pick a level "
+            "with `source:` instead of filtering",
+            code="filter_too_large",
+        )
     identity = table.identity()
     path = cache_path("filters", cache_key("filter", identity, flt.expression), ".idx") if identity else None
     if path is None:
@@ -78,6 +88,22 @@ def filter_rows(table: Table, flt: RowFilter) -> Sequence[int]:
         if path.exists():
             return _load(path)
         return _filter(table, flt, path)
+
+
+def filter_profiled(
+    table: Table, index: Sequence[int] | Any, profile: dict[int, dict[str, Any]], flt: RowFilter
+) -> Sequence[int]:
+    """Positions of ``index`` (the profiled rows of ``table``) that ``flt`` keeps, the filter
+    seeing each row's columns and its profile (``pass_rate``, ``mean_reward``, …)."""
+    from envbuilder.profiling import PROFILE_FIELDS
+
+    flt.check_columns([*table.columns, *PROFILE_FIELDS])
+    kept = array("q")
+    for i in range(len(index)):
+        row = table.row(index[i])
+        if flt.keep({**(to_json(row) if needs_conversion(row) else row), **profile[index[i]]}):
+            kept.append(i)
+    return kept
 
 
 def _filter(table: Table, flt: RowFilter, path: Path | None) -> Sequence[int]:

@@ -22,6 +22,7 @@ __all__ = [
     "Permutation",
     "Window",
     "parse_slice",
+    "position",
     "runs",
     "slice_bounds",
 ]
@@ -132,6 +133,20 @@ class Permutation:
         while x >= self.n:  # cycle walking: the domain is < 4n, so this ends fast
             x = self._encrypt(x)
         return self.base[x]
+
+
+def position(index: IndexMap, row: int) -> int | None:
+    """The position of source row ``row`` in ``index`` when it is a plain range of rows (the
+    identity, a slice or limit of it), None when it is not there or the map is another kind."""
+    if isinstance(index, Identity):
+        return row if 0 <= row < len(index) else None
+    if isinstance(index, Window):
+        inner = position(index.base, row)
+        if inner is None:
+            return None
+        at = inner - index.start
+        return at if 0 <= at < len(index) else None
+    return None
 
 
 def runs(index: IndexMap, lo: int, hi: int) -> list[tuple[int, int]]:

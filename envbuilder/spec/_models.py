@@ -33,6 +33,10 @@ class SplitSpec(ConfigModel):
     Jinja expression over the row's columns (before `task.rename`); computed once and cached."""
     slice: str | None = None
     """Keep rows `[start:stop]` (after the filter), in rows or percent: `[:1000]`, `[10%:20%]`."""
+    profile: str | None = None
+    """A per-task table written by `envbuilder profile` (relative to the spec file): the split
+    keeps only the tasks profiled there, and `filter` can also use their `pass_rate`,
+    `mean_reward`, `tokens` and `samples`, e.g. `pass_rate > 0 and pass_rate < 1`."""
     shuffle: bool = False
     """Serve the rows in a pseudo-random order fixed by `seed`."""
     seed: int = 0
@@ -62,7 +66,9 @@ class SplitSpec(ConfigModel):
         if (self.carve_from is None) != (self.fraction is None):
             raise ValueError("`carve_from` and `fraction` go together")
         if self.carve_from is not None:
-            taken = [k for k in ("source", "files", "filter", "slice") if getattr(self, k) is not None]
+            taken = [
+                k for k in ("source", "files", "filter", "slice", "profile") if getattr(self, k) is not None
+            ]
             if taken:
                 raise ValueError(
                     f"a carved split takes its rows from `carve_from`; `{taken[0]}` belongs on that split"

@@ -31,6 +31,7 @@ def test_builtins_register_through_entry_points() -> None:
             "exact_match",
             "llm_judge",
             "math",
+            "reasoning_gym",
             "regex",
             "state_match",
             "unit_tests",

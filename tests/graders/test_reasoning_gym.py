@@ -1,0 +1,138 @@
+"""The `reasoning_gym` source and grader on the real reasoning-gym package."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from envbuilder.cli import app
+from envbuilder.errors import SpecError
+from envbuilder.graders import GraderContext, graders
+from envbuilder.graders._base import Outcome
+from envbuilder.graders._reasoning_gym import extract_answer
+from tests.conftest import ENVS
+from tests.data.helpers import make_env
+
+pytest.importorskip("reasoning_gym")
+
+RG = {
+    "type": "reasoning_gym",
+    "num_tasks": 10**9,
+    "tasks": {"chain_sum": {"weight": 3}, "spell_backward": {}},
+    "levels": {
+        "easy": {"chain_sum": {"max_terms": 2}},
+        "hard": {"chain_sum": {"min_terms": 5, "max_terms": 6}},
+    },
+}
+
+
+def _grader(**config):
+    config = {"type": "reasoning_gym", **config}
+    model = graders.get("reasoning_gym").Config.model_validate(config)
+    return graders.get("reasoning_gym")(model, GraderContext())
+
+
+def _grade(grader, answer: str, task: dict):
+    return asyncio.run(grader.grade(answer, task, {}))
+
+
+def test_rows_are_deterministic_weighted_and_carry_their_family_and_level(tmp_path: Path) -> None:
+    env = make_env(RG, {"easy": {}, "hard": {}}, tmp_path)
+    again = make_env(RG, {"easy": {}, "hard": {}}, tmp_path)
+    tasks = env.split("easy").task_range(0, 400)
+    assert tasks == again.split("easy").task_range(0, 400)
+    counts = {f: sum(t["family"] == f for t in tasks) for f in ("chain_sum", "spell_backward")}
+    assert 240 <= counts["chain_sum"] <= 360 and counts["chain_sum"] + counts["spell_backward"] == 400
+    assert {t["difficulty"] for t in tasks} == {"easy"}
+    sums = [t for t in env.split("hard").task_range(0, 50) if t["family"] == "chain_sum"]
+    assert all(5 <= t["question"].count(" + ") + t["question"].count(" - ") + 1 <= 6 for t in sums)
+    assert env.split("easy").task(10**9 - 1)["id"] == f"easy-{10**9 - 1}"
+
+
+def test_the_family_checker_scores_with_partial_credit(tmp_path: Path) -> None:
+    env = make_env(RG, {"easy": {}}, tmp_path)
+    grader = _grader()
+    task = next(t for t in env.split("easy").task_range(0, 50) if t["family"] == "spell_backward")
+    assert _grade(grader, task["answer"], task).score == 1.0
+    assert _grade(grader, f"<answer>{task['answer']}</answer>", task).outcome is Outcome.CORRECT
+    answer = task["answer"]
+    partial = _grade(grader, answer[:-1] + ("a" if answer[-1] != "a" else "b"), task)
+    assert partial.outcome is Outcome.CORRECT
+    assert partial.score == pytest.approx((len(answer) - 1) / len(answer))
+    # reasoning-gym's prefix credit can sum a hair above 1 for a longer answer: never full credit.
+    assert _grade(grader, answer + " yes", task).score != 1.0
+    assert _grade(grader, "zzzz", task).outcome is Outcome.INCORRECT
+    only_tags = _grader(extract="answer_tag")
+    assert _grade(only_tags, task["answer"], task).outcome is Outcome.UNGRADEABLE
+    # A forged task without generation coordinates is never graded against anything.
+    assert _grade(grader, "3", {"question": "1+2", "answer": "3"}).outcome is Outcome.UNGRADEABLE
+
+
+def test_otherwise_grades_rows_that_reasoning_gym_did_not_make() -> None:
+    grader = _grader(otherwise={"type": "exact_match", "target": "{{ answer }}", "extract": "number"})
+    assert grader.fields >= {"rg", "answer"}
+    assert _grade(grader, "It is 3.", {"answer": "3"}).score == 1.0
+    assert _grade(grader, "It is 4.", {"answer": "3"}).score == 0.0
+
+
+@pytest.mark.parametrize(
+    ("response", "mode", "expected"),
+    [
+        ("<answer> 42 </answer>", "auto", "42"),
+        ("<answer>1</answer> then <answer>2</answer>", "auto", "2"),
+        ("  42 ", "auto", "42"),
+        ("42", "answer_tag", None),
+        ("<answer>42</answer>", "none", "<answer>42</answer>"),
+    ],
+)
+def test_extraction(response: str, mode: str, expected: str | None) -> None:
+    assert extract_answer(response, mode) == expected
+
+
+def test_unknown_families_and_bad_configs_are_located(tmp_path: Path) -> None:
+    bad = {**RG, "tasks": {"chain_sums": {}}, "levels": {}}
+    with pytest.raises(SpecError) as info:
+        make_env(bad, {"test": {}}, tmp_path)
+    (problem,) = info.value.problems
+    assert (problem.code, problem.hint) == ("unknown_family", "Did you mean 'chain_sum'?")
+    bad = {**RG, "levels": {"easy": {"chain_sum": {"max_terms": 0}}}}
+    with pytest.raises(SpecError) as info:
+        make_env(bad, {"easy": {}}, tmp_path)
+    (problem,) = info.value.problems
+    assert problem.code == "family_config" and problem.loc == ("dataset", "levels", "easy")
+    bad = {**RG, "levels": {"easy": {"chain_summ": {}}}}
+    with pytest.raises(SpecError) as info:
+        make_env(bad, {"easy": {}}, tmp_path)
+    assert "Did you mean 'chain_sum'?" in info.value.problems[0].message
+
+
+def test_check_submits_each_familys_reference_answer() -> None:
+    result = CliRunner().invoke(app, ["check", str(ENVS / "reasoning_mix.yaml"), "--sample", "20"])
+    assert result.exit_code == 0, result.output
+    assert "gold answers: 120/120 get full reward" in result.output
+
+
+def test_a_checker_past_its_time_limit_makes_the_answer_ungradeable(tmp_path: Path) -> None:
+    import threading
+
+    from envbuilder.graders import _reasoning_gym
+
+    env = make_env(RG, {"easy": {}}, tmp_path)
+    task = env.split("easy").task(0)
+    # Every checker thread is busy (as with checkers that overran): this answer's check cannot
+    # start before its time limit, and the grader says so instead of waiting.
+    release = threading.Event()
+    busy = [_reasoning_gym._CHECKERS.submit(release.wait) for _ in range(4)]
+    try:
+        grade = _grade(_grader(timeout=0.2), task["answer"], task)
+    finally:
+        release.set()
+        for future in busy:
+            future.result()
+    assert grade.outcome is Outcome.UNGRADEABLE and "took more than 0.2 s" in grade.reason
+    assert _grade(_grader(), task["answer"], task).score == 1.0  # the threads are free again
+    too_long = _grade(_grader(), "x" * 20_001, task)
+    assert too_long.outcome is Outcome.UNGRADEABLE and "too long" in too_long.reason
