@@ -52,8 +52,9 @@ def eval_command(
     targets: Annotated[
         list[str],
         typer.Argument(
-            metavar="SPEC_OR_URL...",
-            help="Spec files or folders of specs (run in-process), or ORS server URLs.",
+            metavar="SPEC_OR_URL",
+            help="Spec files or folders of specs (run in-process), ORS server URLs, or a published "
+            "catalog's URL.",
         ),
     ],
     model: Annotated[str, typer.Option(help="Model name sent to the endpoint.")],
