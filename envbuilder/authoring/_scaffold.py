@@ -357,7 +357,7 @@ def _grader_lines(g: Guess, var: Any) -> list[str]:
         return [
             *lines,
             "  # The answers are LaTeX: compared for mathematical equivalence",
-            "  # (the `math` grader: `pip install 'envbuilder[math]'`); `$...$` marks the target as LaTeX.",
+            "  # (the `math` grader); `$...$` marks the target as LaTeX.",
             "  type: math",
             f'  target: "${{{{ {target} }}}}$"',
         ]
