@@ -103,6 +103,7 @@ def serve(
     from envbuilder.cli._workers import run_workers, store_problem
     from envbuilder.server import ServerSettings, create_app, read_api_keys, uvicorn_options
 
+    specs = _existing_targets(specs, strict=strict)  # a missing file is the first thing to say
     taken = port_taken(host, port)
     if taken is not None:
         typer.echo(f"error: {taken}. Stop it, or pass --port with a free port (0: any)", err=True)
@@ -180,3 +181,19 @@ def serve(
         uvicorn.run(
             app, host=host, port=port, access_log=access_log, log_level=log_level, **uvicorn_options(settings)
         )
+
+
+def _existing_targets(specs: list[str], *, strict: bool) -> list[str]:
+    """``specs`` without the local paths that do not exist, each reported; exit 1 when that
+    leaves nothing to serve (or with ``--strict``)."""
+    from envbuilder.data._remote import is_url
+
+    missing = [s for s in specs if not is_url(s) and not Path(s).exists()]
+    for target in missing:
+        typer.echo(f"error: {target} was not loaded: no such file or folder. Check the path", err=True)
+    if missing and (strict or len(missing) == len(specs)):
+        everything = len(missing) == len(specs)
+        why = "no environment loaded" if everything else f"{len(missing)} failed to load (--strict)"
+        typer.echo(f"error: {why}", err=True)
+        raise typer.Exit(1)
+    return [s for s in specs if s not in missing]
