@@ -34,7 +34,13 @@ from envbuilder.protocol import (
     TextBlock,
 )
 from envbuilder.spec import LoadedSpec, load_spec
-from envbuilder.templating import Template, recording_files, render_limits, template_globals
+from envbuilder.templating import (
+    Template,
+    recording_files,
+    render_limits,
+    template_folders,
+    template_globals,
+)
 from envbuilder.toolbox import Toolbox
 from envbuilder.tools import Tool, ToolContext, tools
 
@@ -82,7 +88,8 @@ class Environment:
         self.prompter: Prompter | None = None
         self.submit: SubmitTool | None = None
         limits = render_limits(spec.limits.render_seconds, spec.limits.render_chars)
-        with limits, recording_files() as templates:
+        bases = template_folders(base.parent for base in loaded.positions.bases)  # their template files
+        with limits, bases, recording_files() as templates:
             try:
                 self.prompter = Prompter(spec.prompt, loaded.base_dir, splits=self.splits)
             except EnvbuilderError as exc:
