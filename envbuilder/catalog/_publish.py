@@ -30,7 +30,7 @@ from envbuilder.catalog._entry import catalog_entry
 from envbuilder.catalog._files import file_sha256
 from envbuilder.catalog._pack import pack
 from envbuilder.catalog._site import write_site
-from envbuilder.catalog._store import Store, open_store
+from envbuilder.catalog._store import PublishStore, open_store
 from envbuilder.catalog._trust import SIGNATURE_SUFFIX, read_lock, sign_lock
 from envbuilder.environment import load_environment
 from envbuilder.errors import DataError, EnvbuilderError
@@ -183,7 +183,7 @@ def _lock_version(path: Path) -> str:
     return "".join(c if c.isalnum() or c in "._-" else "_" for c in version)
 
 
-def _old_catalog(store: Store) -> dict[str, Any]:
+def _old_catalog(store: PublishStore) -> dict[str, Any]:
     data = store.read(CATALOG_NAME)
     if data is None:
         return {"environments": []}

@@ -170,12 +170,12 @@ async def _main(o: _Options) -> int:
         run_eval,
         summarize,
     )
-    from envbuilder.eval._backends import Backend
+    from envbuilder.eval._backends import EvalBackend
     from envbuilder.eval._model import DEFAULT_RETRY
     from envbuilder.eval._progress import ProgressLines
 
     console = Console()
-    backend: Backend
+    backend: EvalBackend
     if o.target.startswith(("http://", "https://")):
         backend = await RemoteBackend.connect(o.target, o.env)
     else:

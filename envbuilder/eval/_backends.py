@@ -10,7 +10,7 @@ from envbuilder.client import AsyncClient, ClientError, ToolCallError, ToolFaile
 from envbuilder.environment import Environment, Episode
 from envbuilder.protocol import Message, ToolSpec
 
-__all__ = ["Backend", "EpisodeHandle", "LocalBackend", "RemoteBackend"]
+__all__ = ["EpisodeHandle", "EvalBackend", "LocalBackend", "RemoteBackend"]
 
 
 class EpisodeHandle(Protocol):
@@ -25,7 +25,7 @@ class EpisodeHandle(Protocol):
         ...
 
 
-class Backend(Protocol):
+class EvalBackend(Protocol):
     env_name: str
     server: str | None
     """The ORS server's URL, or None in-process."""

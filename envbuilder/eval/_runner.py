@@ -11,7 +11,7 @@ from typing import Any
 
 from envbuilder.errors import EnvbuilderError
 from envbuilder.eval._agent import run_episode
-from envbuilder.eval._backends import Backend
+from envbuilder.eval._backends import EvalBackend
 from envbuilder.eval._model import ChatModel
 from envbuilder.eval._run import EpisodeKey, ResultsFile, RunIdentity, without_transcript
 
@@ -41,7 +41,7 @@ class EvalPlan:
 
 
 async def plan_eval(
-    backend: Backend,
+    backend: EvalBackend,
     model: ChatModel,
     *,
     split: str | None,
@@ -90,7 +90,7 @@ def _fields(task: dict[str, Any]) -> dict[str, Any]:
 
 
 async def run_eval(
-    backend: Backend,
+    backend: EvalBackend,
     model: ChatModel,
     plan: EvalPlan,
     *,
