@@ -101,7 +101,8 @@ def serve(
 
     from envbuilder.cli._catalog import load_or_exit
     from envbuilder.cli._workers import run_workers, store_problem
-    from envbuilder.server import ServerSettings, create_app, read_api_keys, uvicorn_options
+    from envbuilder.errors import EnvbuilderError
+    from envbuilder.server import ServerSettings, check_exposure, create_app, read_api_keys, uvicorn_options
 
     specs = _existing_targets(specs, strict=strict)  # a missing file is the first thing to say
     taken = port_taken(host, port)
@@ -114,19 +115,13 @@ def serve(
         raise typer.Exit(2)
     with fail_on_errors():
         keys = read_api_keys(api_key or [], api_key_file, os.environ.get("ENVBUILDER_API_KEYS"))
-    loopback = host in ("127.0.0.1", "::1", "localhost") or host.startswith("127.")
-    if not loopback and not keys:
-        if not public:
-            typer.echo(
-                f"error: --host {host} exposes the server, and every gold answer, without an API key. "
-                "Pass --api-key-file (or --api-key), or --public to serve it open",
-                err=True,
-            )
-            raise typer.Exit(2)
-        typer.echo(
-            f"envbuilder: warning: serving {host} with no API key: anyone who can reach it can use it",
-            err=True,
-        )
+    try:
+        warning = check_exposure(host, keys, public=public)
+    except EnvbuilderError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if warning:
+        typer.echo(f"envbuilder: warning: {warning}", err=True)
     # A served spec reads files only inside its folder, an extracted pack, or a --data-root
     # (worker processes started inside the block inherit the setting).
     from envbuilder import paths
