@@ -121,6 +121,8 @@ class Grader(Plugin, abc.ABC):
     """True when a grade compares the answer with :meth:`target` (so the target submitted as a
     gold answer can only meet itself: a circular check); False when the target is a reference
     solution the grade never reads (``unit_tests`` runs the answer against the task's tests)."""
+    needs_state: ClassVar[bool] = False
+    """The grader compares the episode's state document: the spec must declare `state:`."""
 
     def __init__(self, config: Any, context: GraderContext):
         self.config = config
@@ -134,6 +136,13 @@ class Grader(Plugin, abc.ABC):
     @abc.abstractmethod
     async def grade(self, answer: str, task: Task, secrets: dict[str, str]) -> Grade:
         """Grade ``answer`` to ``task``. Must not raise for bad answers: return a Grade."""
+
+    def walk(self) -> list[Grader]:
+        """This grader and the graders inside it (a composite's children, theirs, …)."""
+        out: list[Grader] = [self]
+        for child in getattr(self, "children", ()):
+            out.extend(child.walk())
+        return out
 
     def target(self, task: Task) -> Any:
         """The expected answer for ``task``, for previews and self-checks (None if unknown)."""

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
-import orjson
 from fastapi import APIRouter, Request
 from fastapi.responses import Response, StreamingResponse
 
@@ -106,8 +103,15 @@ async def get_task(env_name: str, body: TaskRequest, request: Request) -> Respon
     "/{env_name}/task_range", responses=DISCOVERY_ERRORS, response_model=TasksResponse, tags=["discovery"]
 )
 async def get_task_range(env_name: str, body: TaskRangeRequest, request: Request) -> Response:
-    """Tasks ``start:stop`` with Python slice semantics."""
-    return ReplyResponse(_ops.get_task_range(_state(request), env_name, body.split, body.start, body.stop))
+    """Tasks ``start:stop`` with Python slice semantics (both omitted: the whole split); long
+    ranges are streamed, so listing a 100,000-task split holds one batch in memory."""
+    state = _state(request)
+    span = _ops.task_range_span(state, env_name, body.split, body.start, body.stop)
+    if len(span) <= _ops.TASK_PAGE:
+        return ReplyResponse(_ops.get_task_range(state, env_name, body.split, body.start, body.stop))
+    return StreamingResponse(
+        _ops.stream_tasks(state, env_name, body.split, span), media_type="application/json"
+    )
 
 
 @router.post(
@@ -115,25 +119,8 @@ async def get_task_range(env_name: str, body: TaskRangeRequest, request: Request
 )
 async def list_tasks(env_name: str, body: SplitRequest, request: Request) -> Response:
     """Every task of a split, streamed in batches so other requests are not held up."""
-    env = _state(request).env(env_name)
-    split = _ops.split_of(env, body.split)
-    tail = b'],"env_name":' + orjson.dumps(env_name) + b"}"
-
-    batches = split.iter_batches()
-
-    def next_chunk() -> bytes | None:
-        # Reading and encoding a batch runs in a worker thread so the event loop stays free.
-        for batch in batches:
-            if batch:
-                return orjson.dumps([env.public(t) for t in batch] if env.private_fields else batch)[1:-1]
-        return None
-
-    async def stream() -> AsyncIterator[bytes]:
-        yield b'{"tasks":['
-        first = True
-        while (chunk := await asyncio.to_thread(next_chunk)) is not None:
-            yield chunk if first else b"," + chunk
-            first = False
-        yield tail
-
-    return StreamingResponse(stream(), media_type="application/json")
+    state = _state(request)
+    span = range(len(_ops.split_of(state.env(env_name), body.split)))
+    return StreamingResponse(
+        _ops.stream_tasks(state, env_name, body.split, span), media_type="application/json"
+    )

@@ -58,10 +58,15 @@ async def create_session() -> Response:
     "/create", response_model=SidResponse, tags=["sessions"], responses=errors(400, 401, 403, 404, 413, 503)
 )
 async def create(
-    request: Request, sid: Sid, body: CreateRequest, x_secrets: Annotated[str | None, Header()] = None
+    request: Request,
+    sid: Sid,
+    body: CreateRequest,
+    x_secrets: Annotated[str | None, Header()] = None,
+    x_deployment: Annotated[str | None, Header()] = None,
 ) -> Response:
-    """Start an episode on a task given by ``task_spec`` or by ``split`` and ``index``."""
-    return ReplyResponse(await _ops.create(_state(request), sid, body, x_secrets))
+    """Start an episode on a task given by ``task_spec`` or by ``split`` and ``index``, in the
+    environment ``env_name`` names (else the one ``X-Deployment`` names, else the default)."""
+    return ReplyResponse(await _ops.create(_state(request), sid, body, x_secrets, x_deployment))
 
 
 @router.post("/ping", responses=SESSION_ERRORS, response_model=StatusResponse, tags=["sessions"])

@@ -106,7 +106,16 @@ class FastFront:
         parts = path.split("/")
         first = parts[1].lower() if len(parts) > 1 else ""
         if first not in self.roots and first not in self.state.envs:
-            return await _redirect(self.state.default, scope, send)
+            try:
+                named = self.state.deployment(headers.get(b"x-deployment", b"").decode("latin-1"))
+            except RequestError as exc:
+                return await _answer(send, _ops.error_reply(exc.status, exc.message))
+            if named is None:  # no name given: the reference servers' redirect (PROTOCOL.md §1.2)
+                return await _redirect(self.state.default, scope, send)
+            scope = _prefixed(scope, named)
+            path = scope["path"]
+            parts = path.split("/")
+            first = named
         method: str = scope["method"]
         body = b""
         if method != "GET" and method != "HEAD":
@@ -168,7 +177,14 @@ class FastFront:
         request = _parse(CreateRequest, headers, body)  # FastAPI reads the body before the sid
         sid = _sid(headers)
         secrets = headers.get(b"x-secrets")
-        return await _ops.create(self.state, sid, request, secrets.decode("latin-1") if secrets else None)
+        deployment = headers.get(b"x-deployment")
+        return await _ops.create(
+            self.state,
+            sid,
+            request,
+            secrets.decode("latin-1") if secrets else None,
+            deployment.decode("latin-1") if deployment else None,
+        )
 
     async def _ping(self, headers: dict[bytes, bytes], body: bytes) -> _ops.Reply:
         return await _ops.ping(self.state, _sid(headers))
@@ -196,6 +212,8 @@ class FastFront:
 
     async def _get_task_range(self, headers: dict[bytes, bytes], body: bytes, env: str) -> _ops.Reply:
         req = _parse(TaskRangeRequest, headers, body)
+        if len(_ops.task_range_span(self.state, env, req.split, req.start, req.stop)) > _ops.TASK_PAGE:
+            raise _Fallback  # streamed by the FastAPI route
         return _ops.get_task_range(self.state, env, req.split, req.start, req.stop)
 
     async def _prompt(self, headers: dict[bytes, bytes], body: bytes, env: str) -> _ops.Reply:
@@ -282,6 +300,13 @@ def _replay(body: bytes, receive: Any) -> Any:
         return await receive()
 
     return replay
+
+
+def _prefixed(scope: dict[str, Any], env: str) -> dict[str, Any]:
+    """``scope`` for the same request under ``/{env}``: a bare path routed by ``X-Deployment``
+    is answered in place (no redirect hop), exactly as ``/{env}/...`` would be."""
+    raw = scope.get("raw_path") or scope["path"].encode("utf-8", "replace")
+    return {**scope, "path": f"/{env}{scope['path']}", "raw_path": b"/" + env.encode() + raw}
 
 
 async def _redirect(default: str, scope: dict[str, Any], send: Any) -> None:

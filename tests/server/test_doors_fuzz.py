@@ -81,6 +81,8 @@ def requests(draw: Any) -> tuple[str, str, list[tuple[str, str]], bytes | None]:
         headers.append(("content-type", content_type))
     for sid in draw(st.lists(st.sampled_from(SIDS), max_size=2)):  # none, one, or a duplicate
         headers.append(("x-session-id", sid))
+    if draw(st.booleans()):  # how the openreward client names the environment on bare paths
+        headers.append(("x-deployment", draw(st.sampled_from(["gsm8k", "owner/GSM8K", "nosuch", "", " "]))))
     if draw(st.booleans()):
         headers.append(("x-secrets", draw(st.sampled_from(["%%%", "e30=", "eyJhIjoxfQ==", "W10="]))))
     return method, path, headers, draw(_bodies)
