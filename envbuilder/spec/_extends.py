@@ -106,8 +106,9 @@ def resolve_extends(
 
 #: Keys whose relative values are data paths (a file, a glob, a folder; or lists and maps of them).
 _DATA_KEYS = frozenset({"files", "data_files"})
-#: Keys whose value is a path only when it exists beside the base (else a hub dataset id).
-_FILE_KEYS = frozenset({"path"})
+#: Keys whose value is a path only when it exists beside the base (else a hub dataset id, or
+#: a file the spec names that is not there: reported where it is read).
+_FILE_KEYS = frozenset({"path", "file"})
 
 
 def _rebased(value: Any, source: Path, target: Path, key: str | None = None) -> Any:
