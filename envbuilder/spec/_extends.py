@@ -39,24 +39,28 @@ def resolve_extends(
     root = root if root is not None else base_dir
     if not isinstance(data, dict) or "extends" not in data:
         return data, positions
-    ref = data["extends"]
+    path, base, base_positions = _read_base(data["extends"], positions, base_dir, chain, root)
+    base, base_positions = resolve_extends(base, base_positions, path.parent, (*chain, path), root)
+    if path.parent != base_dir.resolve():
+        base = _rebased(base, path.parent, base_dir.resolve())
+    merged, merged_positions = _merge(base, base_positions, data, positions)
+    merged_positions.bases = [path, *base_positions.bases]
+    return merged, merged_positions
+
+
+def _read_base(
+    ref: Any, positions: Positions, base_dir: Path, chain: tuple[Path, ...], root: Path
+) -> tuple[Path, dict[str, Any], Positions]:
+    """The base spec ``extends: ref`` names: its resolved path, data and positions; a located
+    SpecError when the reference is not a path, makes a cycle, lies outside ``root`` (when
+    contained), cannot be read or is not a mapping."""
 
     def problem(message: str, hint: str, code: str, **value: Any) -> SpecError:
         file, line, col = positions.where(("extends",))
-        return SpecError(
-            [
-                Problem(
-                    code=code,
-                    message=message,
-                    loc=("extends",),
-                    file=file,
-                    line=line,
-                    col=col,
-                    hint=hint,
-                    **value,
-                )
-            ]
+        located = Problem(
+            code=code, message=message, loc=("extends",), file=file, line=line, col=col, hint=hint, **value
         )
+        return SpecError([located])
 
     if not isinstance(ref, str) or not ref.strip():
         raise problem(
@@ -75,7 +79,7 @@ def resolve_extends(
             "A spec cannot extend itself, directly or through other specs",
             "extends_cycle",
         )
-    if check_inside(path, root) is None:
+    if check_inside(path, root) is None:  # checked before reading: no error shows its lines
         raise problem(
             f"the base spec {shown!r} is outside the spec's folder",
             "Keep a base beside the specs that extend it (or in a folder the operator allows: --data-root)",
@@ -96,12 +100,7 @@ def resolve_extends(
             "A base spec is a spec file (it may leave out keys the extending spec sets)",
             "extends_invalid",
         )
-    base, base_positions = resolve_extends(base, base_positions, path.parent, (*chain, path), root)
-    if path.parent != base_dir.resolve():
-        base = _rebased(base, path.parent, base_dir.resolve())
-    merged, merged_positions = _merge(base, base_positions, data, positions)
-    merged_positions.bases = [path, *base_positions.bases]
-    return merged, merged_positions
+    return path, base, base_positions
 
 
 #: Keys whose relative values are data paths (a file, a glob, a folder; or lists and maps of them).
