@@ -42,7 +42,7 @@ def _holder(port: int) -> str | None:
         for conn in psutil.net_connections(kind="inet"):
             if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port and conn.pid:
                 try:
-                    process = _server(psutil.Process(conn.pid), port)
+                    process = _server(psutil, psutil.Process(conn.pid), port)
                     command = " ".join(" ".join(process.cmdline()).split()) or process.name()
                 except psutil.Error:
                     return f"pid {conn.pid}"
@@ -52,12 +52,10 @@ def _holder(port: int) -> str | None:
     return None
 
 
-def _server(process: Any, port: int) -> Any:
+def _server(psutil: Any, process: Any, port: int) -> Any:
     """The topmost ancestor of ``process`` that listens on ``port`` too: a server whose workers
     share its socket (``serve --workers``, gunicorn, uvicorn) is named by the server's pid, which
     stops them all, not by the worker the system happened to list."""
-    import psutil
-
     while True:
         try:
             parent = process.parent()
