@@ -37,7 +37,13 @@ from envbuilder.protocol import (
 from envbuilder.simulated_user import SimulatedUser
 from envbuilder.spec import LoadedSpec, load_spec
 from envbuilder.state import Document
-from envbuilder.templating import Template, recording_files, render_limits, template_globals
+from envbuilder.templating import (
+    Template,
+    recording_files,
+    render_limits,
+    template_folders,
+    template_globals,
+)
 from envbuilder.toolbox import Toolbox
 from envbuilder.tools import Tool, ToolContext, tools
 
@@ -82,90 +88,18 @@ class Environment:
         for loc, exc in errors:
             fail(loc, exc)
 
-        self.prompter: Prompter | None = None
-        self.submit: SubmitTool | None = None
         limits = render_limits(spec.limits.render_seconds, spec.limits.render_chars)
-        with limits, recording_files() as templates:
-            try:
-                self.prompter = Prompter(spec.prompt, loaded.base_dir, splits=self.splits)
-            except EnvbuilderError as exc:
-                fail(("prompt",), exc)
-            if self.prompter is not None:
-                for loc, problem in self.prompter.check():
-                    fail(loc, problem)
-
-            context = GraderContext(base_dir=loaded.base_dir)
+        bases = template_folders(base.parent for base in loaded.positions.bases)  # their template files
+        with limits, bases, recording_files() as templates:
+            self.prompter: Prompter | None = self._compile_prompt(fail)
             used = dict(self.prompter.variables()) if self.prompter else {}
-            extra: frozenset[str] = frozenset({TRAJECTORY})
-            if spec.dialogue is not None:
-                extra = DIALOGUE_VARIABLES
-            try:
-                grader = graders.for_config(spec.grader)(spec.grader, context)
-            except EnvbuilderError as exc:
-                # A nested grader's error says where inside the block it is (`graders[1].type`).
-                fail(("grader", *exc.loc), exc)
-            else:
-                used[("grader",)] = grader.fields - extra
-                if spec.state is None and any(g.needs_state for g in grader.walk()):
-                    fail(
-                        ("grader",),
-                        EnvbuilderError(
-                            "the grader compares the episode's state, and the spec declares no `state:`",
-                            hint="Add `state: {file: db.json}` (or `field:`), or remove `state_match`",
-                            code="grader_needs_state",
-                        ),
-                    )
-                dialogue = transcript_grader = feedback = None
-                if spec.dialogue is not None:
-                    dialogue, transcript_grader = self._dialogue(used, fail)
-                if spec.submit.feedback is not None:
-                    try:
-                        feedback = Template(
-                            spec.submit.feedback, name="submit.feedback", base_dir=loaded.base_dir
-                        )
-                        used[("submit", "feedback")] = feedback.variables - _FEEDBACK_VARIABLES
-                    except EnvbuilderError as exc:
-                        fail(("submit", "feedback"), exc)
-                user = self._user(used, fail) if spec.user is not None else None
-                self.submit = SubmitTool(
-                    spec.submit,
-                    grader,
-                    dialogue=dialogue,
-                    transcript_grader=transcript_grader,
-                    feedback=feedback,
-                    user=user,
-                )
+            self.submit: SubmitTool | None = self._compile_submit(used, fail)
             self.document: Document | None = self._document(used, fail)
             """The initial state document (`state:`), shared by every session."""
             built = self._tools(used, fail)
-        self.task_fields: frozenset[str] = (
-            (self.prompter.task_fields() if self.prompter else frozenset())
-            | frozenset().union(*(names for loc, names in used.items() if loc[0] != "prompt"))
-        ) - template_globals()
-        """The task fields the prompt, the grader, the dialogue and the tools read: a client's
-        `task_spec` must have them."""
-        prompt_fields = self.prompter.task_fields() if self.prompter else frozenset()
-        private = spec.task.private
-        self.private_fields: frozenset[str] = (
-            frozenset(private)
-            if private is not None
-            else used.get(("grader",), frozenset()) - prompt_fields - template_globals() - {"id"}
-        )
-        """Task fields clients never see (by default the gold answer: what only the grader reads);
-        see :meth:`public`."""
+        self._read_fields(used)
         if self.splits:
-            fields = {f for view in self.splits.values() for f in view.shaper.fields}
-            if any(p.loc[:1] == ("task",) for p in problems):
-                fields |= set(spec.task.rename.values())  # a misnamed column: reported once, above
-            for loc, names in used.items():
-                for var in sorted(set(names) - fields - template_globals()):
-                    fail(
-                        loc,
-                        TemplateError(
-                            f"the template uses {var!r}, which the tasks lack",
-                            hint=name_hint(var, sorted(fields), "Task fields"),
-                        ),
-                    )
+            self._check_fields(used, problems, fail)
         if not problems and self.prompter is not None:
             for where, problem in self._check_budgets():
                 fail(where, problem)
@@ -191,6 +125,92 @@ class Environment:
         """``/tools``: the answer tool and the shared tools."""
         self.task_tools_listing = self.toolbox.task_listing
         """``/task_tools``: every tool of a session, the task-scoped ones too."""
+
+    # -- the compile steps: each builds one part and reports its problems through `fail` ----------
+
+    def _compile_prompt(self, fail: Fail) -> Prompter | None:
+        """The prompt (None when it cannot be built), its own checks reported."""
+        try:
+            prompter = Prompter(self.spec.prompt, self.loaded.base_dir, splits=self.splits)
+        except EnvbuilderError as exc:
+            fail(("prompt",), exc)
+            return None
+        for loc, problem in prompter.check():
+            fail(loc, problem)
+        return prompter
+
+    def _compile_submit(self, used: dict[Loc, frozenset[str]], fail: Fail) -> SubmitTool | None:
+        """The answer tool: the grader, and the dialogue, feedback and simulated user around it
+        (None when the grader cannot be built); the fields each reads are added to ``used``."""
+        spec, loaded = self.spec, self.loaded
+        extra: frozenset[str] = DIALOGUE_VARIABLES if spec.dialogue is not None else frozenset({TRAJECTORY})
+        try:
+            grader = graders.for_config(spec.grader)(spec.grader, GraderContext(base_dir=loaded.base_dir))
+        except EnvbuilderError as exc:
+            # A nested grader's error says where inside the block it is (`graders[1].type`).
+            fail(("grader", *exc.loc), exc)
+            return None
+        used[("grader",)] = grader.fields - extra
+        if spec.state is None and any(g.needs_state for g in grader.walk()):
+            fail(
+                ("grader",),
+                EnvbuilderError(
+                    "the grader compares the episode's state, and the spec declares no `state:`",
+                    hint="Add `state: {file: db.json}` (or `field:`), or remove `state_match`",
+                    code="grader_needs_state",
+                ),
+            )
+        dialogue = transcript_grader = feedback = None
+        if spec.dialogue is not None:
+            dialogue, transcript_grader = self._dialogue(used, fail)
+        if spec.submit.feedback is not None:
+            try:
+                feedback = Template(spec.submit.feedback, name="submit.feedback", base_dir=loaded.base_dir)
+                used[("submit", "feedback")] = feedback.variables - _FEEDBACK_VARIABLES
+            except EnvbuilderError as exc:
+                fail(("submit", "feedback"), exc)
+        user = self._user(used, fail) if spec.user is not None else None
+        return SubmitTool(
+            spec.submit,
+            grader,
+            dialogue=dialogue,
+            transcript_grader=transcript_grader,
+            feedback=feedback,
+            user=user,
+        )
+
+    def _read_fields(self, used: dict[Loc, frozenset[str]]) -> None:
+        """Which task fields the parts read (:attr:`task_fields`) and which clients never see
+        (:attr:`private_fields`)."""
+        prompt_fields = self.prompter.task_fields() if self.prompter else frozenset()
+        self.task_fields: frozenset[str] = (
+            prompt_fields | frozenset().union(*(names for loc, names in used.items() if loc[0] != "prompt"))
+        ) - template_globals()
+        """The task fields the prompt, the grader, the dialogue and the tools read: a client's
+        `task_spec` must have them."""
+        private = self.spec.task.private
+        self.private_fields: frozenset[str] = (
+            frozenset(private)
+            if private is not None
+            else used.get(("grader",), frozenset()) - prompt_fields - template_globals() - {"id"}
+        )
+        """Task fields clients never see (by default the gold answer: what only the grader reads);
+        see :meth:`public`."""
+
+    def _check_fields(self, used: dict[Loc, frozenset[str]], problems: list[Problem], fail: Fail) -> None:
+        """Every field a template reads is one the tasks have."""
+        fields = {f for view in self.splits.values() for f in view.shaper.fields}
+        if any(p.loc[:1] == ("task",) for p in problems):
+            fields |= set(self.spec.task.rename.values())  # a misnamed column: reported once, above
+        for loc, names in used.items():
+            for var in sorted(set(names) - fields - template_globals()):
+                fail(
+                    loc,
+                    TemplateError(
+                        f"the template uses {var!r}, which the tasks lack",
+                        hint=name_hint(var, sorted(fields), "Task fields"),
+                    ),
+                )
 
     def _dialogue(self, used: dict[Loc, frozenset[str]], fail: Fail) -> tuple[Dialogue | None, Grader | None]:
         spec, loaded = self.spec, self.loaded

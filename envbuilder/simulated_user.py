@@ -19,16 +19,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from envbuilder.data import Task
 from envbuilder.errors import EnvbuilderError
 from envbuilder.graders._judge import api_key
 from envbuilder.graders._judge_cache import JudgeCache, cache_key, open_cache
 from envbuilder.retry import RetryPolicy
 from envbuilder.spec import UserSpec
-from envbuilder.templating import Template
+from envbuilder.templating import template_or_file
 
 __all__ = ["SimulatedUser", "UserTurn", "UserUnavailable"]
-
-Task = dict[str, Any]
 
 
 class UserUnavailable(EnvbuilderError):
@@ -53,13 +52,9 @@ class SimulatedUser:
 
     def __init__(self, spec: UserSpec, base_dir: Path | None):
         self.spec = spec
-        if spec.template is not None:
-            self._template = Template(spec.template, name="user.template", base_dir=base_dir)
-        else:
-            assert spec.template_file is not None
-            self._template = Template(
-                spec.template_file, name="user.template_file", base_dir=base_dir, from_file=True
-            )
+        template = template_or_file(spec.template, spec.template_file, key="user.template", base_dir=base_dir)
+        assert template is not None  # the spec requires one of them
+        self._template = template
         self._cache: JudgeCache | None = open_cache() if spec.cache else None
         self._retry = RetryPolicy(max_retries=spec.max_retries, backoff=spec.backoff, repeat_safe=True)
         self.calls = 0

@@ -13,8 +13,9 @@ os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")
 # Tests never read or write the user's cache (filters, row indexes, judge replies, packs).
 os.environ["ENVBUILDER_CACHE_DIR"] = tempfile.mkdtemp(prefix="envbuilder-tests-")
 
+import json
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -70,3 +71,39 @@ def redis_url(redis_session: RedisServer) -> str:
         redis_session.start()
     redis_session.flush()
     return redis_session.url
+
+
+_JUDGED = """\
+name: judged
+dataset:
+  type: parquet
+  files: {test: %s}
+splits: {test: {}}
+prompt: {template: "{{ question }}"}
+grader:
+  type: llm_judge
+  base_url: %s
+  model: judge-1
+  question: "{{ question }}"
+  reference: %s
+"""
+
+
+def judged_spec(
+    base_url: str,
+    *,
+    data: str | Path = "data/gsm8k/test-00000-of-00001.parquet",
+    reference: str = "{{ answer.split('####')[-1] }}",
+    **grader: object,
+) -> str:
+    """The judged spec several tests serve: GSM8K's test split (``data`` relative to envs/, or
+    absolute), graded by the LLM judge at ``base_url`` against ``reference``; ``grader`` adds
+    keys to the grader block (``api_key_secret="JUDGE_KEY"``, ``cache=False``)."""
+    extra = "".join(f"  {key}: {json.dumps(value)}\n" for key, value in grader.items())
+    return _JUDGED % (json.dumps(str(data)), base_url, json.dumps(reference)) + extra
+
+
+@pytest.fixture
+def judged() -> Callable[..., str]:
+    """:func:`judged_spec`, for tests that serve a judged environment."""
+    return judged_spec

@@ -1,14 +1,19 @@
-"""Every library envbuilder imports is declared in pyproject.toml (`rich` once was not)."""
+"""Every library envbuilder imports is declared in pyproject.toml (`rich` once was not), and the
+plain install (no extras) serves, catalogs and publishes every shipped environment."""
 
 from __future__ import annotations
 
 import ast
 import importlib.metadata
+import json
 import re
+import subprocess
 import sys
 import tomllib
+from pathlib import Path
 
-from tests.conftest import ROOT
+from envbuilder.catalog import load_environments
+from tests.conftest import ENVS, ROOT
 
 #: Modules that ship as a separate distribution but are pinned by, and documented as part of,
 #: a declared dependency.
@@ -63,3 +68,80 @@ def test_every_import_is_declared() -> None:
         if not dists & allowed:
             missing.append(f"{module} ({', '.join(sorted(dists))})")
     assert missing == [], "imported but not declared in pyproject.toml: " + ", ".join(missing)
+
+
+def _name(spec: str) -> str:
+    return re.split(r"[<>=!~;\[ (]", spec.strip(), maxsplit=1)[0].lower().replace("_", "-")
+
+
+def _core_closure(runtime: set[str]) -> set[str]:
+    """The runtime dependencies and everything they require (their own extras left out)."""
+    seen: set[str] = set()
+    todo = list(runtime)
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        try:
+            requires = importlib.metadata.requires(name) or []
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        todo += [_name(r) for r in requires if "extra ==" not in r.split(";", 1)[-1]]
+    return seen
+
+
+def _modules_only_in_extras() -> set[str]:
+    """Top-level modules that only an optional extra brings: absent from a plain install."""
+    runtime, extras = _declared()
+    core = _core_closure(runtime)
+    return {
+        module
+        for module, dists in importlib.metadata.packages_distributions().items()
+        if all(_name(d) in extras - core for d in dists)
+    }
+
+
+_PLAIN_INSTALL = """
+import importlib.abc, sys
+BLOCKED = set(sys.argv[1].split(","))
+class PlainInstall(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] in BLOCKED:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+sys.meta_path.insert(0, PlainInstall())
+if sys.argv[2] == "serve":
+    from envbuilder.catalog import load_environments
+    from envbuilder.server import create_app
+    from pathlib import Path
+    loaded = load_environments([Path(sys.argv[3])])
+    assert not loaded.failures, [str(f) for f in loaded.failures]
+    create_app(loaded.envs)
+    print(" ".join(env.name for env in loaded.envs))
+else:
+    from envbuilder.cli import app
+    app(sys.argv[2:])
+"""
+
+
+def test_the_plain_install_serves_catalogs_and_publishes_every_shipped_environment(tmp_path: Path) -> None:
+    """`pip install -e .` (no extras): every module only an extra brings cannot be imported."""
+    blocked = _modules_only_in_extras()
+    assert {"bm25s", "hiredis"} <= blocked  # the extras' own modules are really hidden
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-c", _PLAIN_INSTALL, ",".join(sorted(blocked)), *args]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=600, cwd=ROOT)
+
+    names = [env.name for env in load_environments([ENVS]).envs]
+    served = run("serve", str(ENVS))
+    assert served.returncode == 0, served.stderr
+    assert served.stdout.split() == names
+    readme = tmp_path / "README.md"
+    catalogued = run("catalog", str(ENVS), "--readme", str(readme))
+    assert catalogued.returncode == 0, catalogued.stderr
+    assert all(f"| [`{name}`](" in readme.read_text(encoding="utf-8") for name in names)
+    published = run("publish", str(ENVS), str(tmp_path / "published"))
+    assert published.returncode == 0, published.stderr
+    catalog = json.loads((tmp_path / "published" / "catalog.json").read_text(encoding="utf-8"))
+    assert [e["name"] for e in catalog["environments"]] == names

@@ -160,6 +160,7 @@ def test_sandbox_api() -> None:
 def test_server_api() -> None:
     assert envbuilder.server.__all__ == [
         "ServerSettings",
+        "check_exposure",
         "check_store_url",
         "create_app",
         "read_api_keys",

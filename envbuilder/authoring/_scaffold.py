@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from envbuilder.authoring._guess import ANSWER_COLUMNS, Guess, guess
-from envbuilder.data import Row, hub_unreachable, sources
+from envbuilder.data import Row, detect_encoding, hub_unreachable, sources
 from envbuilder.errors import DataError
 from envbuilder.prompting import SAMPLE_ROWS
 
@@ -94,7 +94,8 @@ def scaffold_spec(
     kind, paths = _data_files(root, dataset)
     files = _group_splits(paths, root)
     first = next(iter(files))
-    rows, columns = _sample(kind, files[first])
+    encoding = detect_encoding(paths) if kind != "parquet" else None
+    rows, columns = _sample(kind, files[first], encoding)
     rel = {split: [_relpath(p, spec_dir) for p in split_paths] for split, split_paths in files.items()}
     block = [
         f"  type: {kind}",
@@ -107,6 +108,8 @@ def scaffold_spec(
         else:
             block.append(f"    {split}:")
             block += [f"      - {_q(path)}" for path in split_paths]
+    if encoding is not None:
+        block.append(f"  encoding: {encoding}   # detected: the files are not UTF-8 text")
     splits = {split: split for split in rel}
     return _finish(_name(root), kind, block, splits, rows, columns, prompt_column, answer_column)
 
@@ -217,10 +220,11 @@ def _group_splits(paths: list[Path], root: Path) -> dict[str, list[Path]]:
     return {k: groups[k] for k in sorted(groups, key=order.index)}
 
 
-def _sample(kind: str, paths: list[Path]) -> tuple[list[Row], list[str]]:
+def _sample(kind: str, paths: list[Path], encoding: str | None = None) -> tuple[list[Row], list[str]]:
     source_cls = sources.get(kind)
     files = {"s": [str(p.resolve()) for p in paths]}
-    config = source_cls.Config.model_validate({"type": kind, "files": files})
+    extra = {"encoding": encoding} if encoding is not None else {}
+    config = source_cls.Config.model_validate({"type": kind, "files": files, **extra})
     table = source_cls(config, Path("/")).open("s")
     return table.rows(0, min(SAMPLE_ROWS, len(table))), list(table.columns)
 
@@ -357,7 +361,7 @@ def _grader_lines(g: Guess, var: Any) -> list[str]:
         return [
             *lines,
             "  # The answers are LaTeX: compared for mathematical equivalence",
-            "  # (the `math` grader: `pip install 'envbuilder[math]'`); `$...$` marks the target as LaTeX.",
+            "  # (the `math` grader); `$...$` marks the target as LaTeX.",
             "  type: math",
             f'  target: "${{{{ {target} }}}}$"',
         ]

@@ -96,8 +96,11 @@ def gold_cases(env: Environment, sample: int, seed: int = 0) -> list[Case]:
 
 
 def gold_is_circular(env: Environment) -> bool:
-    """True when the gold check submits the grader's own target (the spec has no ``gold:``)."""
-    return env.spec.gold is None
+    """True when the gold check submits the grader's own target (the spec has no ``gold:``) to
+    a grader that compares answers with that target (not, e.g., ``unit_tests``, which runs the
+    reference solution against the task's tests)."""
+    grader = env.submit.grader if env.submit is not None else None
+    return env.spec.gold is None and (grader is None or grader.compares_target)
 
 
 @dataclass

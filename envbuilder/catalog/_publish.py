@@ -30,7 +30,7 @@ from envbuilder.catalog._entry import catalog_entry
 from envbuilder.catalog._files import file_sha256
 from envbuilder.catalog._pack import pack
 from envbuilder.catalog._site import write_site
-from envbuilder.catalog._store import Store, open_store
+from envbuilder.catalog._store import PublishStore, open_store
 from envbuilder.catalog._trust import SIGNATURE_SUFFIX, read_lock, sign_lock
 from envbuilder.environment import load_environment
 from envbuilder.errors import DataError, EnvbuilderError
@@ -84,6 +84,8 @@ def publish(specs: list[Path], dest: str, *, sign_key: Path | None = None) -> Pu
                 entry = catalog_entry(env)
                 versions: list[dict[str, Any]] = list(entries.get(env.name, {}).get("versions", []))
                 same = next((v for v in versions if v["content_hash"] == entry["content_hash"]), None)
+                if same is None:
+                    _check_version_free(env.name, str(entry["version"]), versions, spec, store.url)
                 # A version already published (and still all there) is reused, not packed again.
                 reuse = same is not None and set(_pack_files(same["pack"])) <= present
                 made = None if reuse else _make_pack(spec, tmp / str(i), sign_key)
@@ -128,6 +130,21 @@ def publish(specs: list[Path], dest: str, *, sign_key: Path | None = None) -> Pu
     return report
 
 
+def _check_version_free(
+    name: str, version: str, versions: list[dict[str, Any]], spec: Path, url: str
+) -> None:
+    """Refuse new content under a version already published: two entries ``name@version`` would
+    be listed, and ``--env name@version`` could only ever reach one of them."""
+    taken = next((v for v in versions if str(v.get("version")) == version), None)
+    if taken is not None:
+        raise DataError(
+            f"{name}@{version} is already published at {url} with other content "
+            f"(content hash {str(taken.get('content_hash'))[:19]}…)",
+            hint=f"Set a new `version:` in {spec} (every published version stays servable)",
+            code="publish_version_taken",
+        )
+
+
 def _now() -> str:
     return datetime.datetime.now(datetime.UTC).replace(microsecond=0).isoformat()
 
@@ -166,7 +183,7 @@ def _lock_version(path: Path) -> str:
     return "".join(c if c.isalnum() or c in "._-" else "_" for c in version)
 
 
-def _old_catalog(store: Store) -> dict[str, Any]:
+def _old_catalog(store: PublishStore) -> dict[str, Any]:
     data = store.read(CATALOG_NAME)
     if data is None:
         return {"environments": []}

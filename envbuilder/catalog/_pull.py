@@ -22,7 +22,7 @@ from envbuilder import paths
 from envbuilder.catalog._pack import open_pack
 from envbuilder.catalog._trust import SIGNATURE_SUFFIX, TrustPolicy, check_sha256, read_lock
 from envbuilder.data._cache import atomic_write, build_lock
-from envbuilder.data._remote import check_hint, fetch, filesystem, is_url
+from envbuilder.data._remote import check_hint, download_failed, fetch, filesystem, is_url
 from envbuilder.errors import DataError
 
 __all__ = ["Pulled", "pull"]
@@ -197,11 +197,7 @@ def _download(url: str, sha256: str, cache: Path) -> Path:
                     code="remote_not_found",
                 ) from None
             except Exception as exc:
-                raise DataError(
-                    f"cannot download {url!r}: {type(exc).__name__}: {exc}",
-                    hint=check_hint(url),
-                    code="remote_unavailable",
-                ) from None
+                raise download_failed(url, exc) from None
     check_sha256(dest, sha256, f"the cached pack {str(dest)!r}")
     return dest
 

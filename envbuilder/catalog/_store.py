@@ -15,12 +15,12 @@ from typing import Any, Protocol
 from envbuilder.data._remote import check_hint, filesystem, is_url
 from envbuilder.errors import DataError
 
-__all__ = ["Store", "open_store"]
+__all__ = ["PublishStore", "open_store"]
 
 _HUB = re.compile(r"^hf://datasets/(?P<repo>[^/@]+/[^/@]+)(?:@(?P<rev>[^/]+))?/?$")
 
 
-class Store(Protocol):
+class PublishStore(Protocol):
     url: str
     """The destination as the user wrote it, without a trailing slash."""
 
@@ -34,7 +34,7 @@ class Store(Protocol):
         """Upload ``files`` (destination path → local file)."""
 
 
-def open_store(dest: str) -> Store:
+def open_store(dest: str) -> PublishStore:
     """The store of ``dest`` (a folder, an fsspec URL or ``hf://datasets/OWNER/NAME[@REVISION]``)."""
     if dest.startswith("hf://"):
         match = _HUB.match(dest)
@@ -48,7 +48,7 @@ def open_store(dest: str) -> Store:
     return FsspecStore(dest.rstrip("/") if is_url(dest) else str(Path(dest).resolve()))
 
 
-def _failed(store: Store, doing: str, exc: BaseException) -> DataError:
+def _failed(store: PublishStore, doing: str, exc: BaseException) -> DataError:
     return DataError(
         f"cannot {doing} {store.url!r}: {type(exc).__name__}: {exc}",
         hint=check_hint(store.url),

@@ -12,12 +12,21 @@ import typer
 from envbuilder.cli._output import fail_on_errors
 
 if TYPE_CHECKING:
+    from envbuilder.catalog import Collection
     from envbuilder.environment import Environment
 
 
 def load_or_exit(paths: list[Path], *, strict: bool, cache_dir: Path | None = None) -> list[Environment]:
     """Load every environment under ``paths``; report each failure on stderr and go on, unless
     ``strict``; exit 1 when a failure is fatal or nothing loaded."""
+    return load_collection(paths, strict=strict, cache_dir=cache_dir).envs
+
+
+def load_collection(
+    paths: list[Path], *, strict: bool, cache_dir: Path | None = None, why_fatal: str = " (--strict)"
+) -> Collection:
+    """:func:`load_or_exit`, with the failures kept; ``why_fatal`` ends the message when the
+    failures are fatal."""
     from envbuilder.catalog import load_environments
 
     with fail_on_errors():
@@ -25,12 +34,12 @@ def load_or_exit(paths: list[Path], *, strict: bool, cache_dir: Path | None = No
     for failure in collection.failures:
         typer.echo(f"error: {failure}", err=True)
     if collection.failures and strict:
-        typer.echo(f"error: {len(collection.failures)} failed to load (--strict)", err=True)
+        typer.echo(f"error: {len(collection.failures)} failed to load{why_fatal}", err=True)
         raise typer.Exit(1)
     if not collection.envs:
         typer.echo("error: no environment loaded", err=True)
         raise typer.Exit(1)
-    return collection.envs
+    return collection
 
 
 def catalog(
@@ -43,8 +52,16 @@ def catalog(
     readme: Annotated[
         Path | None, typer.Option(help="Also write the Markdown table of environments to this file.")
     ] = None,
+    skip_broken: Annotated[
+        bool,
+        typer.Option(
+            "--skip-broken",
+            help="Catalog the specs that load and leave out those that fail (each is reported, "
+            "and the summary says how many). Default: any failure exits 1 and nothing is written.",
+        ),
+    ] = False,
     strict: Annotated[
-        bool, typer.Option("--strict", help="Exit 1 if any spec fails to load (default: skip it).")
+        bool, typer.Option("--strict", hidden=True, help="The default now: any failure exits 1.")
     ] = False,
     results: Annotated[
         list[Path] | None,
@@ -54,7 +71,15 @@ def catalog(
     """Catalog the environments of SPECS; without --out or --readme, print catalog.json."""
     from envbuilder.catalog import build_catalog, render_readme, write_site
 
-    envs = load_or_exit(specs, strict=strict)
+    # A catalog or README written without an environment that failed to load would drop it
+    # silently (a committed envs/README.md rewritten without it): failures are fatal by default.
+    collection = load_collection(
+        specs,
+        strict=strict or not skip_broken,
+        why_fatal=": nothing written (fix it, or pass --skip-broken to catalog the others)",
+    )
+    envs = collection.envs
+    skipped = [failure.path for failure in collection.failures]
     with fail_on_errors():
         data = build_catalog(envs)
         if results:
@@ -69,6 +94,7 @@ def catalog(
         files = write_site(data, out)
         typer.echo(
             f"envbuilder: catalogued {len(envs)} environment(s) in {out / 'index.html'} ({len(files)} files)"
+            + _left_out(skipped)
         )
     if readme is not None:
         base = readme.resolve().parent
@@ -79,4 +105,8 @@ def catalog(
         }
         typed = " ".join(str(s) for s in specs)
         readme.write_text(render_readme(data, links, specs=typed, readme=str(readme)), encoding="utf-8")
-        typer.echo(f"envbuilder: wrote {readme}")
+        typer.echo(f"envbuilder: wrote {readme}" + _left_out(skipped))
+
+
+def _left_out(skipped: list[Path]) -> str:
+    return f"; left out {len(skipped)} that failed to load: {', '.join(map(str, skipped))}" if skipped else ""

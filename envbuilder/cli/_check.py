@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -57,7 +58,7 @@ def check(
     graded = [r for r in gold if not r.skipped]
     if gold:
         passed = sum(r.passed for r in graded)
-        line = f"{spec}: gold answers: {passed}/{len(graded)} get full reward"
+        line = f"{spec}: gold answers: {passed}/{len(graded)} get full reward ({_sampled(env, gold, sample)})"
         if len(graded) < len(gold):
             line += f" ({len(gold) - len(graded)} skipped: the grader states no target)"
         _console.line(line, "green" if passed == len(graded) else "red")
@@ -97,6 +98,13 @@ def check(
         title=f"{len(failed)} failure{'s' if len(failed) != 1 else ''}",
     )
     raise typer.Exit(1)
+
+
+def _sampled(env: Any, gold: list[Any], sample: int) -> str:
+    """``--sample 50 per split: train 50 of 7,473, test 50 of 1,319``: what the total counts."""
+    per_split = Counter(r.case.split for r in gold)
+    counts = ", ".join(f"{split} {n:,} of {len(env.splits[split]):,}" for split, n in per_split.items())
+    return f"--sample {sample:,} per split: {counts}"
 
 
 def _reward(value: float | None) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import socket
+from typing import Any
 
 __all__ = ["port_taken"]
 
@@ -41,11 +42,29 @@ def _holder(port: int) -> str | None:
         for conn in psutil.net_connections(kind="inet"):
             if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port and conn.pid:
                 try:
-                    process = psutil.Process(conn.pid)
+                    process = _server(psutil, psutil.Process(conn.pid), port)
                     command = " ".join(" ".join(process.cmdline()).split()) or process.name()
                 except psutil.Error:
                     return f"pid {conn.pid}"
-                return f"pid {conn.pid} ({command[:80]})"
+                return f"pid {process.pid} ({command[:80]})"
     except (psutil.Error, OSError):
         return None
     return None
+
+
+def _server(psutil: Any, process: Any, port: int) -> Any:
+    """The topmost ancestor of ``process`` that listens on ``port`` too: a server whose workers
+    share its socket (``serve --workers``, gunicorn, uvicorn) is named by the server's pid, which
+    stops them all, not by the worker the system happened to list."""
+    while True:
+        try:
+            parent = process.parent()
+            listens = parent is not None and any(
+                c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port
+                for c in parent.net_connections(kind="inet")
+            )
+        except psutil.Error:  # an ancestor we may not inspect (init, another user's)
+            return process
+        if not listens:
+            return process
+        process = parent

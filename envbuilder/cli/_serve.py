@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -97,35 +97,10 @@ def serve(
     require_signature: RequireSignatureOption = False,
 ) -> None:
     """Serve the environments of SPECS over the ORS HTTP protocol."""
-    import uvicorn
-
     from envbuilder.cli._catalog import load_or_exit
-    from envbuilder.cli._workers import run_workers, store_problem
-    from envbuilder.server import ServerSettings, create_app, read_api_keys, uvicorn_options
+    from envbuilder.server import ServerSettings
 
-    taken = port_taken(host, port)
-    if taken is not None:
-        typer.echo(f"error: {taken}. Stop it, or pass --port with a free port (0: any)", err=True)
-        raise typer.Exit(1)
-    problem = store_problem(store, workers)
-    if problem:
-        typer.echo(f"error: {problem}", err=True)
-        raise typer.Exit(2)
-    with fail_on_errors():
-        keys = read_api_keys(api_key or [], api_key_file, os.environ.get("ENVBUILDER_API_KEYS"))
-    loopback = host in ("127.0.0.1", "::1", "localhost") or host.startswith("127.")
-    if not loopback and not keys:
-        if not public:
-            typer.echo(
-                f"error: --host {host} exposes the server, and every gold answer, without an API key. "
-                "Pass --api-key-file (or --api-key), or --public to serve it open",
-                err=True,
-            )
-            raise typer.Exit(2)
-        typer.echo(
-            f"envbuilder: warning: serving {host} with no API key: anyone who can reach it can use it",
-            err=True,
-        )
+    specs, keys = _preflight(specs, host, port, store, workers, strict, api_key, api_key_file, public)
     # A served spec reads files only inside its folder, an extracted pack, or a --data-root
     # (worker processes started inside the block inherit the setting).
     from envbuilder import paths
@@ -152,31 +127,107 @@ def serve(
             read_timeout=read_timeout,
             graceful_timeout=graceful_timeout,
         )
-        if workers == 1:
-            with fail_on_errors():
-                app = create_app(envs, settings)
-        shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
-        for env in envs:
-            typer.echo(f"envbuilder: serving {env.name} ({env.summary()} tasks)")
-        typer.echo(
-            f"envbuilder: listening on http://{host}:{port}  (try: curl http://{shown}:{port}/{envs[0].name}/splits)"
+        _listen(envs, local, settings, host, port, workers, strict, cache_dir, access_log, log_level)
+
+
+def _preflight(
+    specs: list[str],
+    host: str,
+    port: int,
+    store: str,
+    workers: int,
+    strict: bool,
+    api_key: list[str] | None,
+    api_key_file: Path | None,
+    public: bool,
+) -> tuple[list[str], list[str]]:
+    """Everything checked before a spec loads, in the order a user needs to hear it: missing
+    files, the port, the store, the API keys, the host's exposure. The specs left to serve and
+    the keys; exits on a problem."""
+    from envbuilder.cli._workers import store_problem
+    from envbuilder.errors import EnvbuilderError
+    from envbuilder.server import check_exposure, read_api_keys
+
+    specs = _existing_targets(specs, strict=strict)  # a missing file is the first thing to say
+    taken = port_taken(host, port)
+    if taken is not None:
+        typer.echo(f"error: {taken}. Stop it, or pass --port with a free port (0: any)", err=True)
+        raise typer.Exit(1)
+    problem = store_problem(store, workers)
+    if problem:
+        typer.echo(f"error: {problem}", err=True)
+        raise typer.Exit(2)
+    with fail_on_errors():
+        keys = read_api_keys(api_key or [], api_key_file, os.environ.get("ENVBUILDER_API_KEYS"))
+    try:
+        warning = check_exposure(host, keys, public=public)
+    except EnvbuilderError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if warning:
+        typer.echo(f"envbuilder: warning: {warning}", err=True)
+    return specs, list(keys)
+
+
+def _listen(
+    envs: list[Any],
+    local: list[Path],
+    settings: Any,
+    host: str,
+    port: int,
+    workers: int,
+    strict: bool,
+    cache_dir: Path | None,
+    access_log: bool,
+    log_level: str,
+) -> None:
+    """Say what is served and where, then run uvicorn (one process, or ``workers``)."""
+    import uvicorn
+
+    from envbuilder.cli._workers import run_workers
+    from envbuilder.server import create_app, uvicorn_options
+
+    if workers == 1:
+        with fail_on_errors():
+            app = create_app(envs, settings)
+    shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+    for env in envs:
+        typer.echo(f"envbuilder: serving {env.name} ({env.summary()} tasks)")
+    typer.echo(
+        f"envbuilder: listening on http://{host}:{port}  (try: curl http://{shown}:{port}/{envs[0].name}/splits)"
+    )
+    if access_log and log_level == "warning":
+        log_level = "info"  # uvicorn logs each request at info: --access-log alone must show them
+    if workers > 1:
+        typer.echo(f"envbuilder: {workers} workers, sessions in {settings.store}")
+        run_workers(
+            local,
+            strict=strict,
+            cache_dir=cache_dir,
+            settings=settings,
+            workers=workers,
+            host=host,
+            port=port,
+            access_log=access_log,
+            log_level=log_level,
         )
-        if access_log and log_level == "warning":
-            log_level = "info"  # uvicorn logs each request at info: --access-log alone must show them
-        if workers > 1:
-            typer.echo(f"envbuilder: {workers} workers, sessions in {store}")
-            run_workers(
-                local,
-                strict=strict,
-                cache_dir=cache_dir,
-                settings=settings,
-                workers=workers,
-                host=host,
-                port=port,
-                access_log=access_log,
-                log_level=log_level,
-            )
-            return
-        uvicorn.run(
-            app, host=host, port=port, access_log=access_log, log_level=log_level, **uvicorn_options(settings)
-        )
+        return
+    uvicorn.run(
+        app, host=host, port=port, access_log=access_log, log_level=log_level, **uvicorn_options(settings)
+    )
+
+
+def _existing_targets(specs: list[str], *, strict: bool) -> list[str]:
+    """``specs`` without the local paths that do not exist, each reported; exit 1 when that
+    leaves nothing to serve (or with ``--strict``)."""
+    from envbuilder.data._remote import is_url
+
+    missing = [s for s in specs if not is_url(s) and not Path(s).exists()]
+    for target in missing:
+        typer.echo(f"error: {target} was not loaded: no such file or folder. Check the path", err=True)
+    if missing and (strict or len(missing) == len(specs)):
+        everything = len(missing) == len(specs)
+        why = "no environment loaded" if everything else f"{len(missing)} failed to load (--strict)"
+        typer.echo(f"error: {why}", err=True)
+        raise typer.Exit(1)
+    return [s for s in specs if s not in missing]

@@ -2,6 +2,7 @@
 
 from envbuilder.data._base import Row, Source, SourceConfig, Table, sources
 from envbuilder.data._convert import to_json
+from envbuilder.data._files import detect_encoding
 from envbuilder.data._hf import hub_unreachable
 from envbuilder.data._maps import parse_slice
 from envbuilder.data._splits import SplitView, Task, TaskShaper
@@ -14,6 +15,7 @@ __all__ = [
     "Table",
     "Task",
     "TaskShaper",
+    "detect_encoding",
     "hub_unreachable",
     "parse_slice",
     "sources",

@@ -12,6 +12,7 @@ cost of one file, and only for such files.
 
 from __future__ import annotations
 
+import codecs
 import io
 import json
 from collections.abc import Iterable, Iterator
@@ -21,7 +22,7 @@ from typing import Any, ClassVar, Literal
 import pyarrow as pa
 import pyarrow.csv as pcsv
 import pyarrow.json as pjson
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from envbuilder.data._base import Source, SourceConfig, Table
 from envbuilder.data._cache import cache_key, cache_path, file_identity
@@ -34,6 +35,17 @@ class _FilesConfig(SourceConfig):
     files: dict[str, PathOrPaths] = Field(min_length=1)
     """Source split name → a file, a glob, a directory, or a list of these; relative to the spec file;
     or the `s3://`, `gs://`, `https://` or `hf://` URL of one file (fetched once into the cache)."""
+    encoding: str = "utf-8"
+    """The files' text encoding, e.g. `cp1252` or `latin-1` for legacy CSV exports (default
+    UTF-8). A file that is not valid text in it is refused, naming the encoding it reads as."""
+
+    @field_validator("encoding")
+    @classmethod
+    def _known_encoding(cls, value: str) -> str:
+        try:
+            return codecs.lookup(value).name
+        except LookupError:
+            raise ValueError(f"unknown text encoding {value!r} (e.g. utf-8, cp1252, latin-1)") from None
 
 
 class JsonlConfig(_FilesConfig):
@@ -66,17 +78,24 @@ class _FileSource(Source):
 
     def open_files(self, files: PathOrPaths, key: str) -> Table:
         paths = resolve_paths(files, self.base_dir, key, suffix=self.suffix)
-        path = cache_path("rows", cache_key(self.type_name, file_identity(paths)), ".arrow")
+        encoding = self.config.encoding
+        key = cache_key(self.type_name, file_identity(paths), *([encoding] if encoding != "utf-8" else []))
+        path = cache_path("rows", key, ".arrow")
         if not path.exists():
             try:
                 try:
                     first = next(iter(self.stream(paths[0])))  # an empty file: read whole below
+                    _check_text(first.schema, paths, encoding)
                     write_ipc(path, first.schema, _conformed(paths, first.schema, self.stream))
                 except (pa.ArrowInvalid, pa.ArrowTypeError, _Disagrees, StopIteration):
                     tables = [self.read(p) for p in paths]  # whole files: pyarrow unifies types
                     _same_columns(paths, [t.schema for t in tables])
+                    _check_text(tables[0].schema, paths, encoding)
                     write_ipc(path, tables[0].schema, _unified(tables, tables[0].schema))
             except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError, OSError) as exc:
+                not_text = _not_text(paths, encoding)
+                if not_text is not None:
+                    raise not_text from None
                 raise DataError(
                     f"cannot read {self.type_name} data: {exc}",
                     code="data_unreadable",
@@ -152,7 +171,8 @@ class JsonlSource(_FileSource):
         # pyarrow's own streaming JSON reader reads ahead without bound (its peak memory grows
         # with the file), this stays at a few blocks.
         schema: pa.Schema | None = None
-        for block in _line_blocks(path, _BLOCK):
+        for raw in _line_blocks(path, _BLOCK):
+            block = _as_utf8(raw, self.config.encoding)
             if schema is None:
                 table = pjson.read_json(io.BytesIO(block))
                 schema = table.schema
@@ -162,7 +182,7 @@ class JsonlSource(_FileSource):
             yield from table.to_batches()
 
     def read(self, path: Path) -> pa.Table:
-        return pjson.read_json(path)
+        return pjson.read_json(io.BytesIO(_as_utf8(path.read_bytes(), self.config.encoding)))
 
 
 class JsonSource(_FileSource):
@@ -182,7 +202,7 @@ class JsonSource(_FileSource):
             yield from table.to_batches()
 
     def read(self, path: Path) -> pa.Table:
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding=self.config.encoding) as f:
             data = json.load(f)
         if isinstance(data, dict) and isinstance(data.get("data"), list):
             data = data["data"]
@@ -196,10 +216,70 @@ class CsvSource(_FileSource):
     suffix = ".csv"
 
     def stream(self, path: Path) -> Iterator[pa.RecordBatch]:
-        yield from pcsv.open_csv(path, read_options=pcsv.ReadOptions(block_size=_BLOCK))
+        options = pcsv.ReadOptions(block_size=_BLOCK, encoding=self.config.encoding)
+        yield from pcsv.open_csv(path, read_options=options)
 
     def read(self, path: Path) -> pa.Table:
-        return pcsv.read_csv(path)
+        return pcsv.read_csv(path, read_options=pcsv.ReadOptions(encoding=self.config.encoding))
+
+
+def _as_utf8(data: bytes, encoding: str) -> bytes:
+    """``data`` as UTF-8; UnicodeDecodeError when it is not ``encoding`` text (pyarrow's JSON
+    reader does not check: it would build strings that fail only when a row is read)."""
+    text = data.decode(encoding)
+    return data if encoding == "utf-8" else text.encode("utf-8")
+
+
+def _check_text(schema: pa.Schema, paths: list[Path], encoding: str) -> None:
+    """Text files hold text: a column pyarrow could only read as bytes (a CSV that is not valid
+    in ``encoding``) is refused, never served as base64."""
+    if any(pa.types.is_binary(f.type) or pa.types.is_large_binary(f.type) for f in schema):
+        raise _not_text(paths, encoding) or DataError(
+            f"columns {[f.name for f in schema if pa.types.is_binary(f.type)]} hold bytes, not text",
+            code="data_encoding",
+        )
+
+
+def _not_text(paths: list[Path], encoding: str) -> DataError | None:
+    """Why the first file that is not valid ``encoding`` text is refused (None: all are)."""
+    for path in paths:
+        bad = first_undecodable(path, encoding)
+        if bad is None:
+            continue
+        offset, byte = bad
+        guess = detect_encoding([path]) if encoding == "utf-8" else None
+        reads = f"; it reads as {guess}" if guess else ""
+        return DataError(
+            f"{str(path)!r} is not {encoding} text (byte 0x{byte:02x} at offset {offset:,}){reads}",
+            hint=f"Add `encoding: {guess or 'NAME'}` to `dataset:` (the files' text encoding)",
+            code="data_encoding",
+        )
+    return None
+
+
+def first_undecodable(path: Path, encoding: str) -> tuple[int, int] | None:
+    """The offset and value of the first byte of ``path`` that is not valid ``encoding`` text."""
+    decoder = codecs.getincrementaldecoder(encoding)()
+    offset = 0
+    with open(path, "rb") as f:
+        while True:
+            chunk = f.read(1 << 20)
+            try:
+                decoder.decode(chunk, final=not chunk)
+            except UnicodeDecodeError as exc:
+                at = max(0, offset + exc.start - len(exc.object) + len(chunk))
+                return at, exc.object[exc.start]
+            if not chunk:
+                return None
+            offset += len(chunk)
+
+
+def detect_encoding(paths: list[Path]) -> str | None:
+    """None when every file is UTF-8 text; else the legacy encoding they all read as: Windows-1252
+    (what spreadsheet programs export), else Latin-1 (which reads any bytes)."""
+    if all(first_undecodable(p, "utf-8") is None for p in paths):
+        return None
+    return "cp1252" if all(first_undecodable(p, "cp1252") is None for p in paths) else "latin-1"
 
 
 def _line_blocks(path: Path, size: int) -> Iterator[bytes]:

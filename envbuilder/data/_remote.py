@@ -184,11 +184,13 @@ def _download(fs: Any, path: str, url: str, dest: Path, size: int | None) -> Non
     except DataError:
         raise
     except Exception as exc:
-        raise DataError(
-            f"cannot download {url!r}: {type(exc).__name__}: {exc}",
-            hint=check_hint(url),
-            code="remote_unavailable",
-        ) from None
+        raise download_failed(url, exc) from None
+
+
+def download_failed(url: str, exc: Exception) -> DataError:
+    """The one error for a download from a store that failed (what failed, and what to check)."""
+    message = f"cannot download {url!r}: {type(exc).__name__}: {exc}"
+    return DataError(message, hint=check_hint(url), code="remote_unavailable")
 
 
 def _remember(url: str, entry: Path) -> None:

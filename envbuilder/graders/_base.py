@@ -117,6 +117,10 @@ class Grader(Plugin, abc.ABC):
     blocking: bool = False
     """True when grading waits on I/O or long work (an HTTP judge, a symbolic check): such
     calls stream with keep-alives. A class default; composite graders set it per instance."""
+    compares_target: bool = True
+    """True when a grade compares the answer with :meth:`target` (so the target submitted as a
+    gold answer can only meet itself: a circular check); False when the target is a reference
+    solution the grade never reads (``unit_tests`` runs the answer against the task's tests)."""
     needs_state: ClassVar[bool] = False
     """The grader compares the episode's state document: the spec must declare `state:`."""
 

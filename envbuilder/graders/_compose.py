@@ -102,6 +102,7 @@ class _Composite(Grader):
                     code=exc.code,
                 ) from None
         self.blocking = any(c.blocking for c in self.children)
+        self.compares_target = any(c.compares_target for c in self.children)
 
     @property
     def fields(self) -> frozenset[str]:

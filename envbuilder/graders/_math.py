@@ -8,8 +8,9 @@ anything else by math-verify's symbolic ``verify``. A side that cannot be read i
 with the reason, never a silent 0. A response with prose and no marked answer goes to
 math-verify's own extraction.
 
-``math-verify`` (and the SymPy it brings) is the optional extra ``envbuilder[math]``; it is
-imported when a spec uses this grader, so other specs never pay for it. Its own timeouts use
+``math-verify`` (and the SymPy it brings) is a core dependency, so the plain install serves
+every shipped environment; it is imported when a spec uses this grader, so other specs never
+pay for its import time. Its own timeouts use
 ``signal.alarm`` (main thread only), so they are off and the check runs in a worker thread
 under ``asyncio.wait_for`` instead: a slow simplification makes the answer ungradeable
 without stalling the server.
@@ -47,7 +48,7 @@ from envbuilder.graders._latex import (
 )
 from envbuilder.templating import Template
 
-INSTALL_HINT = "Install it with: pip install 'envbuilder[math]'"
+INSTALL_HINT = "It is one of envbuilder's dependencies: reinstall envbuilder, or pip install math-verify"
 #: The longest final answer (after cleaning) handed to SymPy; MATH-500's longest is ~100 characters.
 MAX_SPAN_CHARS = 1000
 # Two words in a row outside LaTeX commands: a sentence, not an expression.

@@ -89,6 +89,8 @@ class UnitTestsGrader(Grader):
     config: UnitTestsConfig
     # A run takes from tens of milliseconds to its wall limit: stream with keep-alives.
     blocking = True
+    # The target is the reference solution; a grade runs the answer against the tests instead.
+    compares_target = False
 
     def __init__(self, config: UnitTestsConfig, context: GraderContext):
         super().__init__(config, context)

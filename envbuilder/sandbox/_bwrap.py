@@ -2,8 +2,10 @@
 
 What a run sees and may do:
 
-- a read-only view of the system's programs and libraries (``/usr``, ``/bin``, ``/lib*``, a
-  few files of ``/etc``) and nothing else of the host: no home folders, no server files;
+- a read-only view of the system's programs and libraries (``/usr``, ``/bin``, ``/lib*``, and of
+  ``/etc`` only the dynamic linker's files, ``alternatives`` and ``localtime``) and nothing else
+  of the host: no home folders, no server files, no host users (``/etc/passwd``, ``group``,
+  ``hosts`` and ``nsswitch.conf`` are the sandbox's own: root, the run's user, nobody);
 - an empty environment (:data:`BASE_ENV` only), so no server secret reaches it;
 - a fresh ``/work`` (its working folder) and ``/tmp``, each a size-limited tmpfs (or, for a
   session's tools, a host folder bound as ``/work``);
@@ -50,9 +52,6 @@ SYSTEM_PATHS = (
     "/etc/ld.so.conf",
     "/etc/ld.so.conf.d",
     "/etc/localtime",
-    "/etc/passwd",
-    "/etc/group",
-    "/etc/nsswitch.conf",
 )
 #: Extra host paths to show read-only, separated by ``:`` (an interpreter outside /usr).
 EXTRA_PATHS_ENV = "ENVBUILDER_SANDBOX_PATHS"
@@ -75,6 +74,25 @@ class BubblewrapBackend(Backend):
         self.paths = (*SYSTEM_PATHS, *extra_paths)
         self.root = os.geteuid() == 0
         self.uid = uid if uid is not None else int(os.environ.get(UID_ENV, _NOBODY))
+
+    def etc_files(self) -> dict[str, bytes]:
+        """The sandbox's own ``/etc`` user and host files, in place of the host's (which list
+        its users and groups): root, the user the run is, and nobody; the loopback host."""
+        uid = self.uid if self.root else os.getuid()
+        gid = self.uid if self.root else os.getgid()
+        users = {0: ("root", 0, "/root"), uid: ("sandbox", gid, "/work"), _NOBODY: ("nobody", _NOBODY, "/")}
+        groups = {0: "root", gid: "sandbox", _NOBODY: "nogroup"}
+        passwd = "".join(
+            f"{name}:x:{u}:{g}:{name}:{home}:/usr/sbin/nologin\n"
+            for u, (name, g, home) in sorted(users.items())
+        )
+        group = "".join(f"{name}:x:{g}:\n" for g, name in sorted(groups.items()))
+        return {
+            "/etc/passwd": passwd.encode(),
+            "/etc/group": group.encode(),
+            "/etc/nsswitch.conf": b"passwd: files\ngroup: files\nhosts: files\n",
+            "/etc/hosts": b"127.0.0.1 localhost sandbox\n::1 localhost\n",
+        }
 
     def describe(self) -> str:
         who = f"uid {self.uid}" if self.root else "the server's user"
@@ -124,8 +142,12 @@ class BubblewrapBackend(Backend):
             out += ["--size", disk, "--tmpfs", "/work"]
         else:
             out += ["--bind", str(workdir), "/work"]
-        for name, fd in fds.items():
-            out += ["--file", str(fd), f"/work/{name}"]
+        for name, fd in fds.items():  # the run's files, then its own /etc files (absolute names)
+            out += (
+                ["--ro-bind-data", str(fd), name]
+                if name.startswith("/")
+                else ["--file", str(fd), f"/work/{name}"]
+            )
         # bwrap builds the view on its own tmpfs: make it read-only, or it is an unbounded disk.
         out += ["--remount-ro", "/", "--chdir", "/work", "--"]
         if ready:
@@ -164,7 +186,7 @@ class BubblewrapBackend(Backend):
                 os.close(open_fds.pop())
 
         try:
-            with _memfds(files) as fds:
+            with _memfds({**files, **self.etc_files()}) as fds:
                 argv = self.argv(command, limits, fds, workdir, ready=True)
                 try:
                     result, _ = await run_process(

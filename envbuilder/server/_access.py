@@ -10,16 +10,39 @@ Keys are compared in constant time and never logged or echoed.
 from __future__ import annotations
 
 import hmac
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from pathlib import Path
 
-from envbuilder.errors import DataError, RequestError
+from envbuilder.errors import DataError, EnvbuilderError, RequestError
 from envbuilder.server import _ops
 
 _SECRET_NAMES = frozenset({"api_key", "openreward_api_key"})
 
 UNAUTHORIZED = _ops.error_reply(401, "an API key is required: send it in the X-API-Key header")
 CHALLENGE = {"www-authenticate": 'Bearer realm="envbuilder"'}
+
+
+def check_exposure(host: str, api_keys: Collection[str], *, public: bool) -> str | None:
+    """The rule for where a server may listen: a host other than loopback serves every gold
+    answer to whoever reaches it, so it needs an API key, or ``public`` (open on purpose).
+
+    Returns:
+        None, or the warning to show when ``host`` is served open on purpose.
+
+    Raises:
+        EnvbuilderError: a host other than loopback without a key and without ``public``
+            (code ``exposed_without_key``).
+    """
+    loopback = host in ("127.0.0.1", "::1", "localhost") or host.startswith("127.")
+    if loopback or api_keys:
+        return None
+    if not public:
+        raise EnvbuilderError(
+            f"--host {host} exposes the server, and every gold answer, without an API key",
+            hint="Pass --api-key-file (or --api-key), or --public to serve it open",
+            code="exposed_without_key",
+        )
+    return f"serving {host} with no API key: anyone who can reach it can use it"
 
 
 class Keys:

@@ -65,7 +65,7 @@ class Session:
         )
 
 
-class Store(Protocol):
+class Sessions(Protocol):
     """What the routes need of a session store (:class:`SessionStore`, ``_redis.RedisStore``)."""
 
     shared: bool

@@ -13,7 +13,7 @@ from envbuilder.episode import Episode
 from envbuilder.errors import RequestError, did_you_mean
 from envbuilder.server._calls import CallRegistry
 from envbuilder.server._redis import RedisStore
-from envbuilder.server._sessions import SessionStore, Store
+from envbuilder.server._sessions import Sessions, SessionStore
 
 log = logging.getLogger("envbuilder.server")
 
@@ -93,7 +93,7 @@ class State:
         self.default = next(iter(self.envs))
         self.settings = settings
         self.calls = CallRegistry(settings.call_linger)
-        self.sessions: Store = (
+        self.sessions: Sessions = (
             SessionStore(self.calls)
             if settings.store == "memory"
             else RedisStore(settings.store, settings.session_timeout, settings.call_linger)

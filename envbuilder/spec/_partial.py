@@ -106,8 +106,11 @@ def _usable(
             errors = again.errors()
             if any(not err["loc"] for err in errors):
                 return None
-            for err in errors:
-                loc = _existing(data, tuple(err["loc"]))
+            # Every error located before any key is left out: leaving out one error's key must not
+            # shorten the next error's location (two errors in `grader.extract` would otherwise
+            # leave out the whole grader, and its target would go unchecked).
+            located = [(err, _existing(data, tuple(err["loc"]))) for err in errors]
+            for err, loc in located:
                 while loc and isinstance(loc[-1], int):
                     loc = loc[:-1]  # a bad list entry: the whole list, so later entries keep their index
                 if not loc:
@@ -116,7 +119,8 @@ def _usable(
                 parent = _at(data, loc[:-1])
                 if isinstance(parent, dict):
                     parent.pop(loc[-1], None)
-                skipped.append(loc)
+                if loc not in skipped:
+                    skipped.append(loc)
                 top = Spec.model_fields.get(str(loc[0]))
                 if len(loc) == 1 and top is not None and top.is_required():
                     unchecked.add(str(loc[0]))

@@ -5,6 +5,7 @@ from envbuilder.templating._template import (
     Template,
     recording_files,
     render_limits,
+    template_folders,
     template_globals,
     template_or_file,
 )
@@ -14,6 +15,7 @@ __all__ = [
     "jinja_env",
     "recording_files",
     "render_limits",
+    "template_folders",
     "template_globals",
     "template_or_file",
     "templates_dir",

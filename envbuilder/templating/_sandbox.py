@@ -289,9 +289,11 @@ class _ContainedLoader(jinja2.FileSystemLoader):
 
 
 @functools.cache
-def jinja_env(base_dir: Path | None = None) -> jinja2.Environment:
-    """The sandboxed environment that loads templates from ``base_dir`` then ``templates/``."""
+def jinja_env(base_dir: Path | None = None, *more: Path) -> jinja2.Environment:
+    """The sandboxed environment that loads templates from ``base_dir``, then the folders
+    ``more`` (a spec's bases), then ``templates/``."""
     search = [str(base_dir)] if base_dir is not None else []
+    search += [str(folder) for folder in more]
     search.append(str(templates_dir()))
     env = _Sandbox(
         loader=_ContainedLoader(search),

@@ -47,6 +47,22 @@ def render_limits(seconds: float | None, chars: int | None) -> Iterator[None]:
         _limits.reset(token)
 
 
+_folders: contextvars.ContextVar[tuple[Path, ...]] = contextvars.ContextVar(
+    "envbuilder_template_folders", default=()
+)
+
+
+@contextlib.contextmanager
+def template_folders(folders: Iterable[Path]) -> Iterator[None]:
+    """Template files compiled inside the block are also looked for in ``folders``, after the
+    spec's own folder (the folders of the bases a spec ``extends:``)."""
+    token = _folders.set(tuple(dict.fromkeys(folders)))
+    try:
+        yield
+    finally:
+        _folders.reset(token)
+
+
 @contextlib.contextmanager
 def recording_files() -> Iterator[dict[str, Path]]:
     """Collect the template files compiled inside the block (by any part: prompt, turns, graders
@@ -94,7 +110,7 @@ class Template:
         base_dir: Path | None = None,
         from_file: bool = False,
     ):
-        env = jinja_env(base_dir)
+        env = jinja_env(base_dir, *(f for f in _folders.get() if f != base_dir))
         self.name = name
         self.seconds, self.max_chars = _limits.get()
         """This template's render budget: the defaults, or its spec's ``limits:``."""

@@ -140,10 +140,13 @@ def test_get_catalog(gsm8k: Environment, specs_dir: Path) -> None:
 
 def test_catalog_command_writes_catalog_json(specs_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "site"
-    result = CliRunner().invoke(app, ["catalog", str(specs_dir), "--out", str(out)])
+    result = CliRunner().invoke(app, ["catalog", str(specs_dir), "--out", str(out), "--skip-broken"])
     assert result.exit_code == 0, result.output
     assert "broken.yaml was not loaded" in result.stderr
-    assert result.stdout == f"envbuilder: catalogued 2 environment(s) in {out / 'index.html'} (4 files)\n"
+    assert result.stdout == (
+        f"envbuilder: catalogued 2 environment(s) in {out / 'index.html'} (4 files); "
+        f"left out 1 that failed to load: {specs_dir / 'broken.yaml'}\n"
+    )
     data = json.loads((out / "catalog.json").read_text())
     assert [e["name"] for e in data["environments"]] == ["capitals", "squares"]
     assert data == json.loads(
@@ -160,6 +163,20 @@ def test_catalog_command_prints_json_without_out(specs_dir: Path) -> None:
     result = CliRunner().invoke(app, ["catalog", str(specs_dir / "squares.yml")])
     assert result.exit_code == 0, result.output
     assert [e["name"] for e in json.loads(result.stdout)["environments"]] == ["squares"]
+
+
+@pytest.mark.parametrize("output", ["--out", "--readme"])
+def test_catalog_never_drops_a_spec_silently(specs_dir: Path, tmp_path: Path, output: str) -> None:
+    target = tmp_path / ("site" if output == "--out" else "README.md")
+    if output == "--readme":
+        target.write_text("the committed table\n")
+    result = CliRunner().invoke(app, ["catalog", str(specs_dir), output, str(target)])
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr.endswith(
+        "error: 1 failed to load: nothing written (fix it, or pass --skip-broken to catalog the others)\n"
+    )
+    assert not (tmp_path / "site").exists()
+    assert output == "--out" or target.read_text() == "the committed table\n"
 
 
 def test_catalog_strict(specs_dir: Path, tmp_path: Path) -> None:

@@ -110,3 +110,21 @@ def test_the_publish_command_names_the_destination_when_it_fails(tmp_path: Path)
     assert result.exit_code == 1
     assert "cannot read catalog.json from 's3://no-such-bucket/x'" in result.output
     assert "Check AWS credentials" in result.output
+
+
+def test_changed_content_under_a_published_version_is_refused(envs_copy: Path, tmp_path: Path) -> None:
+    spec = envs_copy / "digits.yaml"
+    dest = str(tmp_path / "published")
+    publish([spec], dest)
+    before = (tmp_path / "published" / "catalog.json").read_bytes()
+    changed = spec.read_text(encoding="utf-8").replace("tags: [vision,", "tags: [changed,")
+    spec.write_text(changed, encoding="utf-8")
+    result = CliRunner().invoke(app, ["publish", str(spec), dest])
+    assert result.exit_code == 1
+    assert f"digits@1 is already published at {tmp_path / 'published'} with other content" in result.output
+    assert f"Set a new `version:` in {spec}" in result.output
+    assert (tmp_path / "published" / "catalog.json").read_bytes() == before  # nothing uploaded
+    spec.write_text(spec.read_text(encoding="utf-8") + "version: '2'\n", encoding="utf-8")
+    publish([spec], dest)
+    catalog = json.loads((tmp_path / "published" / "catalog.json").read_text(encoding="utf-8"))
+    assert [v["version"] for v in catalog["environments"][0]["versions"]] == ["2", "1"]

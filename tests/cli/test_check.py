@@ -8,6 +8,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from envbuilder.cli import app
+from tests.conftest import ENVS
 
 runner = CliRunner()
 DATA = Path(__file__).parent / "invalid" / "data" / "tiny.parquet"
@@ -47,7 +48,8 @@ def test_clean_spec_passes(tmp_path: Path) -> None:
     result = runner.invoke(app, ["check", spec])
     assert (result.exit_code, result.output) == (
         0,
-        f"{spec}: gold answers: 2/2 get full reward\n{CIRCULAR.format(spec=spec)}\n{spec}: tests: 2/2 pass\n",
+        f"{spec}: gold answers: 2/2 get full reward (--sample 50 per split: test 2 of 2)\n"
+        f"{CIRCULAR.format(spec=spec)}\n{spec}: tests: 2/2 pass\n",
     )
 
 
@@ -55,14 +57,19 @@ def test_a_gold_template_makes_the_gold_check_mean_something(tmp_path: Path) -> 
     # The whole worked answer ("2 + 3 = 5\n#### 5") goes through extraction, not the bare target.
     spec = _spec(tmp_path, SPEC + "  extract: number\ngold: '{{ answer }}'\n")
     result = runner.invoke(app, ["check", spec])
-    assert (result.exit_code, result.output) == (0, f"{spec}: gold answers: 2/2 get full reward\n")
+    assert (result.exit_code, result.output) == (
+        0,
+        f"{spec}: gold answers: 2/2 get full reward (--sample 50 per split: test 2 of 2)\n",
+    )
 
 
 def test_a_gold_template_the_grader_cannot_read_fails(tmp_path: Path) -> None:
     spec = _spec(tmp_path, SPEC + "  extract: number\ngold: 'see the question'\n")
     result = runner.invoke(app, ["check", spec])
     assert result.exit_code == 1
-    assert result.output.startswith(f"{spec}: gold answers: 0/2 get full reward\n\n2 failures\n")
+    assert result.output.startswith(
+        f"{spec}: gold answers: 0/2 get full reward (--sample 50 per split: test 2 of 2)\n\n2 failures\n"
+    )
 
 
 def test_null_and_empty_targets_are_named_with_their_rows(tmp_path: Path) -> None:
@@ -80,7 +87,7 @@ def test_null_and_empty_targets_are_named_with_their_rows(tmp_path: Path) -> Non
     assert result.output == (
         f"{spec}: 3 of 5 test tasks have no target (the task has no target: its field `answer` is "
         "null): test[1], test[2], test[4]. Their answers would be ungradeable; fix or filter those rows\n"
-        f"{spec}: gold answers: 2/2 get full reward\n"
+        f"{spec}: gold answers: 2/2 get full reward (--sample 50 per split: test 2 of 5)\n"
     )
 
 
@@ -92,7 +99,7 @@ def test_gold_answers_the_extractor_cannot_read_fail_with_a_table(tmp_path: Path
     result = runner.invoke(app, ["check", spec, "--sample", "5"])
     assert result.exit_code == 1
     assert result.output == (
-        f"{spec}: gold answers: 0/2 get full reward\n"
+        f"{spec}: gold answers: 0/2 get full reward (--sample 5 per split: test 2 of 2)\n"
         f"{CIRCULAR.format(spec=spec)}\n"
         f"{spec}: tests: 1/1 pass\n"
         "\n"
@@ -132,3 +139,14 @@ def test_readme_check_output_is_the_cli_output(monkeypatch) -> None:
     result = runner.invoke(app, ["check", "envs/gsm8k.yaml", "--sample", "50"])
     assert result.exit_code == 0
     assert result.output in (root / "README.md").read_text(encoding="utf-8")
+
+
+def test_unit_tests_gold_is_not_called_circular() -> None:
+    # HumanEval's gold answers are its reference solutions, run against the tests: a real check.
+    spec = str(ENVS / "humaneval.yaml")
+    result = runner.invoke(app, ["check", spec, "--sample", "2"])
+    assert (result.exit_code, result.output) == (
+        0,
+        f"{spec}: gold answers: 2/2 get full reward (--sample 2 per split: test 2 of 164)\n"
+        f"{spec}: tests: 6/6 pass\n",
+    )

@@ -29,7 +29,10 @@ def test_init_gsm8k_validates_and_checks_clean(tmp_path: Path) -> None:
     assert "  extract: number\n" in text
     check = runner.invoke(app, ["check", str(out), "--sample", "20"])
     assert check.exit_code == 0, check.output
-    assert check.output == f"{out}: gold answers: 40/40 get full reward\n"
+    assert check.output == (
+        f"{out}: gold answers: 40/40 get full reward "
+        "(--sample 20 per split: train 20 of 7,473, test 20 of 1,319)\n"
+    )
 
 
 def test_init_prints_the_spec_without_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -181,7 +184,9 @@ def test_init_math500_picks_the_math_grader_and_the_unique_id(tmp_path: Path) ->
     # No `gold:` (only a GSM8K-style reference gets one): check says its gold check is circular.
     assert (check.exit_code, check.output) == (
         0,
-        f"{out}: gold answers: 40/40 get full reward\n" + CIRCULAR.format(spec=out) + "\n",
+        f"{out}: gold answers: 40/40 get full reward (--sample 40 per split: test 40 of 40)\n"
+        + CIRCULAR.format(spec=out)
+        + "\n",
     )
 
 
@@ -196,7 +201,8 @@ def test_init_lettered_options_pick_the_choice_grader(tmp_path: Path) -> None:
     # No `gold:` (only a GSM8K-style reference gets one): check says its gold check is circular.
     assert (check.exit_code, check.output) == (
         0,
-        f"{out}: gold answers: 30/30 get full reward\n" + CIRCULAR.format(spec=out) + "\n",
+        f"{out}: gold answers: 30/30 get full reward "
+        "(--sample 20 per split: validation 10 of 10, test 20 of 200)\n" + CIRCULAR.format(spec=out) + "\n",
     )
 
 
@@ -219,7 +225,9 @@ def test_init_reads_json_and_csv(kind: str, tmp_path: Path) -> None:
     # No `gold:` (only a GSM8K-style reference gets one): check says its gold check is circular.
     assert (check.exit_code, check.output) == (
         0,
-        f"{out}: gold answers: 5/5 get full reward\n" + CIRCULAR.format(spec=out) + "\n",
+        f"{out}: gold answers: 5/5 get full reward (--sample 50 per split: train 5 of 5)\n"
+        + CIRCULAR.format(spec=out)
+        + "\n",
     )
 
 

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -47,3 +50,40 @@ def test_a_free_port_and_port_zero_pass() -> None:
         free = sock.getsockname()[1]
     assert port_taken("127.0.0.1", free) is None
     assert port_taken("127.0.0.1", 0) is None
+
+
+def test_a_missing_spec_is_reported_before_a_taken_port(listening: int) -> None:
+    result = runner.invoke(app, ["serve", "nope.yaml", "--port", str(listening)])
+    assert (result.exit_code, result.output) == (
+        1,
+        "error: nope.yaml was not loaded: no such file or folder. Check the path\n"
+        "error: no environment loaded\n",
+    )
+
+
+_SERVER_WITH_A_WORKER = """
+import os, socket, sys, time
+sock = socket.socket()
+sock.bind(("127.0.0.1", 0))
+sock.listen()
+if os.fork() == 0:  # a worker sharing the server's socket, as `serve --workers` has
+    time.sleep(120)
+    os._exit(0)
+print(sock.getsockname()[1], flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_port_held_by_a_server_and_its_workers_names_the_server() -> None:
+    argv = [sys.executable, "-c", _SERVER_WITH_A_WORKER]
+    server = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert server.stdout is not None
+        port = int(server.stdout.readline())
+        message = port_taken("127.0.0.1", port)
+        assert message is not None and message.startswith(
+            f"127.0.0.1:{port} is already in use by pid {server.pid} ("
+        ), message
+    finally:
+        os.killpg(server.pid, signal.SIGKILL)  # the server and its worker (its own session)
+        server.communicate()

@@ -7,7 +7,7 @@ local chat server; the missing-target test serves a Parquet file with null and e
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -108,30 +108,14 @@ def test_gsm8k_number_extraction_reads_exponents_and_fractions(
         assert s.call_tool("submit", {"answer": answer}).reward == reward
 
 
-JUDGE_SPEC = """\
-name: judged
-dataset:
-  type: parquet
-  files: {test: data/gsm8k/test-00000-of-00001.parquet}
-splits: {test: {}}
-prompt: {template: "{{ question }}"}
-grader:
-  type: llm_judge
-  base_url: %s
-  model: judge-1
-  question: "{{ question }}"
-  reference: "{{ answer.split('####')[-1] }}"
-  api_key_secret: JUDGE_KEY
-"""
-
-
-def test_judge_caches_verdicts_never_unparseable_replies() -> None:
+def test_judge_caches_verdicts_never_unparseable_replies(judged: Callable[..., str]) -> None:
     def judge(body: dict[str, Any], i: int) -> tuple[int, dict[str, Any], dict[str, str]]:
         # The first reply states no verdict; after that the judge answers properly.
         return 200, completion("Hmm, hard to say." if i == 0 else "Matches.\nVERDICT: CORRECT"), {}
 
     with ChatServer(judge) as server:
-        env = Environment(parse_spec(JUDGE_SPEC % server.base_url, file="judged.yaml", base_dir=ENVS))
+        spec = judged(server.base_url, api_key_secret="JUDGE_KEY")
+        env = Environment(parse_spec(spec, file="judged.yaml", base_dir=ENVS))
         with serve_app(create_app([env], ServerSettings())) as url, Client(url) as client:
             remote = client.environment("judged")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
@@ -18,20 +18,6 @@ from tests.conftest import ENVS
 from tests.fakes.chat_server import ChatServer, completion
 from tests.servers import serve_app
 
-SPEC = """\
-name: judged
-dataset: {type: parquet, files: {test: data/gsm8k/test-00000-of-00001.parquet}}
-splits: {test: {}}
-prompt: {template: "{{ question }}"}
-grader:
-  type: llm_judge
-  base_url: %s
-  model: judge-1
-  question: "{{ question }}"
-  reference: "{{ answer }}"
-  api_key_env: LONG_CALLS_JUDGE_KEY
-  cache: false
-"""
 JUDGE_SECONDS = 1.0
 
 
@@ -41,10 +27,13 @@ def _slow(body: dict[str, Any], i: int) -> tuple[int, dict[str, Any], dict[str, 
 
 
 @pytest.fixture
-def served(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, ChatServer]]:
+def served(monkeypatch: pytest.MonkeyPatch, judged: Callable[..., str]) -> Iterator[tuple[str, ChatServer]]:
     monkeypatch.setenv("LONG_CALLS_JUDGE_KEY", "sk-long")
     with ChatServer(_slow) as judge:
-        env = Environment(parse_spec(SPEC % judge.base_url, file="judged.yaml", base_dir=ENVS))
+        spec = judged(
+            judge.base_url, reference="{{ answer }}", api_key_env="LONG_CALLS_JUDGE_KEY", cache=False
+        )
+        env = Environment(parse_spec(spec, file="judged.yaml", base_dir=ENVS))
         with serve_app(create_app([env], ServerSettings(ping_interval=0.2))) as url:
             yield url, judge
 

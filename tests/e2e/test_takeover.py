@@ -8,6 +8,7 @@ import contextlib
 import os
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,21 +19,6 @@ from tests.conftest import ENVS
 from tests.fakes.chat_server import ChatServer, completion
 from tests.processes import serve_process
 
-SPEC = """\
-name: judged
-dataset:
-  type: parquet
-  files: {test: %s}
-splits: {test: {}}
-prompt: {template: "{{ question }}"}
-grader:
-  type: llm_judge
-  base_url: %s
-  model: judge-1
-  question: "{{ question }}"
-  reference: "{{ answer.split('####')[-1] }}"
-"""
-
 
 def judge(body: dict[str, Any], i: int) -> tuple[int, dict[str, Any], dict[str, str]]:
     if i == 0:
@@ -40,11 +26,13 @@ def judge(body: dict[str, Any], i: int) -> tuple[int, dict[str, Any], dict[str, 
     return 200, completion("Matches.\nVERDICT: CORRECT"), {}
 
 
-def test_a_call_of_a_killed_replica_is_taken_over(tmp_path: Path, redis_url: str) -> None:
+def test_a_call_of_a_killed_replica_is_taken_over(
+    tmp_path: Path, redis_url: str, judged: Callable[..., str]
+) -> None:
     data = ENVS / "data" / "gsm8k" / "test-00000-of-00001.parquet"
     with ChatServer(judge) as chat, contextlib.ExitStack() as stack:
         spec = tmp_path / "judged.yaml"
-        spec.write_text(SPEC % (data, chat.base_url))
+        spec.write_text(judged(chat.base_url, data=data))
         # The spec reads data outside its folder: a served spec needs the operator's --data-root.
         allow = ("--data-root", str(data.parent))
         a_url, a = stack.enter_context(serve_process(str(spec), "--store", redis_url, *allow))

@@ -6,6 +6,7 @@ import asyncio
 import json
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -46,22 +47,6 @@ class _InFlight:
 
 IN_FLIGHT = _InFlight()
 
-SPEC = """\
-name: judged
-dataset:
-  type: parquet
-  files: {test: data/gsm8k/test-00000-of-00001.parquet}
-splits: {test: {}}
-prompt: {template: "{{ question }}"}
-grader:
-  type: llm_judge
-  base_url: %s
-  model: judge-1
-  question: "{{ question }}"
-  reference: "{{ answer.split('####')[-1] }}"
-  api_key_secret: JUDGE_KEY
-"""
-
 
 def slow_judge(body: dict[str, Any], i: int) -> tuple[int, dict[str, Any], dict[str, str]]:
     with IN_FLIGHT:
@@ -92,9 +77,10 @@ async def _submit(client: httpx.AsyncClient, index: int) -> dict[str, Any]:
     return _end_event(called.text)
 
 
-def test_64_concurrent_judged_episodes_do_not_serialise() -> None:
+def test_64_concurrent_judged_episodes_do_not_serialise(judged: Callable[..., str]) -> None:
     with ChatServer(slow_judge) as judge:
-        env = Environment(parse_spec(SPEC % judge.base_url, file="judged.yaml", base_dir=ENVS))
+        spec = judged(judge.base_url, api_key_secret="JUDGE_KEY")
+        env = Environment(parse_spec(spec, file="judged.yaml", base_dir=ENVS))
         assert env.is_blocking("submit")
         app = create_app([env], ServerSettings(ping_interval=0.2))
         with serve_app(app) as url:

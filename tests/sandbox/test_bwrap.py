@@ -89,3 +89,18 @@ def test_file_names_are_plain() -> None:
         import asyncio
 
         asyncio.run(BubblewrapBackend().run(["true"], {"../x": b""}, FAST))
+
+
+async def test_etc_holds_the_sandboxs_own_users_not_the_hosts() -> None:
+    status, out, _ = await _py(
+        "import os, pwd; print(sorted(os.listdir('/etc'))); print(open('/etc/passwd').read().strip());"
+        "print(pwd.getpwuid(os.getuid()).pw_name)"
+    )
+    assert status is Status.OK
+    listing, *passwd, me = out.splitlines()
+    own = {"group", "hosts", "nsswitch.conf", "passwd"}
+    linker = {"alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime"}  # if the host has
+    assert own <= set(eval(listing)) <= own | linker
+    users = [line.split(":")[0] for line in passwd]
+    assert users[0] == "root" and set(users) <= {"root", "sandbox", "nobody"} and len(users) <= 3
+    assert me in ("sandbox", "nobody")

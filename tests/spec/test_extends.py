@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
 
+from envbuilder import paths
+from envbuilder.environment import load_environment
 from envbuilder.errors import SpecError
 from envbuilder.spec import load_spec
 from tests.conftest import ENVS
@@ -109,3 +112,31 @@ def test_shipped_cot_variant_extends_gsm8k() -> None:
         base.grader,
         base.tests,
     )
+
+
+def test_a_base_in_another_folder_reads_its_data_and_templates_beside_it(tmp_path: Path) -> None:
+    common = tmp_path / "common"
+    (common / "data").mkdir(parents=True)
+    shutil.copy(ENVS / "data" / "gsm8k" / "test-00000-of-00001.parquet", common / "data" / "test.parquet")
+    (common / "prompt.jinja").write_text("Q: {{ question }}", encoding="utf-8")
+    base = BASE.replace("{train: train.parquet, test: test.parquet}", "{test: data/test.parquet}")
+    base = base.replace('  template: "{{ question }}"\n', "  template_file: prompt.jinja\n")
+    child = "extends: ../common/base.yaml\nname: c\n"
+    _write(tmp_path, **{"common/base.yaml": base, "mine/child.yaml": child})
+    env = load_environment(tmp_path / "mine" / "child.yaml")
+    assert env.spec.dataset.files == {"test": "../common/data/test.parquet"}
+    task = env.split("test").task(0)
+    assert env.prompt(task)[-1].text == f"Q: {task['question']}"
+
+
+def test_a_served_spec_cannot_extend_a_base_outside_its_folder(tmp_path: Path) -> None:
+    secret = "SECRET-LINE-OF-A-FILE: [unbalanced"
+    _write(tmp_path, **{"outside/base.yaml": secret, "mine/child.yaml": "extends: ../outside/base.yaml\n"})
+    with paths.contained([]), pytest.raises(SpecError) as info:
+        load_spec(tmp_path / "mine" / "child.yaml")
+    [problem] = info.value.problems
+    assert problem.code == "extends_outside" and "SECRET" not in str(info.value)
+    assert "/outside/base.yaml' is outside the spec's folder" in str(info.value)
+    with paths.contained([tmp_path / "outside"]), pytest.raises(SpecError) as allowed:
+        load_spec(tmp_path / "mine" / "child.yaml")  # allowed: read (and its YAML error shown)
+    assert allowed.value.problems[0].code != "extends_outside"
