@@ -45,7 +45,7 @@ class FamilySpec(ConfigModel):
 
 
 class ReasoningGymConfig(LevelsConfig):
-    """Procedural reasoning tasks from the `reasoning-gym` package (install `envbuilder[reasoning]`):
+    """Procedural reasoning tasks from the `reasoning-gym` package (a core dependency):
     one or several families, each with its config and weight, at one or several difficulty
     levels."""
 
@@ -85,7 +85,7 @@ def _factory() -> Any:
     except ImportError:
         raise DataError(
             "the `reasoning_gym` source needs the reasoning-gym package",
-            hint="pip install 'envbuilder[reasoning]'",
+            hint="pip install 'reasoning-gym>=0.1.25' (envbuilder depends on it)",
             code="missing_dependency",
         ) from None
     return factory
