@@ -114,3 +114,23 @@ def test_readme_train_with_sections_run(monkeypatch) -> None:
                 assert any(line.strip() == want for line in printed), (want, printed)
             ran += 1
     assert ran == 3
+
+
+def test_readme_agent_example_is_a_valid_spec_over_the_shipped_data() -> None:
+    import yaml
+
+    from envbuilder.environment import Environment
+    from envbuilder.spec import parse_spec
+    from tests.conftest import ENVS
+
+    section = README.split("## Agents: a world with state", 1)[1].split("\n## ", 1)[0]
+    (block,) = re.findall(r"```yaml\n(.*?)```", section, re.S)
+    spec = yaml.safe_load((ENVS / "tau2_retail.yaml").read_text())
+    spec.update(yaml.safe_load(block))
+    env = Environment(parse_spec(yaml.safe_dump(spec), file="readme.yaml", base_dir=ENVS))
+    assert [t.name for t in env.tools_listing.tools] == [
+        "send_message",
+        "get_order_details",
+        "cancel_pending_order",
+    ]
+    assert env.document is not None and env.submit is not None and env.submit.user is not None

@@ -243,12 +243,7 @@ class LLMJudgeGrader(Grader):
         return payload
 
     def _api_key(self, secrets: dict[str, str]) -> str | None:
-        cfg = self.config
-        if cfg.api_key_secret and secrets.get(cfg.api_key_secret):
-            return secrets[cfg.api_key_secret]
-        if cfg.api_key_env and os.environ.get(cfg.api_key_env):
-            return os.environ[cfg.api_key_env]
-        return None
+        return api_key(self.config.api_key_secret, self.config.api_key_env, secrets)
 
     def _state(self) -> _LoopState:
         # A client and a semaphore belong to one event loop; tests and tools may run several.
@@ -396,6 +391,16 @@ class LLMJudgeGrader(Grader):
         outcome = Outcome.CORRECT if score > 0 else Outcome.INCORRECT
         reason = f"the judge's verdict: {verdict}"
         return Grade(outcome, score, reason, {"target": reference, "judge": judge})
+
+
+def api_key(secret: str | None, env: str | None, secrets: dict[str, str]) -> str | None:
+    """The API key of a model call: the session secret named ``secret``, else the server's
+    environment variable ``env``, else None (the one rule of the judge and the simulated user)."""
+    if secret and secrets.get(secret):
+        return secrets[secret]
+    if env and os.environ.get(env):
+        return os.environ[env]
+    return None
 
 
 def _content(resp: httpx.Response) -> str:
