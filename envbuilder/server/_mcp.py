@@ -32,8 +32,11 @@ def _text(blocks: list[Any]) -> str:
 
 def episode_server(env: Environment, episode: Episode) -> Any:
     """An MCP server (``mcp.server.lowlevel.Server``) over ``episode`` of ``env``."""
-    from mcp import types
-    from mcp.server.lowlevel import Server
+    try:
+        from mcp import types
+        from mcp.server.lowlevel import Server
+    except ImportError as exc:  # an optional extra
+        raise ImportError("MCP needs the mcp package: pip install 'envbuilder[mcp]'") from exc
 
     server: Any = Server(f"envbuilder-{env.name}")
     listing = env.task_tools(episode.task)
@@ -99,7 +102,10 @@ def episode_server(env: Environment, episode: Episode) -> Any:
 
 async def serve_stdio(env: Environment, episode: Episode) -> None:
     """Serve ``episode`` over stdio until the client goes away."""
-    from mcp.server.stdio import stdio_server
+    try:
+        from mcp.server.stdio import stdio_server
+    except ImportError as exc:  # an optional extra
+        raise ImportError("MCP needs the mcp package: pip install 'envbuilder[mcp]'") from exc
 
     server = episode_server(env, episode)
     async with stdio_server() as (read, write):

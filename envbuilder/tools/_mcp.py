@@ -68,9 +68,12 @@ class _Link:
 
     @contextlib.asynccontextmanager
     async def connect(self) -> AsyncIterator[Any]:
-        from mcp import ClientSession, StdioServerParameters
-        from mcp.client import streamable_http
-        from mcp.client.stdio import stdio_client
+        try:
+            from mcp import ClientSession, StdioServerParameters
+            from mcp.client import streamable_http
+            from mcp.client.stdio import stdio_client
+        except ImportError as exc:  # an optional extra
+            raise ImportError("MCP needs the mcp package: pip install 'envbuilder[mcp]'") from exc
 
         cfg = self.config
         timeout = timedelta(seconds=cfg.timeout)
