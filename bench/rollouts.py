@@ -48,6 +48,10 @@ TRAIN = ENVS / "data" / "gsm8k" / "train-00000-of-00001.parquet"
 TEST = ENVS / "data" / "gsm8k" / "test-00000-of-00001.parquet"
 
 
+CONNECTIONS = 0
+"""Client connections shared by a step's sessions (0: one per session); set by --connections."""
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -139,7 +143,8 @@ async def step(server: Server, prompts: int, samples: int, gold: list[str]) -> d
     opened = asyncio.Event()
     first_calls = 0
     base = f"{server.url}/{server.env}"
-    connector = aiohttp.TCPConnector(limit=n, limit_per_host=n)
+    pool = CONNECTIONS or n  # default: a connection per session, as one client per rollout makes
+    connector = aiohttp.TCPConnector(limit=pool, limit_per_host=pool)
     timeout = aiohttp.ClientTimeout(total=300)
 
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as http:
@@ -345,7 +350,12 @@ def main() -> None:
     parser.add_argument("--ref-python", default=sys.executable, help="a Python with ors-sdk and pandas")
     parser.add_argument("--shared", type=Path, default=ROOT.parent / "shared" / "bench")
     parser.add_argument("--json", type=Path, help="write every result here")
+    parser.add_argument(
+        "--connections", type=int, default=0, help="connections shared by a step's sessions (0: one each)"
+    )
     args = parser.parse_args()
+    global CONNECTIONS
+    CONNECTIONS = args.connections
     only = set(args.only or ["memory", "redis", "reference", "inproc"])
     gold = golds()
     results: list[dict[str, Any]] = []

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from envbuilder.environment import Environment, load_environment
 from envbuilder.episode import Episode
-from envbuilder.protocol import ContentBlock, RunToolError, TextBlock, ToolOutput, ToolSpec
+from envbuilder.protocol import ContentBlock, RunToolError, RunToolSuccess, TextBlock, ToolOutput, ToolSpec
 
 T = TypeVar("T")
 
@@ -99,7 +99,7 @@ class LocalEpisode:
     def of(
         cls, env: Environment, split: str, index: int, secrets: dict[str, str] | None = None
     ) -> LocalEpisode:
-        """The episode on task ``index`` of ``split`` (IndexError, KeyError: no such task)."""
+        """The episode on task ``index`` of ``split`` (TaskNotFound when there is no such task)."""
         return cls(env, env.split(split).task(index), secrets or {})
 
     @property
@@ -127,7 +127,7 @@ class LocalEpisode:
     async def acall(self, name: str, tool_input: dict[str, Any]) -> ToolOutput | RunToolError:
         """Run one tool call (on the caller's loop: for the integrations' own loop use :meth:`call`)."""
         result = await self.env.call_tool(self.state, name, tool_input)
-        out = result.output if hasattr(result, "output") else result
+        out = result.output if isinstance(result, RunToolSuccess) else result
         self.outputs.append(out)
         self.rewards.append(out.reward if isinstance(out, ToolOutput) else None)
         return out

@@ -11,7 +11,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
+try:
+    import skyrl_gym
+    from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
+except ImportError as exc:  # an optional extra
+    hint = "envbuilder.integrations.skyrl needs skyrl-gym: pip install 'envbuilder[skyrl]'"
+    raise ImportError(hint) from exc
 
 from envbuilder.integrations._local import LocalEpisode, describe, environment
 
@@ -79,7 +84,7 @@ class EnvbuilderTextEnv(BaseTextEnv):
             spec = self.episode.env.submit.spec
             call = {"name": spec.name, "arguments": {spec.answer_field: action}}
         if isinstance(call, str) or call is None:
-            text, reward, finished = f"Error: {call}", None, False
+            text, reward, finished = f"Error: {call or 'no tool call, and no answer tool'}", None, False
         else:
             out = self.episode.call(call["name"], call["arguments"])
             text = describe(out)
@@ -124,8 +129,6 @@ def chat_prompt(episode: LocalEpisode) -> list[dict[str, str]]:
 def register(env_id: str = ENV_ID, spec: str | Path | None = None) -> str:
     """Register :class:`EnvbuilderTextEnv` with ``skyrl_gym`` under ``env_id`` (``spec`` fixed
     for every episode, or taken from each row's ``spec`` column); returns the id."""
-    import skyrl_gym
-
     kwargs = {"env_config": {"spec": str(spec)}} if spec is not None else {}
     if env_id not in skyrl_gym.registry:
         skyrl_gym.register(id=env_id, entry_point=f"{__name__}:EnvbuilderTextEnv", kwargs=kwargs)

@@ -54,7 +54,7 @@ def _env(template: str, grader: str) -> Environment:
 @pytest.fixture(scope="module")
 def hostile_url() -> Iterator[str]:
     """A server whose prompt never ends and whose grader pattern backtracks for seconds."""
-    settings = ServerSettings(read_timeout=0.5)
+    settings = ServerSettings(read_timeout=0.5, max_task_range=1000)  # so a whole split is over the cap
     app = create_app([_env(FREEZE, REDOS)], settings)
     with serve_app(app, **uvicorn_options(settings)) as url:
         yield url

@@ -9,14 +9,16 @@ import urllib.parse
 from typing import Any
 
 import httpx
+import pytest
 from fastapi.routing import APIRoute
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
-from envbuilder.environment import Environment
+from envbuilder.environment import Environment, load_environment
 from envbuilder.server import ServerSettings, create_app
 from envbuilder.server._discovery import router as discovery
 from envbuilder.server._episodes import router as episodes
+from tests.conftest import ENVS
 
 # Every declared route and method (the FastAPI routers are the one declaration), plus one
 # route the default environment answers by redirect.
@@ -82,28 +84,41 @@ def requests(draw: Any) -> tuple[str, str, list[tuple[str, str]], bytes | None]:
     for sid in draw(st.lists(st.sampled_from(SIDS), max_size=2)):  # none, one, or a duplicate
         headers.append(("x-session-id", sid))
     if draw(st.booleans()):  # how the openreward client names the environment on bare paths
-        headers.append(("x-deployment", draw(st.sampled_from(["gsm8k", "owner/GSM8K", "nosuch", "", " "]))))
+        headers.append(
+            (
+                "x-deployment",
+                draw(st.sampled_from(["gsm8k", "owner/GSM8K", "gsm8k-tools", "nosuch", "", " "])),
+            )
+        )
     if draw(st.booleans()):
         headers.append(("x-secrets", draw(st.sampled_from(["%%%", "e30=", "eyJhIjoxfQ==", "W10="]))))
     return method, path, headers, draw(_bodies)
 
 
-def _doors(gsm8k: Environment) -> tuple[Any, Any]:
-    fast = create_app([gsm8k], ServerSettings(max_body_bytes=4096))
-    plain = create_app([gsm8k], ServerSettings(max_body_bytes=4096))
+def _doors(envs: list[Environment]) -> tuple[Any, Any]:
+    fast = create_app(envs, ServerSettings(max_body_bytes=4096))
+    plain = create_app(envs, ServerSettings(max_body_bytes=4096))
     plain.front.fast = False  # same shared checks, then always FastAPI
     return fast, plain
 
 
-def test_both_doors_agree_on_generated_requests(gsm8k: Environment) -> None:
-    fast, plain = _doors(gsm8k)
+@pytest.mark.parametrize("served", ["one", "two"])
+def test_both_doors_agree_on_generated_requests(gsm8k: Environment, served: str) -> None:
+    # Two environments: X-Deployment then routes bare paths, or is a 404 for an unknown name.
+    envs = [gsm8k] if served == "one" else [gsm8k, load_environment(ENVS / "gsm8k_tools.yaml")]
+    fast, plain = _doors(envs)
     loop = asyncio.new_event_loop()
     clients = [
         httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t")
         for app in (fast, plain)
     ]
 
-    @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @settings(
+        max_examples=300 if served == "one" else 150,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+        database=None,
+    )
     @given(request=requests())
     def check(request: tuple[str, str, list[tuple[str, str]], bytes | None]) -> None:
         method, path, headers, body = request
