@@ -19,7 +19,8 @@ async def test_gsm8k_tools_hint_calculator_feedback_and_cost() -> None:
     env = load_environment(ENVS / "gsm8k_tools.yaml")
     episode = Episode(task=env.split("train").task(0))  # Natalia's clips: 48 + 24 = 72
     hint = _text(await env.call_tool(episode, "hint", {}))
-    assert hint == "First step: Natalia sold 48/2 = <<48/2=24>>24 clips in May."
+    # What the first step computes, not its result (a one-step solution's result is the answer).
+    assert hint == "First step: Natalia sold 48/2"
     assert _text(await env.call_tool(episode, "calculator", {"expression": "48 + 48 / 2"})) == "72"
     wrong = await env.call_tool(episode, "submit", {"answer": "The answer is 70."})
     assert _text(wrong) == (
