@@ -96,3 +96,48 @@ def test_gold_fields_are_never_served(url: str, env: str, hidden: str) -> None:
         assert r.status_code == 200, r.text
         text = r.text
         assert f'"{hidden}"' not in text and '"answer"' not in text, text[:500]
+
+
+# The issue's math answers written as other harnesses write them: (gold, answer, reward).
+MATH_CASES = [
+    ("12000023", "Final Answer: The final answer is 12,000,023. I hope it is correct.", 1.0),
+    ("34", "Final Answer: The largest $n$ is 34.", 1.0),
+    ("10455", "So far \\boxed{255}. Then $10,200 + $255 = $10,455. The final answer is $10,455$.", 1.0),
+    ("\\{1,2,3\\}", "\\boxed{1}, \\boxed{2}, \\boxed{3}", 1.0),
+    ("k = 45, n = 2", "\\boxed{k = 45} \\quad \\text{and} \\quad \\boxed{n = 2}", 1.0),
+    ("2x+4y-3=0", "$y=-\\frac{1}{2}x+\\frac{3}{4}$", 1.0),
+    ("2x+4y-3=0", "$y=-\\frac{1}{2}x+\\frac{1}{4}$", 0.0),
+    ("4.123105625617661", "\\sqrt{17}", 1.0),
+    ("4.12", "\\sqrt{17}", 0.0),
+    ("25", "twenty-five", 1.0),
+    ("105", "one hundred and five", 1.0),
+    ("42", "答案是 42", 1.0),
+    ("42", "La respuesta es 42.", 1.0),
+    ("\\frac{1}{2}", "Die Antwort ist $\\frac{1}{2}$.", 1.0),
+    ("3", "\\boxed{3} or \\boxed{4}", 0.0),
+    ("3", "The answer is 3 or 4.", 0.0),
+]
+
+
+@pytest.fixture(scope="module")
+def math_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    folder = tmp_path_factory.mktemp("issue23_math")
+    rows = [{"question": f"q{i}", "answer": gold} for i, (gold, _, _) in enumerate(MATH_CASES)]
+    (folder / "cases.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    (folder / "m.yaml").write_text(
+        "name: m\ndataset: {type: jsonl, files: {test: cases.jsonl}}\nsplits: {test: {type: test}}\n"
+        'prompt: {template: "{{ question }}"}\ngrader: {type: math, target: "{{ answer }}"}\n',
+        encoding="utf-8",
+    )
+    env = load_environment(folder / "m.yaml")
+    with serve_app(create_app([env], ServerSettings(ping_interval=0.2))) as base:
+        yield base
+
+
+@pytest.mark.parametrize("index", range(len(MATH_CASES)), ids=[c[1][:40] for c in MATH_CASES])
+def test_answers_as_other_harnesses_write_them(math_url: str, index: int) -> None:
+    pytest.importorskip("math_verify")
+    gold, answer, reward = MATH_CASES[index]
+    with httpx.Client(base_url=math_url, timeout=60) as c:
+        (output,) = _episode(c, "m", index, [answer])
+    assert output["reward"] == reward, (gold, answer, output["metadata"])
