@@ -194,8 +194,8 @@ class MathGrader(Grader):
         if gold_parsed is None:
             return None, pred.text, f"the target {_quote(gold.text)} could not be read as mathematics"
         extracted = str(pred_parsed[-1])
-        equations = gold.equation, pred.equation
-        if equations[0] is not None and equations[1] is not None and self._same_equation(*equations):
+        g_eq, p_eq = gold.equation, pred.equation
+        if g_eq is not None and p_eq is not None and self._same_equation(g_eq, p_eq):
             return True, extracted, "the same equation, rearranged or scaled"
         approximation = self._approximates(gold, pred)
         if approximation is not None:
