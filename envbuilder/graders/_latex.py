@@ -165,7 +165,7 @@ def last_boxed(text: str) -> str | None:
     return found[-1][2] if found else None
 
 
-def _run(text: str, items: list[tuple[int, int, str]]) -> str:
+def run_of(text: str, items: list[tuple[int, int, str]]) -> str:
     """The last item's content, joined with the items before it that only separators part
     (``\\boxed{1}, \\boxed{2}`` → ``1, 2``); repeated contents once."""
     first = len(items) - 1
@@ -192,12 +192,12 @@ def answer_span(text: str) -> tuple[str, str]:
     found = boxes(text)
     stated = _last_stated(text)
     if found and not (stated is not None and stated[0] > found[-1][0] and _has_value(stated[1])):
-        return _run(text, found), "boxed"
+        return run_of(text, found), "boxed"
     if stated is not None:
         return stated[1], "stated"
     math = [(m.start(), m.end(), _math_content(m)) for m in _MATH.finditer(text)]
     if math:
-        return _run(text, math), "math"
+        return run_of(text, math), "math"
     return _strip_delimiters(text), "whole"
 
 
