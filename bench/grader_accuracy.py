@@ -470,15 +470,15 @@ def _mv_direct(gold: str, answer: str, places: int) -> bool:
 
 
 def peer_tables() -> str:
-    from envbuilder.graders import GraderContext, build_grader
-
-    from envbuilder.spec._models import GraderField
     from pydantic import TypeAdapter
+
+    from envbuilder.graders import GraderContext, build_grader
+    from envbuilder.spec._models import GraderField
 
     adapter: TypeAdapter[Any] = TypeAdapter(GraderField)
     graders: dict[int, Any] = {}
     listed = json.loads((ROOT / "tests/graders/peers/conventions.json").read_text(encoding="utf-8"))
-    conventions, known = listed["conventions"], listed["known_failures"]
+    conventions = listed["conventions"]
     lines = [
         "| suite | cases | agree with the peer | math-verify direct agrees | false positives | "
         "false negatives | conventions (left out) | agreement on factual cases |",
@@ -518,10 +518,10 @@ def peer_tables() -> str:
 
 
 def speed(seconds: float) -> str:
-    from envbuilder.graders import GraderContext, build_grader
-
-    from envbuilder.spec._models import GraderField
     from pydantic import TypeAdapter
+
+    from envbuilder.graders import GraderContext, build_grader
+    from envbuilder.spec._models import GraderField
 
     grader = build_grader(
         TypeAdapter(GraderField).validate_python({"type": "math", "target": "{{ answer }}"}), GraderContext()
