@@ -18,7 +18,7 @@ from envbuilder.graders._base import (
     render_target,
     why_target_missing,
 )
-from envbuilder.graders._latex import run_of
+from envbuilder.graders._latex import run_items
 from envbuilder.templating import Template
 
 _MAX_CHARS = 20_000
@@ -114,9 +114,9 @@ class ChoiceGrader(Grader):
                 return letters
         found = [(m.start(), m.end(), m.group(1)) for m in _BOXED_LETTER.finditer(text)]
         if len(found) > 1:
-            letters = [v.strip() for v in run_of(text, found).split(",")]
-            if len(set(letters)) > 1:
-                return list(dict.fromkeys(letters))
+            letters = run_items(text, found)
+            if len(letters) > 1:
+                return letters
         return []
 
     def extract(self, answer: str, task: Task) -> str | None:

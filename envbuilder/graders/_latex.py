@@ -165,13 +165,18 @@ def last_boxed(text: str) -> str | None:
     return found[-1][2] if found else None
 
 
-def run_of(text: str, items: list[tuple[int, int, str]]) -> str:
-    """The last item's content, joined with the items before it that only separators part
-    (``\\boxed{1}, \\boxed{2}`` → ``1, 2``); repeated contents once."""
+def run_items(text: str, items: list[tuple[int, int, str]]) -> list[str]:
+    """The contents of the last item and of the items before it that only separators part
+    (``\\boxed{1}, \\boxed{2}``), in order; repeated contents once."""
     first = len(items) - 1
     while first > 0 and not _SEPARATOR.sub("", text[items[first - 1][1] : items[first][0]]).strip():
         first -= 1
-    contents = list(dict.fromkeys(c.strip() for _, _, c in items[first:] if c.strip()))
+    return list(dict.fromkeys(c.strip() for _, _, c in items[first:] if c.strip()))
+
+
+def run_of(text: str, items: list[tuple[int, int, str]]) -> str:
+    """:func:`run_items` joined as one answer (``1, 2``)."""
+    contents = run_items(text, items)
     return ", ".join(contents) if contents else items[-1][2].strip()
 
 
