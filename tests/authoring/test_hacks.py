@@ -60,3 +60,16 @@ def test_a_fooled_grader_fails_the_check_and_is_named(tmp_path: Path) -> None:
     clean = runner.invoke(app, ["check", str(ENVS / "gsm8k.yaml"), "--hacks", "--sample", "2"])
     assert clean.exit_code == 0, clean.output
     assert "hacks: the highest reward of" in clean.output and "(exact_match grader) is 0" in clean.output
+
+
+def test_the_old_humaneval_grader_is_caught(tmp_path: Path) -> None:
+    """HumanEval graded by exit status alone (as shipped before the harness): os._exit(0) and an
+    always-equal object earn 1.0, and the audit says so."""
+    shutil.copytree(ENVS / "data" / "humaneval", tmp_path / "data" / "humaneval")
+    spec = (ENVS / "humaneval.yaml").read_text(encoding="utf-8")
+    start, end = spec.index("  program:"), spec.index("  reference:")
+    old = '  program: "{{ prompt }}{{ answer }}\\n\\n{{ test }}\\n\\ncheck({{ entry_point }})\\n"\n'
+    (tmp_path / "humaneval.yaml").write_text(spec[:start] + old + spec[end:], encoding="utf-8")
+    report = run_hacks(load_environment(tmp_path / "humaneval.yaml"), sample=1)
+    fooled = {r.case.label for r in report.rewarded}
+    assert {"os._exit(0)", "always-equal object"} <= fooled, fooled
