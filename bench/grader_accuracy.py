@@ -18,12 +18,27 @@ The anchor, math-verify's ``verify(parse(gold), parse(answer))`` called directly
 answers in the same run (gold wrapped in ``$…$`` as its README advises), is scored alongside.
 A correct form counts when the reward is 1.0; a wrong answer when it is 0 (ungradeable is
 neither: it is reported on its own).
+
+    python bench/grader_accuracy.py --peers [--out table.md]
+
+grades, in-process, the peers' own test tables (``tests/graders/peers/*.json``: Math-Verify's
+``tests/`` and lighteval's ``test_extractive_match.py``, collected by ``bench/peer_cases.py``)
+with the ``math`` grader and with math-verify called directly (their own helpers' settings:
+``LatexExtractionConfig(boxed_match_priority=0)`` and ``ExprExtractionConfig``), and prints a
+table per suite: cases, agreement with the peer, false positives and negatives, and the cases
+left out as conventions (``tests/graders/peers/conventions.json``).
+
+    python bench/grader_accuracy.py --speed [--seconds 20]
+
+times the ``math`` grader's check in one thread (one core) on MATH-500's gold answers in every
+correct and wrong form: answers per second.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import random
 import re
@@ -40,7 +55,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+# `ENVBUILDER_ROOT=<an exported older tree>` measures that tree's graders (--speed, --peers).
+sys.path.insert(0, os.environ.get("ENVBUILDER_ROOT", str(ROOT)))
 
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
@@ -440,7 +456,110 @@ def failures(cases: list[Case], limit: int) -> str:
     return "\n".join(lines)
 
 
+# -- the peers' own test tables, and speed --------------------------------------------------------
+
+
+def _mv_direct(gold: str, answer: str, places: int) -> bool:
+    from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
+
+    configs = [LatexExtractionConfig(boxed_match_priority=0), ExprExtractionConfig()]
+    try:
+        return bool(verify(parse(gold, configs), parse(answer, configs), float_rounding=places))
+    except Exception:
+        return False
+
+
+def peer_tables() -> str:
+    from pydantic import TypeAdapter
+
+    from envbuilder.graders import GraderContext, build_grader
+    from envbuilder.spec._models import GraderField
+
+    adapter: TypeAdapter[Any] = TypeAdapter(GraderField)
+    graders: dict[int, Any] = {}
+    listed = json.loads((ROOT / "tests/graders/peers/conventions.json").read_text(encoding="utf-8"))
+    conventions = listed["conventions"]
+    lines = [
+        "| suite | cases | agree with the peer | math-verify direct agrees | false positives | "
+        "false negatives | conventions (left out) | agreement on factual cases |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name in ("math_verify", "lighteval"):
+        data = json.loads((ROOT / f"tests/graders/peers/{name}.json").read_text(encoding="utf-8"))
+        seen: dict[str, int] = defaultdict(int)
+        n = agree = mv_agree = fp = fn = left_out = factual = factual_agree = 0
+        for c in data["cases"]:
+            key = f"{data['repo']}:{c['path']}:{c['line']}"
+            seen[key] += 1
+            key = key if seen[key] == 1 else f"{key}#{seen[key]}"
+            if "abc" in c["test"]:
+                continue
+            places = c["options"].get("precision", 6)
+            if places not in graders:
+                config = {"type": "math", "target": "{{ answer }}", "float_rounding": places}
+                graders[places] = build_grader(adapter.validate_python(config), GraderContext())
+            result = asyncio.run(graders[places].grade(c["answer"], {"answer": c["gold"]}, {}))
+            ours, want = result.score == 1.0, bool(c["expected"])
+            n += 1
+            agree += ours == want
+            mv_agree += _mv_direct(c["gold"], c["answer"], places) == want
+            fp += ours and not want
+            fn += want and not ours
+            if key in conventions:
+                left_out += 1
+            else:
+                factual += 1
+                factual_agree += ours == want
+        lines.append(
+            f"| {data['repo']}@{data['commit'][:10]} | {n} | {_pct(agree, n)} | {_pct(mv_agree, n)} | {fp} | "
+            f"{fn} | {left_out} | {_pct(factual_agree, factual)} ({factual - factual_agree} known failures) |"
+        )
+    return "\n".join(lines)
+
+
+def speed(seconds: float) -> str:
+    from pydantic import TypeAdapter
+
+    from envbuilder.graders import GraderContext, build_grader
+    from envbuilder.spec._models import GraderField
+
+    grader = build_grader(
+        TypeAdapter(GraderField).validate_python({"type": "math", "target": "{{ answer }}"}), GraderContext()
+    )
+    rng = random.Random(0)
+    pairs = [(c.answer, c.gold) for c in math500_cases(_rows(ROOT / "envs/data/math500"), rng)]
+    for answer, gold in pairs[:50]:
+        grader._check(answer, gold)  # warm SymPy's caches as a long-running server has them
+    done, started = 0, time.perf_counter()
+    while time.perf_counter() - started < seconds:
+        for answer, gold in pairs:
+            grader._check(answer, gold)
+            done += 1
+            if time.perf_counter() - started >= seconds:
+                break
+    elapsed = time.perf_counter() - started
+    return (
+        f"{done:,} MATH-500 answers checked in {elapsed:.1f} s on one thread: {done / elapsed:,.0f} answers/s"
+    )
+
+
 def main() -> None:
+    if "--peers" in sys.argv or "--speed" in sys.argv:
+        quick = argparse.ArgumentParser(description="The peers' test tables and the math grader's speed.")
+        quick.add_argument("--peers", action="store_true")
+        quick.add_argument("--speed", action="store_true")
+        quick.add_argument("--seconds", type=float, default=20.0)
+        quick.add_argument("--out", type=Path, default=None)
+        args = quick.parse_args()
+        text = "\n\n".join(
+            part
+            for part in (peer_tables() if args.peers else "", speed(args.seconds) if args.speed else "")
+            if part
+        )
+        print(text)
+        if args.out:
+            args.out.write_text(text + "\n")
+        return
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )

@@ -192,10 +192,13 @@ class Environment:
         self.private_fields: frozenset[str] = (
             frozenset(private)
             if private is not None
-            else used.get(("grader",), frozenset()) - prompt_fields - template_globals() - {"id"}
+            else (used.get(("grader",), frozenset()) | _gold_fields(self.spec.gold))
+            - prompt_fields
+            - template_globals()
+            - {"id"}
         )
-        """Task fields clients never see (by default the gold answer: what only the grader reads);
-        see :meth:`public`."""
+        """Task fields clients never see (by default the gold answer: what only the grader, or
+        the spec's `gold:` answer, reads); see :meth:`public`."""
 
     def _check_fields(self, used: dict[Loc, frozenset[str]], problems: list[Problem], fail: Fail) -> None:
         """Every field a template reads is one the tasks have."""
@@ -514,3 +517,14 @@ def _dotted(loc: Loc) -> str:
 def load_environment(path: str | os.PathLike[str] | Path) -> Environment:
     """Load the spec at ``path`` and compile it; raises SpecError listing every problem."""
     return Environment(load_spec(path))
+
+
+def _gold_fields(gold: str | None) -> frozenset[str]:
+    """The fields the spec's ``gold:`` answer reads (e.g. a worked ``solution``): as private as
+    the grader's target, since the gold answer can be read off them."""
+    if gold is None:
+        return frozenset()
+    try:
+        return Template(gold, name="gold").variables
+    except EnvbuilderError:
+        return frozenset()  # reported where `gold:` is compiled (envbuilder check)

@@ -25,9 +25,11 @@ __all__ = ["Episode", "GradeCounts", "SubmitTool", "finished_error"]
 log = logging.getLogger("envbuilder.episode")
 
 #: Grade details that hold the gold answer: the target itself, a pattern built from it, a
-#: judge's reasoning about it. Shown only once the episode has finished and the spec sets
-#: ``reveal_answer`` (a wrong answer's metadata must not let the agent resubmit the target).
-GOLD_DETAILS = frozenset({"target", "pattern", "reasoning", "diff", "gold_errors"})
+#: judge's reasoning about it, a state diff against the gold one, a code run's output (which may
+#: quote the hidden tests). Shown only once the episode has finished and the spec sets
+#: ``reveal_answer`` (a wrong answer's metadata must not let the agent resubmit the target or
+#: read the tests).
+GOLD_DETAILS = frozenset({"target", "pattern", "reasoning", "diff", "gold_errors", "run", "runs"})
 
 
 def without_gold(details: dict[str, Any]) -> dict[str, Any]:

@@ -6,6 +6,7 @@ is guessed holds for them: a target that is null in some of them is filtered out
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -58,6 +59,9 @@ class Guess:
     sampled: int
     free_text: bool = False
     """The targets are long free text (over ``_SHORT`` characters): no exact answer to match."""
+    private: list[str] = dataclasses.field(default_factory=list)
+    """Columns besides the answer that hold it on most rows (a worked `solution`): clients
+    must not see them either."""
 
     def describe(self) -> str:
         """``grader math``, ``grader exact_match, extract: number``, ``grader choice (options: x)``."""
@@ -106,8 +110,28 @@ def guess(rows: list[Row], columns: list[str], prompt: str | None, answer: str |
         prompt=prompt, conversation=conversation, prompt_expr=prompt_expr, answer=answer, target=target,
         grader=grader, numeric=numeric, gsm8k_style=gsm8k_style, choices=choices,
         id_column=_id_column(rows, columns), without_target=len(values) - len(present), sampled=len(rows),
-        free_text=free_text,
+        free_text=free_text, private=_holding_answer(rows, columns, {prompt, answer}, values),
     )  # fmt: skip
+
+
+def _holding_answer(rows: list[Row], columns: list[str], skip: set[str], values: list[Any]) -> list[str]:
+    """Columns (not in ``skip``) whose text holds the row's answer on at least half the rows."""
+    from envbuilder.authoring._leaks import answer_matcher
+
+    matchers = [answer_matcher(str(v)) if v not in (None, "") else None for v in values]
+    found = []
+    for column in columns:
+        if column in skip:
+            continue
+        hits = sum(
+            m is not None
+            and isinstance(row.get(column), str)
+            and (m.holds(row[column]) if m.informative else m.equals(row[column]))
+            for m, row in zip(matchers, rows, strict=True)
+        )
+        if rows and 2 * hits >= len(rows):
+            found.append(column)
+    return found
 
 
 def _prompt(rows: list[Row], columns: list[str], given: str | None) -> tuple[str, bool, str]:

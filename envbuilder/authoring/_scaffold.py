@@ -292,10 +292,14 @@ def render_spec(
     lines.append("splits:")
     extra = f", filter: {_q(keep)}" if keep is not None else ""
     lines += [f"  {_q(split)}: {{type: {kind}{extra}}}" for split, kind in splits.items()]
-    if rename or g.id_column:
+    if rename or g.id_column or g.private:
         lines += ["", "# How a row becomes a task.", "task:"]
         if g.id_column:
             lines.append(f"  id: {_q(g.id_column)}   # unique per row: the task id")
+        if g.private:
+            shown = ", ".join(_q(c) for c in [g.answer, *g.private])
+            lines.append(f"  # Clients never see these: {', '.join(g.private)} hold(s) the answer too.")
+            lines.append(f"  private: [{shown}]")
         if rename:
             lines += ["  # Column names that are not valid template variables, renamed.", "  rename:"]
             lines += [f"    {_q(old)}: {new}" for old, new in rename.items()]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from envbuilder.authoring._leaks import duplicate_ids, gold_leaks
 from envbuilder.environment import Environment
 from envbuilder.errors import EnvbuilderError, Loc, Problem, format_loc
 from envbuilder.spec import LoadedSpec, load_spec_partially
@@ -33,7 +34,9 @@ def validate_spec(path: str | os.PathLike[str]) -> Validation:
 
     Beyond the schema: the dataset opens, the splits exist and are not empty, templates parse
     and use only fields the tasks have, the grader's fields exist, the prompt and the grading
-    target render for the first task of each split, and each ``tests:`` entry names a real task.
+    target render for the first task of each split, each ``tests:`` entry names a real task,
+    task ids do not repeat, and no public field, prompt or hint gives the gold answer away
+    (:mod:`envbuilder.authoring._leaks`).
     A spec with schema errors still gets every check its valid parts allow; the invalid keys
     whose dependent checks could not run are listed in :attr:`Validation.skipped`.
     """
@@ -48,6 +51,9 @@ def validate_spec(path: str | os.PathLike[str]) -> Validation:
             checked = {p.loc[0] for p in problems if p.loc}  # a block with a problem: not rendered
             for loc, error in _data_checks(env, skip=checked):
                 problems.append(loaded.locate(loc, error.message, code=error.code, hint=error.hint))
+            if not problems:
+                for loc, error in _integrity_checks(env):
+                    problems.append(loaded.locate(loc, error.message, code=error.code, hint=error.hint))
             if not problems:
                 result.env = env
     result.problems = _in_order([p for p in problems if p.code != "unchecked"], str(path))
@@ -135,6 +141,35 @@ def _data_checks(env: Environment, skip: set[str | int]) -> list[tuple[Loc, Envb
                     ),
                 )
             )
+    return errors
+
+
+def _integrity_checks(env: Environment) -> list[tuple[Loc, EnvbuilderError]]:
+    """Repeated task ids and gold answers an agent can read."""
+    errors: list[tuple[Loc, EnvbuilderError]] = []
+    for dup in duplicate_ids(env):
+        shown = "; ".join(f"{k!r} at rows {', '.join(map(str, v))}" for k, v in list(dup.ids.items())[:3])
+        errors.append(
+            (
+                ("task", "id"),
+                EnvbuilderError(
+                    f"{dup.count:,} task ids repeat in split {dup.split!r} (of its first "
+                    f"{dup.scanned:,} tasks): {shown}",
+                    hint="Give `task: {id: …}` a column whose values are unique, or drop it for "
+                    "`<split>-<row>` ids",
+                    code="duplicate_task_id",
+                ),
+            )
+        )
+    for leak in gold_leaks(env):
+        hint = {
+            "task": "Make the field private (`task: {private: [...]}`) or exclude it",
+            "prompt": "Take the answer out of the prompt template",
+            "tools": "Reword the tool's template so that it does not give the answer away",
+        }[str(leak.loc[0])]
+        if leak.place == "task.id":
+            hint = "Choose an id column that is not the answer"
+        errors.append((leak.loc, EnvbuilderError(leak.describe(), hint=hint, code="gold_leak")))
     return errors
 
 

@@ -4,18 +4,25 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from envbuilder.cli import _console
 from envbuilder.cli._output import fail_on_errors
 
+if TYPE_CHECKING:
+    from envbuilder.environment import Environment
+
 
 def check(
     spec: Annotated[Path, typer.Argument(help="The spec file (YAML).", exists=True, dir_okay=False)],
     sample: Annotated[int, typer.Option(help="Tasks per split whose gold answer is submitted.", min=0)] = 50,
     seed: Annotated[int, typer.Option(help="Seed of the random sample of tasks.")] = 0,
+    hacks: Annotated[
+        bool,
+        typer.Option("--hacks", help="Also send hostile answers (reward hacks); any reward above 0 fails."),
+    ] = False,
 ) -> None:
     """Self-check SPEC: every task has a target, gold answers earn full reward, `tests:` pass.
 
@@ -77,8 +84,9 @@ def check(
             f"{spec}: tests: {passed}/{len(tests)} pass", "green" if passed == len(tests) else "red"
         )
     failed = [r for r in results if not r.passed and not r.skipped]
+    hacked = _audit_hacks(spec, env, seed) if hacks else False
     if not failed:
-        if missing:
+        if missing or hacked:
             raise typer.Exit(1)
         return
     _console.line()
@@ -105,6 +113,39 @@ def _sampled(env: Any, gold: list[Any], sample: int) -> str:
     per_split = Counter(r.case.split for r in gold)
     counts = ", ".join(f"{split} {n:,} of {len(env.splits[split]):,}" for split, n in per_split.items())
     return f"--sample {sample:,} per split: {counts}"
+
+
+def _audit_hacks(spec: Path, env: Environment, seed: int) -> bool:
+    """Run the reward-hacking battery and print its result; True when an answer earned reward."""
+    from envbuilder.authoring import hack_cases, run_hacks
+
+    with (
+        fail_on_errors(),
+        _console.progress(len(hack_cases(env, seed=seed)), f"hacking {env.name}") as advance,
+    ):
+        report = run_hacks(env, seed=seed, progress=advance)
+    grader = env.spec.grader.type if env.spec.grader is not None else "dialogue"
+    rewarded = report.rewarded
+    _console.line(
+        f"{spec}: hacks: the highest reward of {len(report.results)} hostile answers ({grader} grader) "
+        f"is {report.worst:g}",
+        "green" if not rewarded else "red",
+    )
+    if rewarded:
+        _console.table(
+            ["answer", "task", "reward", "reason"],
+            [
+                [
+                    r.case.label,
+                    f"{r.case.split}[{r.case.index}]",
+                    _reward(r.reward),
+                    _console.shorten(r.reason, 60),
+                ]
+                for r in rewarded
+            ],
+            title=f"{len(rewarded)} hostile answer{'s' if len(rewarded) != 1 else ''} earned reward",
+        )
+    return bool(rewarded)
 
 
 def _reward(value: float | None) -> str:

@@ -29,7 +29,9 @@ class TaskShaper:
         self.split = split
         keep = [c for c in (include if include is not None else columns) if c not in set(exclude or ())]
         self.rename = {c: (rename or {}).get(c, c) for c in keep}
-        self.id_column = id_column if id_column is not None else ("id" if "id" in columns else None)
+        # A dataset's own `id` column is the id unless `exclude` drops it (then `<split>-<row>`).
+        own_id = "id" in columns and "id" not in set(exclude or ())
+        self.id_column = id_column if id_column is not None else ("id" if own_id else None)
         self.identity = all(k == v for k, v in self.rename.items()) and keep == columns
 
     @property

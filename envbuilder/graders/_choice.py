@@ -18,6 +18,7 @@ from envbuilder.graders._base import (
     render_target,
     why_target_missing,
 )
+from envbuilder.graders._latex import run_items
 from envbuilder.templating import Template
 
 _MAX_CHARS = 20_000
@@ -35,6 +36,9 @@ _STATED = [
 _ALONE = re.compile(r"^\W*([A-Za-z]|\d+)\W*$")
 # The answer starts with the choice, then its text: "B) 42", "(B) 42", "B. 42", "B: 42".
 _LEADING = re.compile(r"^\W*\(?([A-Za-z]|\d+)[\).:]\s")
+# An answer made only of option letters ("A B C D", "(A) (B)", "A, B or C").
+_ONLY_LETTERS = re.compile(r"^\W*(?:\(?[A-Z]\)?(?:\s*(?:[,;/&]|\band\b|\bor\b)?\s*))+$")
+_BOXED_LETTER = re.compile(r"\\boxed\{\s*\(?([A-Z])\)?\s*\}")
 
 
 class ChoiceConfig(GraderConfig):
@@ -99,6 +103,22 @@ class ChoiceGrader(Grader):
             return None
         return self._letter(text.strip().strip("()."), self._count(task))
 
+    @staticmethod
+    def hedged(answer: str) -> list[str]:
+        """The different options an answer names at once (a hedge, not an answer): an answer
+        of letters only (``A B C D``), or several boxes in a row (``\\boxed{A} \\boxed{B}``)."""
+        text = answer.strip()[:_MAX_CHARS]
+        if _ONLY_LETTERS.match(text):
+            letters = list(dict.fromkeys(re.findall(r"[A-Z]", text)))
+            if len(letters) > 1:
+                return letters
+        found = [(m.start(), m.end(), m.group(1)) for m in _BOXED_LETTER.finditer(text)]
+        if len(found) > 1:
+            letters = run_items(text, found)
+            if len(letters) > 1:
+                return letters
+        return []
+
     def extract(self, answer: str, task: Task) -> str | None:
         """The option letter the answer names (None when it names none clearly)."""
         count = self._count(task)
@@ -133,6 +153,12 @@ class ChoiceGrader(Grader):
         if target is None:
             return Grade.ungradeable(
                 f"the task's target {self._target.render(task)!r} names no option", target=None
+            )
+        hedge = self.hedged(answer)
+        if hedge:
+            return Grade.incorrect(
+                f"several options named at once ({', '.join(hedge)}): a hedge is not an answer",
+                target=target,
             )
         letter = self.extract(answer, task)
         if letter is None:

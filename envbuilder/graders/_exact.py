@@ -19,7 +19,7 @@ from envbuilder.graders._base import (
     render_target,
     why_target_missing,
 )
-from envbuilder.graders._normalize import extract_number, normalize
+from envbuilder.graders._normalize import extract_number, hedged_numbers, normalize
 from envbuilder.plugins import ConfigModel
 from envbuilder.templating import Template
 
@@ -177,6 +177,13 @@ class ExactMatchGrader(Grader):
         if extracted is None:
             return Grade.ungradeable(
                 "no answer could be extracted from the response", extracted=None, target=targets
+            )
+        hedge = hedged_numbers(answer) if self._numeric else []
+        if hedge:
+            return Grade.incorrect(
+                f"several different final answers ({', '.join(hedge)}): a hedge is not an answer",
+                extracted=", ".join(hedge),
+                target=targets,
             )
         value = self._norm(extracted)
         if value in target_list:

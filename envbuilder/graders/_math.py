@@ -4,7 +4,10 @@ The target and the answer are read the same way (``_latex``: the final-answer sp
 cleaned), so a gold answer meets itself bare, in ``$…$`` or in ``\\boxed{}``. Then, in order:
 equal text (``\\text{(C)}`` = ``C``); numbers in a base (``52_8``, which math-verify reads as
 52); plain numbers compared exactly (no 28-digit rounding, ``025`` = 25, ``2.5e1`` = 25);
-anything else by math-verify's symbolic ``verify``. A side that cannot be read is ungradeable
+two equations with the same solutions by rearranging or scaling (``y=-\\frac{1}{2}x+\\frac{3}{4}``
+= ``2x+4y-3=0``); a decimal written to at least ``float_rounding`` places against an exact
+value, equal when both round to the same places (``4.123106`` = ``\\sqrt{17}``; ``4.12`` is
+not); anything else by math-verify's symbolic ``verify``. A side that cannot be read is ungradeable
 with the reason, never a silent 0. A response with prose and no marked answer goes to
 math-verify's own extraction.
 
@@ -43,16 +46,19 @@ from envbuilder.graders._latex import (
     assigned_value,
     base_number,
     clean_latex,
+    equation_sides,
+    is_prose,
     plain_number,
     text_key,
 )
 from envbuilder.templating import Template
 
 INSTALL_HINT = "It is one of envbuilder's dependencies: reinstall envbuilder, or pip install math-verify"
+# A list's item numbers in prose ("1. **Count** … 2. **Conclusion**: 99"): not answers.
+_ENUMERATOR = re.compile(r"(?:(?<=\s)|^)\d{1,2}\.\s+(?=\D)")
+_NUMBERS = re.compile(r"[-+]?\d+(?:\.\d+)?(?:/\d+)?")
 #: The longest final answer (after cleaning) handed to SymPy; MATH-500's longest is ~100 characters.
 MAX_SPAN_CHARS = 1000
-# Two words in a row outside LaTeX commands: a sentence, not an expression.
-_PROSE = re.compile(r"(?<![\\a-zA-Z])[a-zA-Z']{2,}\s+[a-zA-Z']{2,}")
 
 
 class MathConfig(GraderConfig):
@@ -125,14 +131,23 @@ class MathGrader(Grader):
         """``text`` read as a final answer: its span, cleaned, and parsed (the same steps for
         the target and the answer)."""
         span, where = answer_span(text)
-        cleaned = assigned_value(clean_latex(span))
+        whole = clean_latex(span)
+        cleaned = assigned_value(whole)
+        equation = equation_sides(whole)
         number = plain_number(cleaned)
         if number is not None:
-            return _Reading(cleaned, number, None)
+            return _Reading(cleaned, number, None, equation)
         mv = self._mv
-        if is_answer and where == "whole" and _PROSE.search(cleaned):
-            # Prose with no marked answer: let math-verify find the last expression in it.
-            parsed = mv.parse(text, extraction_config=self._pred_config, parsing_timeout=None)
+        if is_answer and where == "whole" and is_prose(cleaned):
+            # Prose with no marked answer (in any language): math-verify finds the last
+            # expression in it; percent signs go, as they do from a marked answer.
+            prose = _ENUMERATOR.sub(" ", re.sub(r"\\?%", "", text))
+            parsed = mv.parse(prose, extraction_config=self._pred_config, parsing_timeout=None)
+            if not parsed or isinstance(parsed[0], str):
+                # Its expressions need spaces around them; "比例为13/28" has none: the last number.
+                numbers = _NUMBERS.findall(prose)
+                if numbers:
+                    parsed = mv.parse(numbers[-1], extraction_config=self._expr_only, parsing_timeout=None)
         elif len(cleaned) > MAX_SPAN_CHARS:
             parsed = None  # SymPy would take seconds on it: no final answer is this long
         else:
@@ -141,7 +156,7 @@ class MathGrader(Grader):
                 parsed = mv.parse(cleaned, extraction_config=self._expr_only, parsing_timeout=None)
         # math-verify answers [text] alone when SymPy could not read the text: nothing parsed.
         readable = bool(parsed) and not isinstance(parsed[0], str)
-        return _Reading(cleaned, None, parsed if readable else None)
+        return _Reading(cleaned, None, parsed if readable else None, equation)
 
     def _same_number(self, gold: _Reading, pred: _Reading) -> bool:
         """Exactly equal, or equal to ``float_rounding`` places when a side is a decimal
@@ -180,10 +195,54 @@ class MathGrader(Grader):
         if gold_parsed is None:
             return None, pred.text, f"the target {_quote(gold.text)} could not be read as mathematics"
         extracted = str(pred_parsed[-1])
+        g_eq, p_eq = gold.equation, pred.equation
+        if g_eq is not None and p_eq is not None and self._same_equation(g_eq, p_eq):
+            return True, extracted, "the same equation, rearranged or scaled"
+        approximation = self._approximates(gold, pred)
+        if approximation is not None:
+            return approximation, extracted, "a decimal compared with an exact value"
         equal = self._mv.verify(
             gold_parsed, pred_parsed, float_rounding=self.config.float_rounding, timeout_seconds=None
         )
         return bool(equal), extracted, "compared symbolically"
+
+    def _sympy(self, latex: str) -> Any:
+        parsed = self._mv.parse(f"${latex}$", extraction_config=self._latex_only, parsing_timeout=None)
+        return parsed[0] if parsed and not isinstance(parsed[0], str) else None
+
+    def _same_equation(self, gold: tuple[str, str], pred: tuple[str, str]) -> bool:
+        """Whether two equations have the same solutions because one side minus the other is
+        the same expression up to a non-zero constant factor (``y = -x/2 + 3/4`` and
+        ``2x + 4y - 3 = 0``): rearranging and scaling, not squaring or dividing by a variable."""
+        sympy = importlib.import_module("sympy")
+        sides = [self._sympy(side) for side in (*gold, *pred)]
+        if any(side is None or not isinstance(side, sympy.Expr) for side in sides):
+            return False
+        g, p = sides[0] - sides[1], sides[2] - sides[3]
+        if not g.free_symbols or g.free_symbols != p.free_symbols or p == 0:
+            return False
+        ratio = sympy.simplify(g / p)
+        return bool(ratio.is_number and ratio != 0 and ratio.is_finite)
+
+    def _approximates(self, gold: _Reading, pred: _Reading) -> bool | None:
+        """A decimal written to at least ``float_rounding`` places against an exact value
+        (``4.123105625617661`` and ``\\sqrt{17}``): equal when both round to the same
+        ``float_rounding`` places. None when neither side is such a pair."""
+        places = self.config.float_rounding
+        for decimal, exact in ((gold, pred), (pred, gold)):
+            if decimal.number is None or exact.number is not None or exact.parsed is None:
+                continue
+            if _decimals(decimal.text) < places:
+                continue
+            value = exact.parsed[0]
+            if not getattr(value, "is_number", False) or getattr(value, "free_symbols", None):
+                continue
+            try:
+                approx = Fraction(str(importlib.import_module("sympy").N(value, 40)))
+            except (TypeError, ValueError, ZeroDivisionError):
+                continue
+            return round(approx, places) == round(decimal.number, places)
+        return None
 
     async def grade(self, answer: str, task: Task, secrets: dict[str, str]) -> Grade:
         cfg = self.config
@@ -215,6 +274,8 @@ class _Reading:
     """Its exact value when it is one plain number."""
     parsed: list[Any] | None
     """math-verify's parse ([expression, text]) otherwise; None when nothing parsed."""
+    equation: tuple[str, str] | None = None
+    """The two sides when the answer is one equation (``2x + 4y - 3 = 0``)."""
 
     def as_parsed(self) -> list[Any] | None:
         """What math-verify compares: its own parse, or the exact number as a SymPy Rational."""

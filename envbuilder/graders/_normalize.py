@@ -89,6 +89,37 @@ def extract_number(text: str) -> str | None:
     return last_number(text)
 
 
+# A stated answer that offers two different numbers: "The answer is 3 or 4", "#### 3/4"
+# is a fraction, not a hedge, so only words and an ASCII "or" separate them here.
+_HEDGE = re.compile(
+    rf"(?:final answer|answer|####)\s*(?:is|:|=)?\s*(?P<a>{_NUMBER.pattern})\s*(?:,\s*)?"
+    rf"(?:or|oder|ou|o|,\s*or)\s+(?:maybe\s+|perhaps\s+)?(?P<b>{_NUMBER.pattern})",
+    re.IGNORECASE,
+)
+
+
+def hedged_numbers(text: str) -> list[str]:
+    """The different numbers an answer offers at once as its final answer (a hedge, not an
+    answer): ``The answer is 3 or 4``, or several boxes in a row (``\\boxed{3} \\boxed{4}``)."""
+    from envbuilder.graders._latex import boxes, run_items
+
+    tail = text[-_MAX_HEDGE_SCAN:]
+    found = boxes(tail)
+    if len(found) > 1:
+        values = [canonical_number(v) or v for v in run_items(tail, found)]
+        if len(set(values)) > 1:
+            return list(dict.fromkeys(values))
+    hedges = list(_HEDGE.finditer(text[-_MAX_HEDGE_SCAN:]))
+    if hedges:
+        a, b = (canonical_number(hedges[-1].group(g)) for g in ("a", "b"))
+        if a is not None and b is not None and a != b:
+            return [a, b]
+    return []
+
+
+_MAX_HEDGE_SCAN = 20_000
+
+
 def _strip_punct(text: str) -> str:
     return "".join(
         ch for ch in text if not unicodedata.category(ch).startswith("P") and ch not in string.punctuation

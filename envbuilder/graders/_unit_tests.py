@@ -19,11 +19,29 @@ fraction of credit::
 
 A crash, a timeout, a syntax error or a limit is a graded 0 whose reason says which; a
 sandbox that cannot run anything (engine missing or broken) makes the answer ungradeable.
+
+With ``harness:`` (Python functions, e.g. HumanEval) the exit status alone never passes: the
+answer's code and the hidden tests run in two processes (:mod:`._harness_main`), the tests call
+the answer's function through a proxy that lets only built-in values back (so an object whose
+``__eq__`` always says True cannot pass), and a run passes only when the harness prints the
+run's secret nonce after the tests returned. ``os._exit(0)``, ``sys.exit(0)``, killing the
+harness, or reading and rewriting the test file (deleted before the answer's code starts) all
+fail. The program's output, which may quote the tests, is kept out of the grade's details an
+agent sees before its episode ends (see :data:`envbuilder.episode.GOLD_DETAILS`)::
+
+    program: "{{ prompt }}{{ answer }}\n"
+    harness:
+      entry_point: "{{ entry_point }}"
+      tests: "{{ prompt }}\n{{ test }}"
+      call: "check({{ entry_point }})"
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import secrets
+from importlib import resources
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
@@ -31,11 +49,30 @@ from pydantic import Field, model_validator
 from envbuilder.errors import SandboxError, TemplateError
 from envbuilder.graders._base import Grade, Grader, GraderConfig, GraderContext, Outcome, Task
 from envbuilder.graders._code import extract_code
+from envbuilder.plugins import ConfigModel
 from envbuilder.sandbox import Limits, RunResult, default_backend, run_code
 from envbuilder.templating import Template, template_or_file
 
 #: Names the program template gets besides the task's fields (these win on a clash).
 PROGRAM_VARIABLES = frozenset({"answer", "case", "task"})
+#: The harness's own files in the sandbox's working folder (``harness:``).
+HARNESS_FILES = ("main.py", "solution.py", "tests.py", "nonce.txt")
+#: The prefix of the harness's line on stderr that says why a run failed.
+HARNESS_PREFIX = "envbuilder-harness:"
+
+
+class PythonHarness(ConfigModel):
+    """Run hidden tests against one Python function of the answer, in a separate process."""
+
+    entry_point: str
+    """Jinja template giving the name of the function the tests call, e.g. `{{ entry_point }}`;
+    the tests see it under that name and as `candidate`."""
+    tests: str
+    """Jinja template of the hidden test code (never in the answer's process), e.g.
+    `{{ prompt }}\n{{ test }}` (the prompt brings helpers some tests use)."""
+    call: str | None = None
+    """Jinja template of the statement that runs the tests once defined, e.g.
+    `check({{ entry_point }})`; none when the test code runs them itself (top-level asserts)."""
 
 
 class UnitTestsConfig(GraderConfig):
@@ -74,11 +111,19 @@ class UnitTestsConfig(GraderConfig):
     choice, so best left unset."""
     max_answer_chars: int = Field(default=50_000, ge=1)
     """Longer answers are ungradeable rather than run."""
+    harness: PythonHarness | None = None
+    """Python functions only: `program` becomes the answer's module (e.g.
+    `{{ prompt }}{{ answer }}`) and these hidden tests call its function from another process;
+    a pass needs the tests to have returned (a secret printed after them), not an exit status,
+    and only built-in values returned (no always-equal objects). `command` and `file` are then
+    the harness's own."""
 
     @model_validator(mode="after")
     def _consistent(self) -> UnitTestsConfig:
         if (self.program is None) == (self.program_file is None):
             raise ValueError("give one of `program` or `program_file`")
+        if self.harness is not None and self.cases is not None:
+            raise ValueError("`harness` runs one test module: it cannot be combined with `cases`")
         if self.score == "fraction" and self.cases is None:
             raise ValueError("`score: fraction` needs `cases` (the task field listing separate tests)")
         return self
@@ -103,10 +148,18 @@ class UnitTestsGrader(Grader):
         )
         # Checked here, so a bad backend name fails when the spec loads, not on each answer.
         self._backend = default_backend(config.backend)
+        self._harness: dict[str, Template] = {}
+        if config.harness is not None:
+            for key in ("entry_point", "tests", "call"):
+                text = getattr(config.harness, key)
+                if text is not None:
+                    self._harness[key] = Template(text, name=f"grader.harness.{key}", base_dir=base)
 
     @property
     def fields(self) -> frozenset[str]:
         own = self._program.variables - PROGRAM_VARIABLES
+        for template in self._harness.values():
+            own |= template.variables - PROGRAM_VARIABLES
         if self.config.cases:
             own |= {self.config.cases}
         return own | (self._reference.variables if self._reference else frozenset())
@@ -137,6 +190,41 @@ class UnitTestsGrader(Grader):
             cfg.command, {cfg.file: program.encode()}, cfg.limits, backend=self._backend, key=key
         )
 
+    async def _run_harness(self, program: str, task: Task) -> Grade:
+        """One run of the Python harness; passes only when it printed the nonce."""
+        context = {**task, "task": task}
+        parts = {key: template.render(context) for key, template in self._harness.items()}
+        nonce = secrets.token_hex(16)
+        files = {
+            "main.py": resources.files(__package__).joinpath("_harness_main.py").read_bytes(),
+            "solution.py": program.encode(),
+            "tests.py": parts["tests"].encode(),
+            "nonce.txt": nonce.encode(),
+        }
+        argument = json.dumps({"entry_point": parts["entry_point"].strip(), "call": parts.get("call", "")})
+        result = await run_code(
+            ["python3", "-I", "main.py", argument], files, self.config.limits, backend=self._backend
+        )
+        own = f"{HARNESS_PREFIX}{nonce}:"  # only the harness knows the nonce: the answer cannot write this
+        reached_end = f"{own} passed" in result.stdout.splitlines()
+        # The nonce is this run's secret: it never leaves the grader.
+        shown = result.to_dict()
+        for stream in ("stdout", "stderr"):
+            shown[stream] = str(shown[stream]).replace(own, HARNESS_PREFIX)
+        details: dict[str, Any] = {"passed": int(result.ok and reached_end), "total": 1, "run": shown}
+        if result.ok and reached_end:
+            return Grade(Outcome.CORRECT, 1.0, "the tests passed", details)
+        said = [line for line in result.stderr.splitlines() if line.startswith(own)]
+        if said and result.exit_code == 3:
+            return Grade.ungradeable(said[-1].removeprefix(own).strip(), **details)
+        if said:
+            reason = said[-1].removeprefix(own).strip()
+        elif result.ok:
+            reason = "the program exited before the tests finished (exit status 0 is not a pass)"
+        else:
+            reason = result.describe()
+        return Grade(Outcome.INCORRECT, 0.0, reason, details)
+
     async def grade(self, answer: str, task: Task, secrets: dict[str, str]) -> Grade:
         cfg = self.config
         too_long = Grade.too_long(answer, cfg.max_answer_chars, "run")
@@ -153,6 +241,15 @@ class UnitTestsGrader(Grader):
             return Grade.ungradeable("the task has no tests to run")
         if len(programs) > cfg.max_cases:
             return Grade.ungradeable(f"the task has {len(programs)} tests; at most {cfg.max_cases} are run")
+        if self._harness:
+            try:
+                return await self._run_harness(programs[0], task)
+            except TemplateError as exc:
+                return Grade.ungradeable(f"the tests could not be built: {exc}")
+            except SandboxError as exc:
+                return Grade.ungradeable(
+                    f"the sandbox could not run the code: {exc}", sandbox=self._backend.name
+                )
         key = object() if len(programs) > 1 else None  # one grade's cases queue as one party
         try:
             results = await asyncio.gather(*(self._run(p, key) for p in programs))

@@ -128,7 +128,8 @@ def test_init_hints_at_conversation_columns(tmp_path: Path) -> None:
     out = tmp_path / "mt.yaml"
     args = ["init", str(ENVS / "data" / "mt_bench"), "--prompt-column", "category"]
     result = runner.invoke(app, [*args, "--answer-column", "category", "--out", str(out)])
-    assert result.exit_code == 0, result.output
+    # A prompt that is its own answer: the spec is written, and validation says it leaks.
+    assert result.exit_code == 1 and "the prompt contains the gold answer on 80 of 80" in result.output
     text = out.read_text(encoding="utf-8")
     assert text.endswith(
         "\n# `turns` holds several user turns: to reveal them one at a time (the submit tool's\n"

@@ -85,5 +85,6 @@ def test_preview_shows_each_tools_terms() -> None:
     assert lines[6] == "    expression (string, required): The arithmetic expression to evaluate."
     assert lines[7] == (
         "  hint (template; at most 1 call; costs 0.25 reward a call): Show the first step of a worked"
-        " solution. Costs 0.25 of the reward; once per episode."
+        " solution (any number that is the final answer hidden). Costs 0.25 of the reward; once per"
+        " episode."
     )

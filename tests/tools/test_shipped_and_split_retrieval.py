@@ -20,6 +20,9 @@ async def test_gsm8k_tools_hint_calculator_feedback_and_cost() -> None:
     episode = Episode(task=env.split("train").task(0))  # Natalia's clips: 48 + 24 = 72
     hint = _text(await env.call_tool(episode, "hint", {}))
     assert hint == "First step: Natalia sold 48/2 = <<48/2=24>>24 clips in May."
+    # A first step that reaches the final answer (243) shows it hidden.
+    reached = Episode(task=env.split("test").task(26))
+    assert _text(await env.call_tool(reached, "hint", {})) == "First step: 3 * (16.50 + 22.50 + 42) = …"
     assert _text(await env.call_tool(episode, "calculator", {"expression": "48 + 48 / 2"})) == "72"
     wrong = await env.call_tool(episode, "submit", {"answer": "The answer is 70."})
     assert _text(wrong) == (
