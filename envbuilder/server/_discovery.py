@@ -53,13 +53,15 @@ def _state(request: Request) -> State:
 
 
 def respond(reply: _ops.Reply) -> Response:
-    return Response(reply.body, status_code=reply.status, media_type=reply.media_type.decode())
+    return Response(
+        reply.body, status_code=reply.status, media_type=reply.media_type.decode(), headers=reply.headers
+    )
 
 
 @router.get("/health", response_model=StatusResponse, tags=["discovery"])
 async def health(request: Request) -> Response:
     """Liveness: ``{"status":"ok"}``; 503 ``{"status":"unavailable","store":"down"}`` while a
-    shared session store does not answer."""
+    shared session store does not answer (``"out of memory"``, ``"read-only"``: it refuses writes)."""
     return respond(await _ops.health(request.app.state.ors))
 
 

@@ -77,8 +77,12 @@ class FastFront:
             return await self.app(scope, receive, send)
         headers = _headers(scope)
         path: str = scope["path"]
-        if self.keys and path != "/health" and not self.keys.allowed(headers):
-            return await _answer(send, _access.UNAUTHORIZED, _access.CHALLENGE)
+        key = None
+        if self.keys and path != "/health":
+            key = self.keys.match(headers)
+            if key is None:
+                return await _answer(send, _access.UNAUTHORIZED, _access.CHALLENGE)
+        _ops.CLIENT.set((key, scope.get("client")))
         parts = path.split("/")
         first = parts[1].lower() if len(parts) > 1 else ""
         if first not in self.roots and first not in self.state.envs:
@@ -248,6 +252,8 @@ async def _answer(send: Any, reply: _ops.Reply, extra: dict[str, str] | None = N
     headers = [(b"content-type", reply.media_type), (b"content-length", b"%d" % len(reply.body))]
     if reply.media_type is _ops.SSE:
         headers += _SSE_HEADERS
+    if reply.headers:
+        headers += [(k.lower().encode(), v.encode("latin-1")) for k, v in reply.headers.items()]
     if extra:
         headers += [(k.lower().encode(), v.encode("latin-1")) for k, v in extra.items()]
     await send({"type": "http.response.start", "status": reply.status, "headers": headers})

@@ -401,13 +401,13 @@ def test_gold_fields_never_appear_and_sent_back_tasks_are_graded_in_full(gsm8k: 
         assert "answer" not in task.task_spec
         with env.session(task=task) as s:
             assert s.call_tool("submit", {"answer": gold}).reward == 1.0
-        # A made-up task without the gold field is refused, naming what is missing.
+        # A made-up task is refused: it names no served row (--client-tasks is off).
         r = httpx.post(
             f"{url}/create",
             headers={"X-Session-ID": "forged"},
             json={"task_spec": {"id": "x-1", "question": "?"}},
         )
-        assert r.status_code == 400 and "answer" in r.json()["detail"]
+        assert r.status_code == 403 and "--client-tasks" in r.json()["detail"]
 
 
 def test_serve_refuses_a_public_bind_without_a_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
