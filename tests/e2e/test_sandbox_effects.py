@@ -62,7 +62,10 @@ async def test_a_listener_on_the_host_sees_no_connection_from_a_run() -> None:
     )
     try:
         result = await run_code(
-            ["python3", "-I", "main.py"], {"main.py": code.encode()}, Limits(wall_seconds=20), backend=BubblewrapBackend()
+            ["python3", "-I", "main.py"],
+            {"main.py": code.encode()},
+            Limits(wall_seconds=20),
+            backend=BubblewrapBackend(),
         )
         assert "tried" in result.stdout  # the code ran to the end
         socks = [s for _, t, u in listeners for s in (t, u)]
