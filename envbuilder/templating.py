@@ -44,9 +44,48 @@ MAX_WIDTH = 10_000
 #: Characters one render may build in all (output, joins, repetitions, formatting): a template
 #: doubling a string in a loop stops here, long before memory runs out.
 MAX_RENDER_CHARS = 16_000_000
-#: Seconds one render of a template with loops, macros or includes may take (templates without
-#: them run in bounded time: every operation that can grow is capped).
+#: Seconds one render may take (a template that only shows fields is not timed: see ``inline``).
 RENDER_SECONDS = 2.0
+
+#: What a template may hold and still render on the event loop, untimed: showing fields and
+#: constants, tests and conditions, and filters that are one linear C pass over a field. Anything
+#: else (loops, macros, includes, ``*``, ``~``, ``wordwrap``, …) can take seconds on a long row,
+#: even within the size caps, so it renders under the deadline, off the loop.
+_INLINE_NODES = (
+    jinja2.nodes.Template,
+    jinja2.nodes.Output,
+    jinja2.nodes.TemplateData,
+    jinja2.nodes.Name,
+    jinja2.nodes.Getattr,
+    jinja2.nodes.Getitem,
+    jinja2.nodes.Const,
+    jinja2.nodes.If,
+    jinja2.nodes.CondExpr,
+    jinja2.nodes.Compare,
+    jinja2.nodes.Operand,
+    jinja2.nodes.Not,
+    jinja2.nodes.And,
+    jinja2.nodes.Or,
+    jinja2.nodes.Test,
+    jinja2.nodes.Filter,
+)
+_INLINE_FILTERS = frozenset(
+    {"trim", "lower", "upper", "string", "default", "d", "e", "escape", "length", "count", "int", "float"}
+)
+_INLINE_TESTS = frozenset({"defined", "undefined", "none", "string", "number", "mapping", "sequence"})
+
+
+def _inline(ast: jinja2.nodes.Template) -> bool:
+    """Whether every node of ``ast`` is one :data:`_INLINE_NODES` allows."""
+    for node in ast.find_all(jinja2.nodes.Node):
+        if not isinstance(node, _INLINE_NODES):
+            return False
+        if isinstance(node, jinja2.nodes.Filter) and node.name not in _INLINE_FILTERS:
+            return False
+        if isinstance(node, jinja2.nodes.Test) and node.name not in _INLINE_TESTS:
+            return False
+    return True
+
 
 #: Nodes that can make a render run long: loops, macros (recursion), other templates.
 _UNBOUNDED_NODES = (
@@ -429,9 +468,10 @@ class Template:
         self.variables: frozenset[str] = (
             frozenset(jinja2.meta.find_undeclared_variables(ast)) - template_globals()
         )
-        self.bounded: bool = next(ast.find_all(_UNBOUNDED_NODES), None) is None
-        """No loops, macros or includes: a render takes bounded time (the caps see to the rest),
-        so it may run on the event loop. Others run under a deadline, off the loop."""
+        self.bounded: bool = next(ast.find_all(_UNBOUNDED_NODES), None) is None and _inline(ast)
+        """It only shows fields (:func:`_inline`): a render is one pass over them, so it may run
+        on the event loop, untimed. Every other template renders under the deadline, and the
+        server renders it off the loop."""
 
     def render(self, context: Mapping[str, Any]) -> str:
         """Render over ``context`` within the budgets; any failure is a :class:`TemplateError`."""

@@ -325,3 +325,49 @@ def test_idle_sockets_are_closed_at_once_past_the_cap() -> None:
             s.close()
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(10)
+
+
+# -- loop-free templates ------------------------------------------------------------------------
+
+WORDWRAP = """\
+name: wrap
+dataset:
+  type: parquet
+  files: {test: data/gsm8k/test-00000-of-00001.parquet}
+splits: {test: {}}
+prompt: {template: "{% set q = question*19 %}{{ (q~q~q~q) | wordwrap(2) }}"}
+grader: {type: exact_match, target: "{{ answer }}"}
+limits: {render_seconds: 1}
+"""
+
+
+def test_a_loop_free_template_on_a_long_task_is_cut_off_off_the_loop() -> None:
+    from envbuilder.spec import parse_spec
+
+    env = Environment(parse_spec(WORDWRAP, file="wrap.yaml", base_dir=ENVS))
+    settings = ServerSettings(client_tasks=True)
+    long_task = {"id": "long-1", "question": "ab " * 3000, "answer": "1"}
+    with serve_app(create_app([env], settings)) as url, httpx.Client(base_url=url, timeout=60) as c:
+        sid = uuid.uuid4().hex
+        assert (
+            c.post("/create", headers={"X-Session-ID": sid}, json={"task_spec": long_task}).status_code == 200
+        )
+        answered: list[float] = []
+        stop = threading.Event()
+
+        def probe() -> None:
+            with httpx.Client(base_url=url, timeout=60) as p:
+                while not stop.is_set():
+                    assert p.get("/health").status_code == 200
+                    answered.append(time.monotonic())
+
+        prober = threading.Thread(target=probe)
+        prober.start()
+        time.sleep(0.1)
+        began = time.monotonic()
+        r = c.get("/wrap/prompt", headers={"X-Session-ID": sid})
+        ended = time.monotonic()
+        stop.set()
+        prober.join()
+    assert r.status_code == 500 and "rendering took longer than 1 s" in r.json()["detail"]
+    assert sum(began < t < ended for t in answered) >= 5  # /health answered while it rendered
