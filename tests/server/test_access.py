@@ -87,3 +87,37 @@ async def test_a_wrong_key_beside_nothing_else_and_no_key_at_all(app: Any) -> No
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
         assert (await client.get("/health")).status_code == 200
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("which", [0, 1, 2])
+async def test_every_key_of_several_is_accepted_and_a_wrong_one_still_refused(
+    gsm8k: Environment, which: int
+) -> None:
+    keys = (KEY, "k-second-0123456789abcdef", "k-third-0123456789abcdefgh")
+    app = create_app([gsm8k], ServerSettings(api_keys=keys))
+    for place in ("x-api-key", "bearer", "x-secrets api_key"):
+        assert await _status(app, PLACES[place](keys[which])) == [200] * len(ROUTES)
+        assert await _status(app, PLACES[place](WRONG)) == [401] * len(ROUTES)
+
+
+def test_the_client_of_a_request_is_its_key_never_shown_else_its_address() -> None:
+    from envbuilder.server import _ops
+    from envbuilder.server._access import Keys
+
+    keys = Keys([KEY])
+    for place in ("x-api-key", "bearer", "bearer-lowercase", "x-secrets api_key"):
+        headers = {k.lower().encode(): v.encode() for k, v in PLACES[place](KEY).items()}
+        assert keys.match(headers) == KEY.encode()
+        token = _ops.CLIENT.set((keys.match(headers), ("10.0.0.1", 5)))
+        try:
+            name = _ops.client_name()
+        finally:
+            _ops.CLIENT.reset(token)
+        assert name.startswith("key:") and KEY not in name and len(name) == 28
+    assert keys.match({b"x-api-key": WRONG.encode()}) is None
+    token = _ops.CLIENT.set((None, ("10.0.0.1", 5)))
+    try:
+        assert _ops.client_name() == "addr:10.0.0.1"
+    finally:
+        _ops.CLIENT.reset(token)
