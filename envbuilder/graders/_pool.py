@@ -39,6 +39,7 @@ from typing import Any, TypeVar
 
 from envbuilder import budget
 from envbuilder.sandbox import Slots
+from envbuilder.sandbox._slots import count_setting
 
 __all__ = ["CheckTimeout", "GradingPool", "WorkerFailed", "run_checked", "shared_pool"]
 
@@ -286,17 +287,7 @@ async def _in_thread(fn: Callable[..., T], *args: Any) -> T:
 
 def default_size() -> int:
     """``$ENVBUILDER_GRADING_PROCESSES``, else the cores this process may use (at least 2)."""
-    configured = os.environ.get(PROCESSES_ENV)
-    if configured:
-        try:
-            value = int(configured)
-        except ValueError:
-            value = 0
-        if value < 1:
-            raise ValueError(f"{PROCESSES_ENV} must be a whole number ≥ 1 (got {configured!r})")
-        return value
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return max(2, cores)
+    return count_setting(PROCESSES_ENV, at_least=2)
 
 
 _shared: GradingPool | None = None
