@@ -6,7 +6,7 @@ inside its own thread: :func:`deadline` registers the running thread with one wa
 which raises :class:`Overrun` in it (``PyThreadState_SetAsyncExc``) when the budget is spent.
 That reaches the next bytecode the thread runs, so a template loop stops within milliseconds;
 a single long C call is not interrupted, which is why the template sandbox also bounds the size
-of everything it builds (``templating.py``).
+of everything it builds (``templating/_sandbox.py``).
 
 Slow work runs on :func:`offload`'s daemon threads: the event loop keeps answering, and a
 stuck worker never holds the interpreter's exit (SIGTERM still stops the server).

@@ -11,15 +11,14 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
+from envbuilder.data import Task
 from envbuilder.errors import DataError
 from envbuilder.spec import DialogueSpec
 from envbuilder.templating import Template
 
 __all__ = ["DIALOGUE_VARIABLES", "Dialogue"]
 
-Task = dict[str, Any]
 
 DIALOGUE_VARIABLES = frozenset({"turn", "user_turns", "replies", "transcript"})
 """Names a grader's templates (and later turns) may use in a dialogue besides the task's fields:

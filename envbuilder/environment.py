@@ -22,7 +22,7 @@ from envbuilder.errors import (
     TemplateError,
     name_hint,
 )
-from envbuilder.graders import Grader, GraderContext, graders
+from envbuilder.graders import TRAJECTORY, Grader, GraderContext, graders
 from envbuilder.prompting import Prompter
 from envbuilder.protocol import (
     ContentBlock,
@@ -33,7 +33,9 @@ from envbuilder.protocol import (
     Split,
     TextBlock,
 )
+from envbuilder.simulated_user import SimulatedUser
 from envbuilder.spec import LoadedSpec, load_spec
+from envbuilder.state import Document
 from envbuilder.templating import Template, recording_files, render_limits, template_globals
 from envbuilder.toolbox import Toolbox
 from envbuilder.tools import Tool, ToolContext, tools
@@ -93,7 +95,7 @@ class Environment:
 
             context = GraderContext(base_dir=loaded.base_dir)
             used = dict(self.prompter.variables()) if self.prompter else {}
-            extra: frozenset[str] = frozenset()
+            extra: frozenset[str] = frozenset({TRAJECTORY})
             if spec.dialogue is not None:
                 extra = DIALOGUE_VARIABLES
             try:
@@ -103,6 +105,15 @@ class Environment:
                 fail(("grader", *exc.loc), exc)
             else:
                 used[("grader",)] = grader.fields - extra
+                if spec.state is None and any(g.needs_state for g in grader.walk()):
+                    fail(
+                        ("grader",),
+                        EnvbuilderError(
+                            "the grader compares the episode's state, and the spec declares no `state:`",
+                            hint="Add `state: {file: db.json}` (or `field:`), or remove `state_match`",
+                            code="grader_needs_state",
+                        ),
+                    )
                 dialogue = transcript_grader = feedback = None
                 if spec.dialogue is not None:
                     dialogue, transcript_grader = self._dialogue(used, fail)
@@ -114,13 +125,17 @@ class Environment:
                         used[("submit", "feedback")] = feedback.variables - _FEEDBACK_VARIABLES
                     except EnvbuilderError as exc:
                         fail(("submit", "feedback"), exc)
+                user = self._user(used, fail) if spec.user is not None else None
                 self.submit = SubmitTool(
                     spec.submit,
                     grader,
                     dialogue=dialogue,
                     transcript_grader=transcript_grader,
                     feedback=feedback,
+                    user=user,
                 )
+            self.document: Document | None = self._document(used, fail)
+            """The initial state document (`state:`), shared by every session."""
             built = self._tools(used, fail)
         self.task_fields: frozenset[str] = (
             (self.prompter.task_fields() if self.prompter else frozenset())
@@ -159,12 +174,15 @@ class Environment:
                 raise SpecError(problems)
             return
         assert self.prompter is not None and self.submit is not None
-        self.files: dict[str, Path] = _files(loaded, self.source.files(), templates)
+        code = [p for t in built if (p := getattr(t, "source_file", None)) is not None]
+        state_file = [loaded.base_dir / spec.state.file] if spec.state and spec.state.file else []
+        code = [p for p in code if p.resolve().is_relative_to(loaded.base_dir.resolve())]
+        self.files: dict[str, Path] = _files(loaded, [*self.source.files(), *state_file, *code], templates)
         """Every file the environment was made of, by its path relative to the spec's folder
         (POSIX, may start with ``../``): the spec and its bases, the data files, and the template
         files of the prompt, the graders, the dialogue and the tools. Packs, content hashes and
         catalogs use this list."""
-        self.toolbox = Toolbox(self.submit, built)
+        self.toolbox = Toolbox(self.submit, built, self.document)
         self.tools_listing = self.toolbox.listing
         """``/tools``: the answer tool and the shared tools."""
         self.task_tools_listing = self.toolbox.task_listing
@@ -215,54 +233,121 @@ class Environment:
             used[("dialogue", "column")] = frozenset({spec.dialogue.column})
         return (None, None) if problems else (dialogue, transcript_grader)
 
+    def _user(self, used: dict[Loc, frozenset[str]], fail: Fail) -> SimulatedUser | None:
+        """The simulated user of ``user:``; a spec that cannot converse is reported."""
+        spec = self.spec
+        assert spec.user is not None
+        bad = []
+        if spec.dialogue is not None:
+            bad.append(
+                ("dialogue", "a spec has `dialogue:` (fixed turns) or `user:` (a simulated user), not both")
+            )
+        if spec.submit.max_attempts > 1:
+            bad.append(
+                ("submit", "a conversation with a simulated user ends once, so `max_attempts` must be 1")
+            )
+        if spec.submit.on_ungradeable == "retry":
+            bad.append(
+                ("submit", "`retry` is not available with a simulated user (the conversation is over)")
+            )
+        for where, message in bad:
+            fail((where,), EnvbuilderError(message, hint="Remove the conflicting key", code="user_conflict"))
+        try:
+            user = SimulatedUser(spec.user, self.loaded.base_dir)
+        except EnvbuilderError as exc:
+            fail(("user",), exc)
+            return None
+        used[("user",)] = user.fields
+        return None if bad else user
+
     def _first_turn(self, task: Task) -> str:
         """The first user turn of a dialogue as text: the prompt's last user message."""
         user = [m for m in self.messages(task) if m.role == "user"]
         blocks = user[-1].blocks if user else []
         return "\n".join(b.text for b in blocks if isinstance(b, TextBlock))
 
+    def _document(self, used: dict[Loc, frozenset[str]], fail: Fail) -> Document | None:
+        """The spec's initial state document, read once (None without `state:`)."""
+        state = self.spec.state
+        if state is None:
+            return None
+        path = None
+        if state.file is not None:
+            base = self.loaded.base_dir.resolve()
+            path = (base / state.file).resolve()
+            if not path.is_relative_to(base):
+                fail(
+                    ("state", "file"),
+                    EnvbuilderError(
+                        f"the state file {state.file!r} is outside the spec's folder",
+                        hint="Put the JSON file beside the spec",
+                        code="state_file",
+                    ),
+                )
+                return None
+        if state.field is not None:
+            used[("state", "field")] = frozenset({state.field})
+        try:
+            return Document.load(path, state.field)
+        except EnvbuilderError as exc:
+            fail(("state", "file"), exc)
+            return None
+
     def _tools(self, used: dict[Loc, frozenset[str]], fail: Fail) -> list[Tool]:
         """Build the `tools:` of the spec; every problem located in its block."""
         built: list[Tool] = []
         names: dict[str, Loc] = {self.spec.submit.name: ("submit", "name")}
-        context = ToolContext(base_dir=self.loaded.base_dir, splits=self.splits)
+        context = ToolContext(base_dir=self.loaded.base_dir, splits=self.splits, document=self.document)
         for i, config in enumerate(self.spec.tools):
             loc: Loc = ("tools", i)
             try:
                 cls = tools.for_config(config)
-                tool = cls(config, context)
+                made = cls(config, context).expand()
             except EnvbuilderError as exc:
                 fail((*loc, *exc.loc), exc)
                 continue
-            if tool.name in names:
-                fail(
-                    (*loc, "name"),
-                    EnvbuilderError(
-                        f"two tools are named {tool.name!r} (the other is at {_dotted(names[tool.name])})",
-                        hint="Give each tool a distinct `name`",
-                        code="tool_name_taken",
-                    ),
-                )
-                continue
-            names[tool.name] = (*loc, "name")
-            if config.input is not None:
-                missing = sorted(cls.reads_input - set(config.input))
-                if missing:
+            for tool in made:
+                if tool.name in names:
                     fail(
-                        (*loc, "input"),
+                        (*loc, "name"),
                         EnvbuilderError(
-                            f"a {config.type} tool reads the parameter{'s' if len(missing) > 1 else ''} "
-                            + ", ".join(map(repr, missing))
-                            + ", which `input:` does not declare",
-                            hint=f"Declare {', '.join(missing)} or leave out `input:` for the default",
-                            code="tool_input_missing",
+                            f"two tools are named {tool.name!r} "
+                            f"(the other is at {_dotted(names[tool.name])})",
+                            hint="Give each tool a distinct `name`",
+                            code="tool_name_taken",
                         ),
                     )
                     continue
-            used[(*loc, *tool.fields_at)] = tool.fields
-            if config.only_for is not None:
-                used[(*loc, "only_for")] = frozenset({config.only_for})
-            built.append(tool)
+                names[tool.name] = (*loc, "name")
+                if config.input is not None:
+                    missing = sorted(cls.reads_input - set(config.input))
+                    if missing:
+                        fail(
+                            (*loc, "input"),
+                            EnvbuilderError(
+                                f"a {config.type} tool reads the parameter{'s' if len(missing) > 1 else ''} "
+                                + ", ".join(map(repr, missing))
+                                + ", which `input:` does not declare",
+                                hint=f"Declare {', '.join(missing)} or leave out `input:` for the default",
+                                code="tool_input_missing",
+                            ),
+                        )
+                        continue
+                if tool.uses_document and self.document is None:
+                    fail(
+                        (*loc, "type"),
+                        EnvbuilderError(
+                            f"a {config.type} tool works on the episode's state, "
+                            "and the spec declares no `state:`",
+                            hint="Add `state: {file: db.json}` (or `field:`) to the spec",
+                            code="tool_needs_state",
+                        ),
+                    )
+                    continue
+                used[(*loc, *tool.fields_at)] = tool.fields
+                if config.only_for is not None:
+                    used[(*loc, "only_for")] = frozenset({config.only_for})
+                built.append(tool)
         return built
 
     def _check_budgets(self) -> list[tuple[tuple[str | int, ...], EnvbuilderError]]:

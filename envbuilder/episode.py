@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -13,8 +14,9 @@ from pydantic import Field as PydanticField
 from envbuilder.data import Task
 from envbuilder.dialogue import Dialogue
 from envbuilder.errors import EnvbuilderError
-from envbuilder.graders import Grade, Grader, Outcome
+from envbuilder.graders import TRAJECTORY, Grade, Grader, Outcome, Trajectory
 from envbuilder.protocol import RunToolError, RunToolSuccess, TextBlock, ToolOutput, ToolSpec
+from envbuilder.simulated_user import SimulatedUser, UserUnavailable
 from envbuilder.spec import SubmitSpec
 from envbuilder.templating import Template
 
@@ -25,7 +27,7 @@ log = logging.getLogger("envbuilder.episode")
 #: Grade details that hold the gold answer: the target itself, a pattern built from it, a
 #: judge's reasoning about it. Shown only once the episode has finished and the spec sets
 #: ``reveal_answer`` (a wrong answer's metadata must not let the agent resubmit the target).
-GOLD_DETAILS = frozenset({"target", "pattern", "reasoning"})
+GOLD_DETAILS = frozenset({"target", "pattern", "reasoning", "diff", "gold_errors"})
 
 
 def without_gold(details: dict[str, Any]) -> dict[str, Any]:
@@ -65,6 +67,9 @@ class Episode:
     """A dialogue's graded replies so far (one per user turn answered)."""
     scores: list[float | None] = field(default_factory=list)
     """The reward of each reply when a dialogue is graded per turn."""
+    state: dict[str, Any] | None = None
+    """The episode's changes to the spec's state document (``envbuilder.state.Changes``);
+    None until a tool first reads it."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -118,10 +123,15 @@ class SubmitTool:
         dialogue: Dialogue | None = None,
         transcript_grader: Grader | None = None,
         feedback: Template | None = None,
+        user: SimulatedUser | None = None,
     ):
         self.spec = spec
         self.grader = grader
         self.dialogue = dialogue
+        self.user = user
+        self.trajectory_of: Callable[[Episode, str | None, str | None], Trajectory] | None = None
+        """Builds what agent graders read of an episode (set by the toolbox that owns the
+        tools and the state): the calls, the messages, the final state and a replay."""
         self.transcript_grader = transcript_grader
         self.feedback = feedback
         self.counts = GradeCounts()
@@ -140,7 +150,11 @@ class SubmitTool:
 
     @property
     def blocking(self) -> bool:
-        return self.grader.blocking or bool(self.transcript_grader and self.transcript_grader.blocking)
+        return (
+            self.grader.blocking
+            or bool(self.transcript_grader and self.transcript_grader.blocking)
+            or self.user is not None
+        )
 
     def target(self, task: Task) -> Any:
         """The gold answer to ``task`` (None in a dialogue: its replies have no single target)."""
@@ -175,8 +189,63 @@ class SubmitTool:
             return answer
         if self.dialogue is not None:
             return RunToolSuccess(output=await self._reply(episode, answer, self.dialogue))
-        grade = await self._grade(self.grader, answer, episode.task, episode.secrets)
+        if self.user is not None:
+            return RunToolSuccess(output=await self._converse(episode, answer, self.user))
+        grade = await self._grade(self.grader, answer, self.context(episode, answer), episode.secrets)
         return RunToolSuccess(output=self.output(episode, grade, answer))
+
+    async def conclude(self, episode: Episode, answer: str) -> ToolOutput:
+        """Grade ``episode`` now with ``answer`` as its last message, without asking the
+        simulated user for a turn (``check`` replays gold trajectories this way)."""
+        grade = await self._grade(self.grader, answer, self.context(episode, answer), episode.secrets)
+        return self.output(episode, grade, answer)
+
+    def context(self, episode: Episode, message: str | None = None, reply: str | None = None) -> Task:
+        """The grading context of ``episode``: its task and, when the toolbox gives one, its
+        trajectory (calls, messages, final state) under ``TRAJECTORY``."""
+        if self.trajectory_of is None:
+            return episode.task
+        return {**episode.task, TRAJECTORY: self.trajectory_of(episode, message, reply)}
+
+    async def _converse(self, episode: Episode, message: str, user: SimulatedUser) -> ToolOutput:
+        """One agent message to the simulated user: its reply, or the graded end of the episode."""
+        name, field = self.spec.name, self.spec.answer_field
+        dialogue = [
+            (str(e["input"].get(field, "")), e["output"])
+            for e in episode.transcript
+            if e["name"] == name and not e["error"]
+        ]
+        turn_no = len(dialogue) + 1
+        try:
+            turn = await user.reply(episode.task, dialogue, message, episode.secrets)
+        except UserUnavailable as exc:
+            text = f"{exc.message}; your message was not delivered, send it again"
+            return ToolOutput(
+                blocks=[TextBlock(text=f"Error: {text}")], metadata={"error": text}, finished=False
+            )
+        if not turn.stopped and turn_no < user.spec.max_turns:
+            return ToolOutput(
+                blocks=[TextBlock(text=turn.text)],
+                metadata={"turn": turn_no, "max_turns": user.spec.max_turns},
+                reward=None,
+                finished=False,
+            )
+        context = self.context(episode, message, turn.text)
+        grade = await self._grade(self.grader, message, context, episode.secrets)
+        output = self.output(episode, grade, message)
+        why = (
+            "The user ended the conversation." if turn.stopped else "The conversation reached its turn limit."
+        )
+        said = f"{turn.text}\n\n" if turn.text else ""
+        text = "\n".join(b.text for b in output.blocks if isinstance(b, TextBlock))
+        metadata = dict(output.metadata or {}, turn=turn_no, user_stopped=turn.stopped)
+        episode.finished = True
+        return ToolOutput(
+            blocks=[TextBlock(text=f"{said}[{why} {text}]")],
+            metadata=metadata,
+            reward=output.reward,
+            finished=True,
+        )
 
     async def _grade(self, grader: Grader, answer: str, task: Task, secrets: dict[str, str]) -> Grade:
         try:
@@ -314,6 +383,12 @@ class SubmitTool:
         if ungradeable:
             metadata["ungradeable_policy"] = policy
             metadata["ungradeable_count"] = episode.ungradeable
+        if not finished:
+            # The one reward convention (README, "Rewards"): only the call that ends the episode
+            # carries a reward, so summing the step rewards and taking the last non-null one
+            # read the same number. An attempt's own reward is information, in metadata.
+            metadata["attempt_reward"] = reward
+            return ToolOutput(blocks=[TextBlock(text=text)], metadata=metadata, reward=None, finished=False)
         reward = self.charge(episode, reward, metadata)
         return ToolOutput(blocks=[TextBlock(text=text)], metadata=metadata, reward=reward, finished=finished)
 

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 
 from envbuilder.episode import Episode, SubmitTool, finished_error
 from envbuilder.errors import ToolError
+from envbuilder.graders import Trajectory
 from envbuilder.protocol import (
     MESSAGE_BLOCK_TYPES,
     ListToolsOutput,
@@ -29,6 +30,7 @@ from envbuilder.protocol import (
     ToolResultBlock,
     ToolSpec,
 )
+from envbuilder.state import Document, State
 from envbuilder.tools import Tool, ToolCall, input_model
 
 __all__ = ["Toolbox"]
@@ -45,8 +47,9 @@ class _Declared:
     def __init__(self, tool: Tool):
         self.tool = tool
         self.config = tool.config
+        own = tool.input_model()
         params = tool.config.input if tool.config.input is not None else tool.default_input
-        self.model: type[BaseModel] = input_model(tool.name, params)
+        self.model: type[BaseModel] = own if own is not None else input_model(tool.name, params)
         self.spec = ToolSpec(
             name=tool.name,
             description=tool.config.description or tool.description,
@@ -57,8 +60,10 @@ class _Declared:
 class Toolbox:
     """The tools of one environment, and the per-call rules."""
 
-    def __init__(self, submit: SubmitTool, tools: Iterable[Tool]):
+    def __init__(self, submit: SubmitTool, tools: Iterable[Tool], document: Document | None = None):
         self.submit = submit
+        self.document = document
+        """The initial state document (`state:`), or None."""
         self.declared = {t.name: _Declared(t) for t in tools}
         declared = list(self.declared.values())
         spec = submit.spec
@@ -76,6 +81,7 @@ class Toolbox:
         """Whether a session's tools depend on its task (``only_for``)."""
         self.cleanup = any(type(d.tool).end_session is not Tool.end_session for d in self.declared.values())
         """Whether some tool releases per-session resources when a session ends."""
+        submit.trajectory_of = self.trajectory
 
     def _listing(self, specs: list[ToolSpec]) -> ListToolsOutput:
         return ListToolsOutput(
@@ -139,13 +145,17 @@ class Toolbox:
             )
         episode.tool_calls[name] = used + 1
         state = episode.tool_state.setdefault(name, {})
+        document = None
         try:
-            reply = await declared.tool.run(ToolCall(episode.task, args, state, episode.secrets))
+            document = self.state_of(episode) if declared.tool.uses_document else None
+            reply = await declared.tool.run(ToolCall(episode.task, args, state, episode.secrets, document))
         except ToolError as exc:
-            return _error_output(f"{name!r} failed: {exc}")  # counted, but not charged
+            return _error_output(f"{name!r} failed: {exc}")  # counted, not charged, nothing changed
         finally:
             if not state:
                 episode.tool_state.pop(name, None)
+        if document is not None:
+            episode.state = document.commit()
         episode.cost += config.cost
         finished = reply.finished or config.terminal
         metadata = dict(reply.metadata or {})
@@ -159,6 +169,67 @@ class Toolbox:
         return RunToolSuccess(
             output=ToolOutput(blocks=blocks, metadata=metadata or None, reward=reward, finished=finished)
         )
+
+    def trajectory(
+        self, episode: Episode, message: str | None = None, reply: str | None = None
+    ) -> Trajectory:
+        """What agent graders read of ``episode``; ``message`` and ``reply`` are the exchange
+        being graded (not yet in the transcript)."""
+        name, field = self.submit.spec.name, self.submit.spec.answer_field
+        calls: list[dict[str, Any]] = []
+        said: list[str] = []
+        heard: list[str] = []
+        for entry in episode.transcript:
+            if entry["name"] != name:
+                calls.append({k: entry[k] for k in ("name", "input", "output", "error")})
+            elif not entry["error"]:
+                said.append(str(entry["input"].get(field, "")))
+                heard.append(entry["output"])
+        said += [message] if message is not None else []
+        heard += [reply] if reply is not None else []
+        if self.document is None:
+            return Trajectory(calls, said, heard)
+        task = episode.task
+
+        async def replay(gold: list[dict[str, Any]]) -> tuple[dict[str, Any], list[str]]:
+            return await self.replay(task, gold)
+
+        state = episode.state
+        if state is None:
+            try:
+                state = self.document.initial(task)
+            except ToolError:
+                state = {}
+        return Trajectory(calls, said, heard, state, self.document, replay)
+
+    async def replay(
+        self, task: dict[str, Any], calls: list[dict[str, Any]]
+    ) -> tuple[dict[str, Any], list[str]]:
+        """Run ``calls`` (``{name, arguments}``) with these tools on a fresh episode of ``task``:
+        its final state changes, and the errors of the calls that failed."""
+        episode = Episode(task=task)
+        errors: list[str] = []
+        for call in calls:
+            declared = self.declared.get(call["name"])
+            if declared is None:
+                errors.append(f"{call['name']!r} is not a tool of this environment")
+                continue
+            result = await self._run(declared, episode, call["arguments"])
+            if isinstance(result, RunToolError):
+                errors.append(result.error)
+            elif result.output.metadata and result.output.metadata.get("error"):
+                errors.append(str(result.output.metadata["error"]))
+        if episode.state is None and self.document is not None:
+            episode.state = self.document.initial(task)
+        return episode.state or {}, errors
+
+    def state_of(self, episode: Episode) -> State | None:
+        """The episode's state document as its tools see it (None without `state:`)."""
+        if self.document is None:
+            return None
+        if episode.state is None:
+            episode.state = self.document.initial(episode.task)
+        return self.document.state(episode.state)
 
     async def end_session(self, episode: Episode) -> None:
         """Let each tool release what this session's calls left behind."""

@@ -126,3 +126,15 @@ async def test_grader_crash_is_ungradeable_not_zero(caplog: pytest.LogCaptureFix
     out = await submit(t, Episode(TASK), "72")
     assert out.reward is None and "the grader failed: RuntimeError" in text(out)
     assert t.counts.ungradeable == 1
+
+
+async def test_only_the_final_attempt_carries_the_reward_costs_included() -> None:
+    """The one reward convention: an open attempt's reward is in metadata, the final one is the
+    episode's (less the episode's costs), so sum and last non-null agree."""
+    t = tool(max_attempts=3, reward_incorrect=-1.0)
+    ep = Episode(TASK, cost=0.25)
+    first = await submit(t, ep, "70")
+    assert (first.reward, first.metadata["attempt_reward"], first.finished) == (None, -1.0, False)
+    last = await submit(t, ep, "72")
+    assert (last.reward, last.metadata["cost"], last.finished) == (0.75, 0.25, True)
+    assert "attempt_reward" not in last.metadata

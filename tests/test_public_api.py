@@ -94,6 +94,7 @@ def test_client_api() -> None:
 def test_eval_api() -> None:
     assert envbuilder.eval.__all__ == [
         "OUTCOMES",
+        "AnthropicModel",
         "ChatModel",
         "Comparison",
         "Difference",
@@ -101,7 +102,9 @@ def test_eval_api() -> None:
         "EvalPlan",
         "LocalBackend",
         "ModelError",
+        "Regrade",
         "RemoteBackend",
+        "ResponsesModel",
         "ResultsFile",
         "RunIdentity",
         "RunMismatch",
@@ -113,8 +116,10 @@ def test_eval_api() -> None:
         "paired_difference",
         "pass_at_k",
         "plan_eval",
+        "regrade_run",
         "run_eval",
         "summarize",
+        "wilson",
         "write_report",
     ]
 

@@ -14,8 +14,10 @@ import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from envbuilder.environment import Environment, Episode
+from envbuilder.graders._trajectory import gold_calls
 from envbuilder.protocol import RunToolSuccess
 from envbuilder.templating import Template
 
@@ -50,6 +52,9 @@ class Case:
     """The reward it must get; None when it must be ungradeable."""
     reason: str | None = None
     """Text the grade's reason must contain (None: not checked)."""
+    calls: list[dict[str, Any]] | None = None
+    """Tool calls (``{name, arguments}``) made before the response is submitted: the task's
+    gold actions (the spec's ``gold_actions``), or a variation of them."""
 
 
 @dataclass
@@ -83,7 +88,8 @@ def gold_cases(env: Environment, sample: int, seed: int = 0) -> list[Case]:
                 if isinstance(target, list | tuple):
                     target = target[0] if target else None
                 response = None if target is None else str(target)
-            cases.append(Case("gold", f"{name}[{index}]", name, index, response, full))
+            calls = gold_calls(task.get(env.spec.gold_actions)) if env.spec.gold_actions else None
+            cases.append(Case("gold", f"{name}[{index}]", name, index, response, full, calls=calls))
     return cases
 
 
@@ -161,17 +167,27 @@ async def _run(env: Environment, case: Case) -> CheckResult:
         return CheckResult(case, reason="the grader states no target for this task", skipped=True)
     spec = env.submit.spec
     episode = Episode(task=env.split(case.split).task(case.index))
-    result = await env.call_tool(episode, spec.name, {spec.answer_field: case.response})
-    if not isinstance(result, RunToolSuccess):
-        return CheckResult(case, reason=f"the tool call failed: {result.error}")
-    output = result.output
+    for call in case.calls or ():
+        made = await env.call_tool(episode, call["name"], call["arguments"])
+        if not isinstance(made, RunToolSuccess):
+            return CheckResult(case, reason=f"the gold call {call['name']} failed: {made.error}")
+    if env.submit.user is not None:  # the user model is not asked: the episode is graded as it is
+        output = await env.submit.conclude(episode, case.response)
+    else:
+        result = await env.call_tool(episode, spec.name, {spec.answer_field: case.response})
+        if not isinstance(result, RunToolSuccess):
+            return CheckResult(case, reason=f"the tool call failed: {result.error}")
+        output = result.output
     reason = str((output.metadata or {}).get("reason") or "")
+    # The response's own reward: an attempt that leaves attempts open carries it in metadata
+    # (only the call that ends an episode carries a reward; README, "Rewards").
+    reward = output.reward if output.finished else (output.metadata or {}).get("attempt_reward")
     passed = (
-        output.reward is None
+        reward is None
         if case.expected is None
-        else output.reward is not None and math.isclose(output.reward, case.expected, abs_tol=1e-9)
+        else reward is not None and math.isclose(reward, case.expected, abs_tol=1e-9)
     )
     if case.reason is not None and case.reason not in reason:
         passed = False
         reason = f"{reason} (expected a reason containing {case.reason!r})"
-    return CheckResult(case, reward=output.reward, reason=reason, passed=passed)
+    return CheckResult(case, reward=reward, reason=reason, passed=passed)

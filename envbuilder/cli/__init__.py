@@ -15,6 +15,7 @@ from envbuilder.cli import (
     _check,
     _eval_group,
     _init,
+    _mcp,
     _pack,
     _preview,
     _publish,
@@ -58,6 +59,7 @@ app.command("pull")(_pull.pull)
 app.command("validate")(_validate.validate)
 app.command("preview")(_preview.preview)
 app.command("check")(_check.check)
+app.command("mcp")(_mcp.mcp)
 app.command("schema")(_schema.schema)
 app.command("init")(_init.init)
 app.add_typer(_eval_group.eval_app, name="eval")

@@ -20,7 +20,9 @@ from envbuilder.errors import EnvbuilderError
 
 @dataclass(frozen=True)
 class _Options:
-    target: str
+    targets: list[str]
+    envs: list[str] | None
+    answer: str
     model: str
     base_url: str
     api_key: str | None
@@ -37,17 +39,51 @@ class _Options:
     max_retries: int
     progress_every: float
     command: str
+    api: str = "chat"
+    max_cost: float | None = None
+    price: str | None = None
+
+
+#: The environment variable that holds the key of each ``--api`` unless ``--api-key-env`` says.
+_KEY_ENV = {"chat": "OPENAI_API_KEY", "responses": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 
 
 def eval_command(
-    target: Annotated[
-        str, typer.Argument(metavar="SPEC_OR_URL", help="A spec file (run in-process) or an ORS server URL.")
+    targets: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="SPEC_OR_URL...",
+            help="Spec files or folders of specs (run in-process), or ORS server URLs.",
+        ),
     ],
     model: Annotated[str, typer.Option(help="Model name sent to the endpoint.")],
-    base_url: Annotated[str, typer.Option(help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1.")],
+    base_url: Annotated[
+        str, typer.Option(help="The model endpoint's base URL, e.g. http://localhost:8000/v1.")
+    ],
+    api: Annotated[
+        str,
+        typer.Option(
+            help="The endpoint's API: chat (OpenAI chat completions), responses (OpenAI Responses) "
+            "or anthropic (Anthropic Messages)."
+        ),
+    ] = "chat",
     api_key_env: Annotated[
-        str, typer.Option(help="Environment variable holding the endpoint's API key (unset: no key).")
-    ] = "OPENAI_API_KEY",
+        str | None,
+        typer.Option(
+            help="Environment variable holding the endpoint's API key (default: OPENAI_API_KEY, "
+            "ANTHROPIC_API_KEY for --api anthropic; unset: no key)."
+        ),
+    ] = None,
+    max_cost: Annotated[
+        float | None,
+        typer.Option(min=0, help="Start no new episode once the tokens used cost this many USD."),
+    ] = None,
+    price: Annotated[
+        str | None,
+        typer.Option(
+            help="USD per million prompt,completion tokens, e.g. 0.15,0.60 (default: the price table)."
+        ),
+    ] = None,
     split: Annotated[str | None, typer.Option(help="Split to run (default: test, else the first).")] = None,
     limit: Annotated[int | None, typer.Option(min=0, help="Run only the first N tasks.")] = None,
     samples: Annotated[int, typer.Option(min=1, help="Episodes per task (for pass@k).")] = 1,
@@ -57,7 +93,20 @@ def eval_command(
         Path | None,
         typer.Option(help="JSONL file of the run; a rerun resumes it, a different run is refused."),
     ] = None,
-    env: Annotated[str | None, typer.Option(help="Environment on the server (default: its first).")] = None,
+    env: Annotated[
+        str | None, typer.Option(help="The environment to run on a server that serves several.")
+    ] = None,
+    envs: Annotated[
+        str | None,
+        typer.Option(help="Several environments, e.g. gsm8k,math500 (--out is then a folder)."),
+    ] = None,
+    answer: Annotated[
+        str,
+        typer.Option(
+            help="How the model answers: tool (it calls the answer tool) or text (its final "
+            "message is submitted to the environment's terminal tool)."
+        ),
+    ] = "tool",
     group_by: Annotated[
         str | None, typer.Option(help="Also score per value of this task field, e.g. subject.")
     ] = None,
@@ -79,8 +128,16 @@ def eval_command(
         float, typer.Option(min=0.05, help="Seconds between progress lines when not on a terminal.")
     ] = 5.0,
 ) -> None:
-    """Run a model on SPEC_OR_URL's tasks with its tools; print the score by outcome, with 95 % intervals."""
+    """Run a model on one environment's tasks or several; print the score by outcome, with 95 % intervals."""
+    from envbuilder.eval._answer import ANSWER_MODES
+    from envbuilder.eval._apis import model_class
+
     with fail_on_errors():
+        model_class(api)  # an unknown --api fails before anything runs
+        key_env = api_key_env or _KEY_ENV[api]
+        if answer not in ANSWER_MODES:
+            raise EnvbuilderError(f"--answer {answer!r}: expected one of {', '.join(ANSWER_MODES)}")
+        names = [n.strip() for n in envs.split(",") if n.strip()] if envs is not None else None
         extra = _json_object(extra_body)
         sampling = {
             "temperature": temperature,
@@ -89,13 +146,18 @@ def eval_command(
             "seed": seed,
             "extra": extra,
         }
+        command = _command(targets, model, base_url, api, api_key_env, split, limit, samples, max_turns,
+                           env, envs, answer, sampling, out)  # fmt: skip
         options = _Options(
-            target, model, base_url, os.environ.get(api_key_env) or None, split, limit, samples,
-            concurrency, max_turns, out, env, group_by, sampling, max_errors, max_retries, progress_every,
-            _command(target, model, base_url, api_key_env, split, limit, samples, max_turns, env,
-                     sampling, out),
+            targets, names, answer, model, base_url, os.environ.get(key_env) or None, split, limit,
+            samples, concurrency, max_turns, out, env, group_by, sampling, max_errors, max_retries,
+            progress_every, command, api, max_cost, price,
         )  # fmt: skip
-        errors = asyncio.run(_main(options))
+        try:
+            errors = asyncio.run(_main(options))
+        except KeyboardInterrupt:
+            typer.echo(_interrupted(out, command), err=True)
+            raise typer.Exit(130) from None
     if errors > max_errors:
         typer.echo(
             f"error: {errors} episode(s) ended in an error (--max-errors {max_errors}); "
@@ -103,6 +165,18 @@ def eval_command(
             err=True,
         )
         raise typer.Exit(1)
+
+
+def _interrupted(out: Path | None, command: str) -> str:
+    """What Ctrl-C leaves behind and how to continue."""
+    if out is None:
+        return (
+            "envbuilder: interrupted; nothing was saved (no --out). Add --out FILE to make a run resumable."
+        )
+    return (
+        f"envbuilder: interrupted; the episodes that finished are saved in {out}. "
+        f"Rerun the same command to resume:\n  {command}"
+    )
 
 
 def _json_object(text: str | None) -> dict[str, Any]:
@@ -120,24 +194,31 @@ def _json_object(text: str | None) -> dict[str, Any]:
 
 
 def _command(
-    target: str,
+    targets: list[str],
     model: str,
     base_url: str,
-    api_key_env: str,
+    api: str,
+    api_key_env: str | None,
     split: str | None,
     limit: int | None,
     samples: int,
     max_turns: int,
     env: str | None,
+    envs: str | None,
+    answer: str,
     sampling: dict[str, Any],
     out: Path | None,
 ) -> str:
     """The command that reproduces the run (every option that is part of its identity)."""
-    args = ["envbuilder", "eval", target, "--model", model, "--base-url", base_url]
-    if api_key_env != "OPENAI_API_KEY":
+    args = ["envbuilder", "eval", *targets, "--model", model, "--base-url", base_url]
+    if api != "chat":
+        args += ["--api", api]
+    if api_key_env is not None:
         args += ["--api-key-env", api_key_env]
     named = {
         "--env": env,
+        "--envs": envs,
+        "--answer": answer if answer != "tool" else None,
         "--split": split,
         "--limit": limit,
         "--samples": samples if samples > 1 else None,
@@ -156,56 +237,100 @@ def _command(
 
 
 async def _main(o: _Options) -> int:
-    """Run, print the summary; the number of episodes that ended in an error."""
+    """Run every environment, print the summaries; the number of episodes that ended in an error."""
+    from envbuilder.cli._console import line
+    from envbuilder.cli._eval_table import print_suite
+    from envbuilder.eval import Sampling
+    from envbuilder.eval._apis import model_class
+    from envbuilder.eval._cost import PRICES_AS_OF, price_of
+    from envbuilder.eval._model import DEFAULT_RETRY
+    from envbuilder.eval._suite import resolve_targets, write_suite
+
+    targets = await resolve_targets(o.targets, o.envs, o.env)
+    several = len(targets) > 1
+    if several and o.out is not None and o.out.suffix in (".jsonl", ".json"):
+        raise EnvbuilderError(
+            f"--out {o.out}: a run of {len(targets)} environments writes one results file per "
+            "environment into a folder",
+            hint=f"Give a folder, e.g. --out {o.out.with_suffix('')}",
+        )
+    if several:
+        line(f"envbuilder: {len(targets)} environments: {', '.join(t.name for t in targets)}")
+    price = price_of(o.model, o.price)
+    if o.max_cost is not None and price is None:
+        raise EnvbuilderError(
+            f"--max-cost: no price for model {o.model!r} in the price table",
+            hint="Give its price with --price IN,OUT (USD per million prompt and completion tokens)",
+        )
+    model = model_class(o.api)(
+        o.base_url, o.model, api_key=o.api_key, sampling=Sampling(**o.sampling),
+        retry=dataclasses.replace(DEFAULT_RETRY, max_retries=o.max_retries),
+    )  # fmt: skip
+
+    def spent() -> float:
+        return price.cost(model.tokens["prompt"], model.tokens["completion"]) if price else 0.0
+
+    def stop() -> bool:
+        return o.max_cost is not None and spent() >= o.max_cost
+
+    summaries, runs = {}, {}
+    try:
+        for target in targets:
+            if stop():
+                break
+            out = o.out / f"{target.name}.jsonl" if several and o.out is not None else o.out
+            summary, run = await _run_one(o, target, model, out, stop)
+            summaries[target.name], runs[target.name] = summary, run
+    finally:
+        await model.aclose()
+    if price is not None:
+        source = "--price" if o.price else f"list price as of {PRICES_AS_OF}"
+        line(
+            f"envbuilder: {model.tokens['prompt']:,} prompt + {model.tokens['completion']:,} completion "
+            f"tokens cost ${spent():.4f} ({source})"
+        )
+    if stop():
+        line(
+            f"envbuilder: stopped: --max-cost ${o.max_cost:g} reached; episodes not started are left "
+            "to do. Rerun with a higher --max-cost to continue"
+            + ("" if o.out is not None else " (add --out to keep what ran)")
+        )
+    if several:
+        print_suite(summaries, o.model)
+        if o.out is not None:
+            line(f"envbuilder: the run's table in {write_suite(o.out, runs, summaries)}")
+    return sum(s.errors for s in summaries.values())
+
+
+async def _run_one(
+    o: _Options, target: Any, model: Any, out: Path | None, stop: Any
+) -> tuple[Any, dict[str, Any]]:
+    """Run one environment (resuming ``out``), print its summary; its summary and run record."""
     from rich.console import Console
 
     from envbuilder.cli._console import line
     from envbuilder.cli._eval_table import print_summary
-    from envbuilder.eval import (
-        ChatModel,
-        LocalBackend,
-        RemoteBackend,
-        Sampling,
-        plan_eval,
-        run_eval,
-        summarize,
-    )
-    from envbuilder.eval._backends import Backend
-    from envbuilder.eval._model import DEFAULT_RETRY
+    from envbuilder.eval import plan_eval, run_eval, summarize
     from envbuilder.eval._progress import ProgressLines
 
     console = Console()
-    backend: Backend
-    if o.target.startswith(("http://", "https://")):
-        backend = await RemoteBackend.connect(o.target, o.env)
-    else:
-        from envbuilder.environment import load_environment
-
-        backend = LocalBackend(load_environment(o.target))
-    model = ChatModel(
-        o.base_url, o.model, api_key=o.api_key, sampling=Sampling(**o.sampling),
-        retry=dataclasses.replace(DEFAULT_RETRY, max_retries=o.max_retries),
-    )  # fmt: skip
+    backend = await target.open()
     try:
         plan = await plan_eval(
-            backend,
-            model,
-            split=o.split,
-            limit=o.limit,
-            samples=o.samples,
-            max_turns=o.max_turns,
-            out=o.out,
-            command=o.command,
-        )
+            backend, model, split=o.split, limit=o.limit, samples=o.samples, max_turns=o.max_turns,
+            out=out, command=o.command, answer=o.answer, group_by=o.group_by,  # type: ignore[arg-type]
+        )  # fmt: skip
         kept = len(plan.episodes) - len(plan.todo)
         line(
             f"envbuilder: {plan.env}/{plan.split}: {len(plan.episodes)} episodes "
             f"({len(plan.episodes) // o.samples} tasks × {o.samples}), run {plan.identity.run_id}"
-            + (f", {kept} already in {o.out}" if kept else "")
+            + (f", {kept} already in {out}" if kept else "")
         )
+        if plan.answer_tool is not None:
+            line(f"envbuilder: answers in text are submitted to {plan.answer_tool.describe()}")
         lines = ProgressLines(len(plan.todo), retries=lambda: (model.retries, model.last_retry_reason))
         if console.is_terminal:
-            records = await _with_bar(console, backend, model, plan, o.concurrency, lines)
+            records = await _with_bar(console, backend, model, plan, o.concurrency, lines, stop)
         else:
 
             def write(text: str) -> None:
@@ -213,20 +338,23 @@ async def _main(o: _Options) -> int:
 
             async with lines.every(o.progress_every, write):
                 records = await run_eval(
-                    backend, model, plan, concurrency=o.concurrency, on_record=lines.record
+                    backend, model, plan, concurrency=o.concurrency, on_record=lines.record, stop=stop
                 )
     finally:
-        await model.aclose()
         await backend.aclose()
     summary = summarize(records, group_by=o.group_by)
     print_summary(summary, f"{o.model} on {plan.env}/{plan.split}", o.group_by)
+    run: dict[str, Any] = {"run_id": plan.identity.run_id, "split": plan.split}
     if plan.results is not None:
         written = plan.results.write_summary(plan.results.header(), summary.to_dict(), o.group_by)
-        line(f"envbuilder: summary in {written}; view with `envbuilder view {o.out}`")
-    return summary.errors
+        run["results"] = plan.results.path.name
+        line(f"envbuilder: summary in {written}; view with `envbuilder view {out}`")
+    return summary, run
 
 
-async def _with_bar(console: Any, backend: Any, model: Any, plan: Any, concurrency: int, lines: Any) -> Any:
+async def _with_bar(
+    console: Any, backend: Any, model: Any, plan: Any, concurrency: int, lines: Any, stop: Any
+) -> Any:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from envbuilder.eval import run_eval
@@ -247,4 +375,4 @@ async def _with_bar(console: Any, backend: Any, model: Any, plan: Any, concurren
         progress.update(bar, advance=1, errors=lines.errors)
 
     with progress:
-        return await run_eval(backend, model, plan, concurrency=concurrency, on_record=on_record)
+        return await run_eval(backend, model, plan, concurrency=concurrency, on_record=on_record, stop=stop)

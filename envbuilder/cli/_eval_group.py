@@ -7,7 +7,7 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
-from envbuilder.cli import _compare, _eval
+from envbuilder.cli import _compare, _eval, _regrade
 
 
 class _RunByDefault(TyperGroup):
@@ -23,7 +23,11 @@ eval_app = typer.Typer(
     cls=_RunByDefault,
     no_args_is_help=True,
     context_settings={"ignore_unknown_options": True},
-    help="Evaluate a model on an environment (`eval SPEC_OR_URL …`); compare two runs (`eval compare A B`).",
+    help=(
+        "Evaluate a model on environments (`eval SPEC_OR_URL …`); compare two runs (`eval compare A B`); "
+        "re-grade a run (`eval regrade RUN --spec NEW`)."
+    ),
 )
 eval_app.command("run")(_eval.eval_command)
 eval_app.command("compare")(_compare.compare)
+eval_app.command("regrade")(_regrade.regrade)

@@ -7,12 +7,15 @@ import time
 from typing import Any
 
 from envbuilder.client import convert_messages, convert_tools
+from envbuilder.eval._answer import AnswerTool
 from envbuilder.eval._backends import EpisodeHandle
 from envbuilder.eval._model import ChatModel, ModelError
 
-__all__ = ["run_episode"]
+__all__ = ["absorb", "conclude", "run_episode"]
 
 NUDGE = "You did not call a tool. To continue, call one of the tools: {names}."
+#: Text mode: the model's message was empty, so there is nothing to submit.
+EMPTY = "Your message was empty. Reply with your answer."
 
 
 def _tool_text(output: dict[str, Any]) -> str:
@@ -32,11 +35,19 @@ def _assistant(message: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-async def run_episode(handle: EpisodeHandle, model: ChatModel, max_turns: int) -> dict[str, Any]:
+async def run_episode(
+    handle: EpisodeHandle, model: ChatModel, max_turns: int, answer_tool: AnswerTool | None = None
+) -> dict[str, Any]:
     """Play one episode; the trajectory as a JSON-ready dict. Never raises for model errors:
-    they end the episode with ``status: "error"``."""
+    they end the episode with ``status: "error"``.
+
+    With ``answer_tool`` (``--answer text``) a reply without tool calls is the answer: its text
+    is submitted to that tool, which the model is not offered (other tools still are).
+    """
     started = time.monotonic()
     specs = await handle.tools()
+    if answer_tool is not None:
+        specs = [t for t in specs if t.name != answer_tool.name]
     tools = convert_tools(specs, "chat_completions")
     names = ", ".join(t.name for t in specs)
     messages: list[dict[str, Any]] = convert_messages(await handle.messages(), "openai")
@@ -55,7 +66,10 @@ async def run_episode(handle: EpisodeHandle, model: ChatModel, max_turns: int) -
         "error": None,
         "error_reason": None,
     }
-    last_output: dict[str, Any] | None = None
+
+    def took(result: dict[str, Any]) -> str:
+        return absorb(record, result)
+
     for turn in range(1, max_turns + 1):
         record["turns"] = turn
         try:
@@ -69,7 +83,23 @@ async def run_episode(handle: EpisodeHandle, model: ChatModel, max_turns: int) -
         message = _assistant(reply["choices"][0]["message"])
         messages.append(message)
         if not message.get("tool_calls"):
-            messages.append({"role": "user", "content": NUDGE.format(names=names)})
+            if answer_tool is None:
+                messages.append({"role": "user", "content": NUDGE.format(names=names)})
+                continue
+            content = message.get("content")
+            text = content if isinstance(content, str) else ""
+            if not text.strip():
+                messages.append({"role": "user", "content": EMPTY})
+                continue
+            arguments = {answer_tool.arg: text}
+            result = await handle.call(answer_tool.name, arguments)
+            submitted = json.dumps(arguments)
+            sent = {"turn": turn, "id": None, "name": answer_tool.name, "arguments": submitted}
+            calls.append({**sent, "via": "text", "result": result})
+            messages.append({"role": "user", "content": took(result)})
+            if record["finished"]:
+                record["status"] = "finished"
+                break
             continue
         for call in message["tool_calls"]:
             call = call if isinstance(call, dict) else {}
@@ -84,17 +114,8 @@ async def run_episode(handle: EpisodeHandle, model: ChatModel, max_turns: int) -
                 entry["error"] = f"the arguments of {name!r} are not a JSON object ({exc})"
                 content = f"Error: {entry['error']}. Call the tool again with valid JSON arguments."
             else:
-                result = await handle.call(name, args)
-                entry["result"] = result
-                if result.get("ok"):
-                    output = last_output = result["output"]
-                    content = _tool_text(output)
-                    if output.get("reward") is not None:
-                        record["reward"] = output["reward"]
-                    record["metadata"] = output.get("metadata")
-                    record["finished"] = bool(output.get("finished"))
-                else:
-                    content = f"Error: {result.get('error')}"
+                entry["result"] = result = await handle.call(name, args)
+                content = took(result)
             calls.append(entry)
             messages.append({"role": "tool", "tool_call_id": entry["id"] or "", "content": content})
             if record["finished"]:
@@ -102,11 +123,30 @@ async def run_episode(handle: EpisodeHandle, model: ChatModel, max_turns: int) -
         if record["finished"]:
             record["status"] = "finished"
             break
-    final_reward = last_output.get("reward") if last_output else None
-    record["ungradeable"] = bool(record["finished"] and final_reward is None)
-    record["correct"] = _correct(record)
+    conclude(record)
     record["duration_s"] = round(time.monotonic() - started, 3)
     return record
+
+
+def absorb(record: dict[str, Any], result: dict[str, Any]) -> str:
+    """Fold a tool's wire result (``{"ok": …}``) into the episode's record; the text the model
+    sees. The record's ``last_reward`` is the reward of the last output (None: ungraded)."""
+    if not result.get("ok"):
+        return f"Error: {result.get('error')}"
+    output = result["output"]
+    record["last_reward"] = output.get("reward")
+    if output.get("reward") is not None:
+        record["reward"] = output["reward"]
+    record["metadata"] = output.get("metadata")
+    record["finished"] = bool(output.get("finished"))
+    return _tool_text(output)
+
+
+def conclude(record: dict[str, Any]) -> None:
+    """Set how a played (or replayed) episode ended: ``ungradeable`` and ``correct``."""
+    final_reward = record.pop("last_reward", None)
+    record["ungradeable"] = bool(record["finished"] and final_reward is None)
+    record["correct"] = _correct(record)
 
 
 def _correct(record: dict[str, Any]) -> bool:

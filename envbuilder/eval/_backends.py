@@ -8,9 +8,10 @@ from typing import Any, Protocol
 
 from envbuilder.client import AsyncClient, ClientError, ToolCallError, ToolFailed
 from envbuilder.environment import Environment, Episode
-from envbuilder.protocol import Message, ToolSpec
+from envbuilder.errors import EnvbuilderError, did_you_mean
+from envbuilder.protocol import ListToolsOutput, Message, ToolSpec
 
-__all__ = ["Backend", "EpisodeHandle", "LocalBackend", "RemoteBackend"]
+__all__ = ["Backend", "EpisodeHandle", "LocalBackend", "RemoteBackend", "pick_environment"]
 
 
 class EpisodeHandle(Protocol):
@@ -36,6 +37,14 @@ class Backend(Protocol):
 
     async def splits(self) -> list[str]: ...
     async def num_tasks(self, split: str) -> int: ...
+    async def first_task(self, split: str) -> dict[str, Any]:
+        """The fields of the split's first task (to check ``--group-by`` before running)."""
+        ...
+
+    async def tool_listing(self) -> ListToolsOutput:
+        """The environment's ``/tools`` listing (with its ``terminal_tool``)."""
+        ...
+
     def episode(self, split: str, index: int) -> contextlib.AbstractAsyncContextManager[EpisodeHandle]: ...
     async def aclose(self) -> None: ...
 
@@ -80,6 +89,12 @@ class LocalBackend:
     async def num_tasks(self, split: str) -> int:
         return len(self.env.split(split))
 
+    async def first_task(self, split: str) -> dict[str, Any]:
+        return dict(self.env.split(split).task(0))
+
+    async def tool_listing(self) -> ListToolsOutput:
+        return self.env.tools_listing
+
     @contextlib.asynccontextmanager
     async def episode(self, split: str, index: int) -> AsyncIterator[EpisodeHandle]:
         yield _LocalEpisode(self.env, Episode(task=self.env.split(split).task(index)))
@@ -110,6 +125,27 @@ class _RemoteEpisode:
         return {"ok": True, "output": output.model_dump(mode="json")}
 
 
+def pick_environment(url: str, names: list[str], wanted: str | None) -> str:
+    """Which of the server's environments to run: ``wanted``, or the only one (never a guess)."""
+    listed = ", ".join(names) or "(none)"
+    if wanted is None:
+        if len(names) == 1:
+            return names[0]
+        raise EnvbuilderError(
+            f"{url} serves {len(names)} environments: {listed}",
+            hint="Name one with --env (or several with --envs a,b)",
+            code="env_required",
+        )
+    if wanted not in names:
+        close = did_you_mean(wanted, names)
+        raise EnvbuilderError(
+            f"--env {wanted!r}: {url} serves no such environment",
+            hint=f"{close + ' ' if close else ''}Environments: {listed}",
+            code="unknown_env",
+        )
+    return wanted
+
+
 class RemoteBackend:
     """An environment on an ORS server (envbuilder's or any other)."""
 
@@ -133,19 +169,40 @@ class RemoteBackend:
 
     @classmethod
     async def connect(cls, url: str, env_name: str | None = None, **client_args: Any) -> RemoteBackend:
+        """The environment ``env_name`` on the server at ``url``; None: the server's only one.
+
+        Raises:
+            EnvbuilderError: the server serves several environments and none was named (the
+                message lists them), or ``env_name`` is not one of them (with "Did you mean …?").
+            ClientError: the server could not be reached or answered nonsense.
+        """
         client = AsyncClient(url, **client_args)
         try:
-            name = env_name or await client.environment().name()
+            names = await client.list_environments()
         except ClientError:
             await client.aclose()
             raise
-        return cls(client, name)
+        try:
+            return cls(client, pick_environment(url, names, env_name))
+        except EnvbuilderError:
+            await client.aclose()
+            raise
 
     async def splits(self) -> list[str]:
         return [s.name for s in await self.env.list_splits()]
 
     async def num_tasks(self, split: str) -> int:
         return await self.env.num_tasks(split)
+
+    async def first_task(self, split: str) -> dict[str, Any]:
+        return await self.env.task(split, 0)
+
+    async def tool_listing(self) -> ListToolsOutput:
+        listing = await self.client.http.request("GET", f"/{self.env_name}/tools")
+        try:
+            return ListToolsOutput.model_validate(listing)
+        except ValueError as exc:
+            raise ClientError(f"the server's tool listing is malformed: {exc}") from None
 
     @contextlib.asynccontextmanager
     async def episode(self, split: str, index: int) -> AsyncIterator[EpisodeHandle]:

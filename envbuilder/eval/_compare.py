@@ -14,13 +14,21 @@ from pathlib import Path
 from typing import Any
 
 from envbuilder.errors import EnvbuilderError
-from envbuilder.eval._results import group_of
-from envbuilder.eval._run import ResultsFile
+from envbuilder.eval._results import check_group_by, group_of, record_fields
+from envbuilder.eval._run import ResultsFile, describe
 from envbuilder.eval._stats import Estimate, paired_difference
 
-__all__ = ["Comparison", "Difference", "compare_runs"]
+__all__ = ["Comparison", "Difference", "compare_records", "compare_runs"]
 
 TaskKey = tuple[str, int]
+# What can differ between two runs besides the model, worth a note.
+_NOTES = {
+    "env_hash": "the environment's content hashes",
+    "max_turns": "the turn limits (--max-turns)",
+    "sampling": "the sampling options",
+    "samples": "the samples per task (--samples)",
+    "answer": "the answer modes (--answer)",
+}
 
 
 @dataclass(frozen=True)
@@ -80,24 +88,53 @@ def compare_runs(a_path: Path, b_path: Path, *, group_by: str | None = None) -> 
     """
     head_a, records_a = ResultsFile(a_path).load()
     head_b, records_b = ResultsFile(b_path).load()
-    run_a, run_b = head_a["run"], head_b["run"]
-    if run_a["env"] != run_b["env"]:
+    return compare_records(
+        (head_a, records_a, str(a_path)), (head_b, records_b, str(b_path)), group_by=group_by
+    )
+
+
+Run = tuple[dict[str, Any], list[dict[str, Any]], str]
+"""A run's header, its episode records and what to call it in messages."""
+
+
+def compare_records(run_a: Run, run_b: Run, *, group_by: str | None = None) -> Comparison:
+    """Compare two loaded runs (B − A); see :func:`compare_runs`.
+
+    Raises:
+        EnvbuilderError: the runs are on different environments or share no task.
+    """
+    (head_a, records_a, a_name), (head_b, records_b, b_name) = run_a, run_b
+    if head_a["run"]["env"] != head_b["run"]["env"]:
         raise EnvbuilderError(
-            f"the runs are on different environments: {run_a['env']!r} ({a_path}), "
-            f"{run_b['env']!r} ({b_path})",
+            f"the runs are on different environments: {head_a['run']['env']!r} ({a_name}), "
+            f"{head_b['run']['env']!r} ({b_name})",
             hint="Compare runs of one environment",
         )
     a, b = _scores(records_a), _scores(records_b)
     keys = sorted(a.keys() & b.keys())
     if not keys:
-        raise EnvbuilderError(f"{a_path} and {b_path} share no task", hint="Run both on the same split")
+        raise EnvbuilderError(f"{a_name} and {b_name} share no task", hint="Run both on the same split")
+    return _compare(head_a, head_b, records_a, a, b, keys, group_by)
+
+
+def _compare(
+    head_a: dict[str, Any],
+    head_b: dict[str, Any],
+    records_a: list[dict[str, Any]],
+    a: dict[TaskKey, list[float]],
+    b: dict[TaskKey, list[float]],
+    keys: list[TaskKey],
+    group_by: str | None,
+) -> Comparison:
+    run_a, run_b = head_a["run"], head_b["run"]
     notes = [
-        f"{name} differs: {run_a[name]!r} (A), {run_b[name]!r} (B)"
-        for name in ("env_hash", "max_turns", "sampling", "samples")
+        f"{_NOTES[name]} differ: {describe(name, run_a.get(name))} (A), {describe(name, run_b.get(name))} (B)"
+        for name in _NOTES
         if run_a.get(name) != run_b.get(name)
     ]
     groups: dict[str, Difference] = {}
     if group_by is not None:
+        check_group_by(group_by, record_fields(records_a), "run A's tasks")
         labels: dict[TaskKey, str] = {}
         for r in records_a:
             labels.setdefault((str(r["split"]), int(r["index"])), group_of(r, group_by))

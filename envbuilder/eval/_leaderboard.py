@@ -2,13 +2,17 @@
 
 ``envbuilder catalog … --results runs/*.summary.json`` puts each environment's rows on its page:
 model, mean reward over all episodes with its 95 % interval, graded accuracy, samples, date and
-the exact command that reproduces the run. A run whose environment hash differs from the
-catalogued one is kept but marked, since its score is for another version of the environment.
+the command that reproduces the run (without local paths: a spec file is named by its file
+name, ``--out`` is dropped). Runs that cannot be ranked together are kept but marked with why:
+another version of the environment (its content hash), another split, number of tasks, samples
+per task, turn limit or answer mode than most runs of the board.
 """
 
 from __future__ import annotations
 
+import collections
 import json
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -54,9 +58,65 @@ def leaderboard_row(path: Path) -> dict[str, Any]:
         "pass_at_k": s.get("pass_at_k", {}),
         "split": run["split"],
         "date": (data.get("finished") or "")[:10],
-        "command": data.get("command"),
+        "command": public_command(data.get("command")),
         "run_id": data.get("run_id"),
+        "max_turns": run.get("max_turns"),
+        "answer": run.get("answer", "tool"),
     }
+
+
+def public_command(command: str | None) -> str | None:
+    """The command without local paths: spec files and folders by their names, no ``--out``."""
+    if not command:
+        return command
+    try:
+        args = shlex.split(command)
+    except ValueError:
+        return None
+    out: list[str] = []
+    skip = False
+    positional = True
+    for i, arg in enumerate(args):
+        if skip:
+            skip = False
+            continue
+        if arg == "--out":
+            skip = True
+            continue
+        if arg.startswith("--out="):
+            continue
+        if arg.startswith("-"):
+            positional = False
+        elif positional and i >= 2 and not arg.startswith(("http://", "https://")):
+            arg = Path(arg).name or arg
+        out.append(arg)
+    return shlex.join(out)
+
+
+#: What must be equal for two runs to be ranked together, and how to say that it is not.
+_COMPARABLE = {
+    "split": lambda r: f"split {r['split']}",
+    "tasks": lambda r: f"{r['tasks']} tasks",
+    "samples": lambda r: f"{r['samples']} samples per task",
+    "max_turns": lambda r: f"at most {r['max_turns']} turns",
+    "answer": lambda r: f"answers as {r['answer']}",
+}
+
+
+def _mark_comparable(rows: list[dict[str, Any]]) -> None:
+    """Set each row's ``not_comparable``: why it cannot be ranked with the board's usual runs
+    (the most common setting among runs of the catalogued version); empty when it can."""
+
+    def key(r: dict[str, Any]) -> tuple[Any, ...]:
+        return tuple(r.get(k) for k in _COMPARABLE)
+
+    current = [key(r) for r in rows if r["same_version"]] or [key(r) for r in rows]
+    usual = collections.Counter(current).most_common(1)[0][0] if current else ()
+    for row in rows:
+        why = [] if row["same_version"] else ["another version of the environment"]
+        why += [say(row) for (name, say), theirs in zip(_COMPARABLE.items(), usual, strict=True)
+                if row.get(name) != theirs]  # fmt: skip
+        row["not_comparable"] = why
 
 
 def attach_leaderboards(catalog: dict[str, Any], paths: list[Path]) -> list[str]:
@@ -74,6 +134,7 @@ def attach_leaderboards(catalog: dict[str, Any], paths: list[Path]) -> list[str]
         for row in runs:
             row["same_version"] = row["env_hash"] in (None, entry.get("content_hash"))
         entry["leaderboard"] = sorted(runs, key=lambda r: (-(r["score"] or 0.0), r["model"]))
+        _mark_comparable(entry["leaderboard"])
     return [
         f"{len(runs)} run(s) of {name!r}, which is not in the catalog"
         for name, runs in sorted(rows.items())

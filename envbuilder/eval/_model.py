@@ -67,13 +67,21 @@ class ChatModel:
         self.sampling = sampling or Sampling()
         self.retry = retry or DEFAULT_RETRY
         self._key = api_key or None
-        headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
+        headers = self._headers(api_key) if api_key else {}
         self._client = httpx.AsyncClient(
             base_url=self.base_url, headers=headers, timeout=timeout, transport=transport
         )
         self.retries = 0
         """Requests retried so far (for progress reports)."""
+        self.tokens = {"prompt": 0, "completion": 0}
+        """Tokens used so far by every request (what ``--max-cost`` counts)."""
         self.last_retry_reason: str | None = None
+
+    #: The API's name for ``--api``.
+    api = "chat"
+
+    def _headers(self, api_key: str) -> dict[str, str]:
+        return {"authorization": f"Bearer {api_key}"}
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -82,22 +90,36 @@ class ChatModel:
         return text.replace(self._key, "***") if self._key else text
 
     async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
-        """The endpoint's JSON answer; raises ModelError when it fails for good."""
+        """The endpoint's JSON answer in the chat-completions shape; raises ModelError when it fails
+        for good. ``messages`` and ``tools`` are in the chat-completions format."""
+        reply = await self._complete(messages, tools)
+        usage = reply.get("usage")
+        usage = usage if isinstance(usage, dict) else {}
+        for name in self.tokens:
+            value = usage.get(f"{name}_tokens")
+            self.tokens[name] += value if isinstance(value, int) else 0
+        return reply
+
+    async def _complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
         body: dict[str, Any] = {**self.sampling.fields(), "model": self.model, "messages": messages}
         if tools:
             body["tools"] = tools
+        return self._parse(await self._post("/chat/completions", body))
+
+    async def _post(self, path: str, body: dict[str, Any]) -> httpx.Response:
+        """POST ``body`` with the retry policy; the successful response."""
         attempts = self.retry.attempts()
         while True:
             retry_after: str | None = None
             try:
-                response = await self._client.post("/chat/completions", json=body)
+                response = await self._client.post(path, json=body)
             except httpx.TransportError as exc:
                 kind = "timeout" if isinstance(exc, httpx.TimeoutException) else "unreachable"
                 reason = f"{kind} ({type(exc).__name__})"
                 failure = f"the model endpoint could not be reached ({type(exc).__name__})"
             else:
                 if response.is_success:
-                    return self._parse(response)
+                    return response
                 reason = f"HTTP {response.status_code}"
                 failure = f"the model endpoint answered HTTP {response.status_code}: {response.text[:300]}"
                 if not self.retry.retryable(response.status_code):

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import jinja2
 
-from envbuilder.eval._results import Summary, outcome_of, summarize
-from envbuilder.eval._run import ResultsFile
+from envbuilder.eval._results import Summary, interval_methods, outcome_of, summarize
+from envbuilder.eval._run import ResultsFile, describe_sampling
 from envbuilder.templating import templates_dir
 
 __all__ = ["write_report"]
@@ -44,18 +44,21 @@ def write_report(
     Raises:
         EnvbuilderError: ``results`` is not a run's results file.
     """
-    header, records = ResultsFile(results).load()
+    file = ResultsFile(results)
+    header, records = file.load()
+    if group_by is None:  # the grouping the run was scored with, unless another is asked for
+        group_by = file.recorded_group_by()
     summary = summarize(records, group_by=group_by)
     run = header["run"]
-    sampling = {k: v for k, v in (run.get("sampling") or {}).items() if v not in (None, {})}
     page = (
         _html()
         .get_template("eval/report.html.jinja")
         .render(
             header=header,
             run=run,
-            sampling=json.dumps(sampling) if sampling else "the endpoint's defaults",
+            sampling=describe_sampling(run.get("sampling")),
             s=summary,
+            methods=interval_methods(summary),
             group_by=group_by,
             episodes=[{"r": r, "outcome": outcome_of(r)} for r in records],
         )

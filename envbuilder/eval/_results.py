@@ -14,14 +14,14 @@ included) and over the **graded** ones only.
 from __future__ import annotations
 
 import collections
-import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from envbuilder.eval._stats import Estimate, clustered_mean, pass_at_k
+from envbuilder.errors import EnvbuilderError, did_you_mean
+from envbuilder.eval._stats import FEW, Estimate, clustered_mean, pass_at_k
 
-__all__ = ["OUTCOMES", "Summary", "outcome_of", "summarize"]
+__all__ = ["OUTCOMES", "Summary", "check_group_by", "interval_methods", "outcome_of", "summarize"]
 
 OUTCOMES = ("correct", "incorrect", "ungradeable", "no_answer", "error")
 
@@ -43,6 +43,28 @@ def group_of(record: dict[str, Any], field_name: str) -> str:
     return "-" if value is None else str(value)
 
 
+def check_group_by(field_name: str, fields: Iterable[str], where: str = "the tasks") -> None:
+    """Refuse grouping by a field no task has (it would put every episode in one group ``-``).
+
+    Raises:
+        EnvbuilderError: ``field_name`` is not among ``fields``; with "Did you mean …?".
+    """
+    names = sorted(set(fields))
+    if field_name in names:
+        return
+    close = did_you_mean(field_name, names)
+    raise EnvbuilderError(
+        f"--group-by {field_name!r}: {where} have no such field",
+        hint=f"{close + ' ' if close else ''}Fields: {', '.join(names) or '(none)'}",
+        code="unknown_field",
+    )
+
+
+def record_fields(records: Iterable[dict[str, Any]]) -> set[str]:
+    """The task fields the records hold (what ``--group-by`` can name)."""
+    return {k for r in records for k in (r.get("task") or {})}
+
+
 @dataclass(frozen=True)
 class Summary:
     """The scores of a set of episodes (a run, or one group of it)."""
@@ -59,6 +81,8 @@ class Summary:
     """Share of correct episodes among graded ones."""
     pass_at: dict[int, float]
     """pass@k for k ≤ the fewest samples any task has (correct = the grader's outcome)."""
+    pass_at_ci: dict[int, Estimate]
+    """pass@k with its 95 % interval (bootstrap over tasks; Wilson when k = samples = 1)."""
     turns: int
     prompt_tokens: int
     completion_tokens: int
@@ -82,6 +106,7 @@ class Summary:
             "mean_reward_graded": self.reward_graded.to_dict(),
             "accuracy_graded": self.accuracy.to_dict(),
             "pass_at_k": {str(k): v for k, v in self.pass_at.items()},
+            "pass_at_k_ci95": {str(k): v.to_dict() for k, v in self.pass_at_ci.items()},
             "turns": self.turns,
             "tokens": {"prompt": self.prompt_tokens, "completion": self.completion_tokens},
             **({"groups": {k: g.to_dict() for k, g in self.groups.items()}} if self.groups else {}),
@@ -101,8 +126,14 @@ def _task(record: dict[str, Any]) -> tuple[str, int]:
 
 
 def summarize(records: Iterable[dict[str, Any]], *, group_by: str | None = None) -> Summary:
-    """The summary of ``records`` (episode records of one run), per group of ``group_by`` too."""
+    """The summary of ``records`` (episode records of one run), per group of ``group_by`` too.
+
+    Raises:
+        EnvbuilderError: no record's task has the field ``group_by``.
+    """
     records = list(records)
+    if group_by is not None and records:
+        check_group_by(group_by, record_fields(records), "the run's tasks")
     outcomes = collections.Counter(outcome_of(r) for r in records)
     reasons = collections.Counter(
         str(r.get("error_reason") or "other") for r in records if outcome_of(r) == "error"
@@ -112,8 +143,9 @@ def summarize(records: Iterable[dict[str, Any]], *, group_by: str | None = None)
     for r in records:
         by_task[_task(r)].append(outcome_of(r) == "correct")
     fewest = min((len(v) for v in by_task.values()), default=0)
-    pass_at = {
-        k: sum(pass_at_k(len(v), sum(v), k) for v in by_task.values()) / len(by_task) for k in _ks(fewest)
+    pass_at_ci = {
+        k: clustered_mean((task, pass_at_k(len(v), sum(v), k)) for task, v in by_task.items())
+        for k in _ks(fewest)
     }
     groups: dict[str, Summary] = {}
     if group_by is not None:
@@ -128,12 +160,38 @@ def summarize(records: Iterable[dict[str, Any]], *, group_by: str | None = None)
         errors_by_reason=dict(reasons.most_common()),
         reward_all=clustered_mean((_task(r), float(r.get("reward") or 0.0)) for r in records),
         reward_graded=clustered_mean((_task(r), float(r.get("reward") or 0.0)) for r in graded),
-        accuracy=dataclasses.replace(
-            clustered_mean((_task(r), float(outcome_of(r) == "correct")) for r in graded), bounds=(0.0, 1.0)
-        ),
-        pass_at=pass_at,
+        accuracy=clustered_mean((_task(r), float(outcome_of(r) == "correct")) for r in graded),
+        pass_at={k: e.mean or 0.0 for k, e in pass_at_ci.items()},
+        pass_at_ci=pass_at_ci,
         turns=sum(int(r.get("turns") or 0) for r in records),
         prompt_tokens=sum(int((r.get("usage") or {}).get("prompt_tokens") or 0) for r in records),
         completion_tokens=sum(int((r.get("usage") or {}).get("completion_tokens") or 0) for r in records),
         groups=groups,
     )
+
+
+_METHODS = {
+    "wilson": "Wilson (a proportion)",
+    "wilson, clustered": "Wilson with the effective size of samples clustered by task",
+    "bootstrap, clustered": "percentile bootstrap resampling tasks",
+}
+
+
+def interval_methods(s: Summary) -> str:
+    """Which interval each row uses, in words (the method is part of the result)."""
+    named: dict[str, Estimate] = {
+        "mean reward (all)": s.reward_all,
+        "mean reward (graded)": s.reward_graded,
+        "accuracy": s.accuracy,
+        **{f"pass@{k}": v for k, v in s.pass_at_ci.items()},
+    }
+    by: dict[str, list[str]] = {}
+    for name, e in named.items():
+        if e.method is not None:
+            by.setdefault(_METHODS.get(e.method, e.method), []).append(name)
+    text = "; ".join(f"{', '.join(names)}: {how}" for how, names in by.items()) or "none"
+    return text + (f"; (few: …) marks intervals over fewer than {FEW} tasks" if _any_few(s) else "")
+
+
+def _any_few(s: Summary) -> bool:
+    return any(e.few for e in (s.reward_all, s.accuracy, *[g.reward_all for g in s.groups.values()]))

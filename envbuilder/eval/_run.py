@@ -19,7 +19,15 @@ from typing import Any
 from envbuilder import __version__
 from envbuilder.errors import EnvbuilderError
 
-__all__ = ["EpisodeKey", "ResultsFile", "RunIdentity", "RunMismatch", "episode_key"]
+__all__ = [
+    "EpisodeKey",
+    "ResultsFile",
+    "RunIdentity",
+    "RunMismatch",
+    "describe",
+    "describe_sampling",
+    "episode_key",
+]
 
 #: ``(split, task index, sample)``: one episode of a run.
 EpisodeKey = tuple[str, int, int]
@@ -36,6 +44,7 @@ _OPTIONS = {
     "sampling": "the sampling options",
     "samples": "--samples",
     "max_turns": "--max-turns",
+    "answer": "--answer",
 }
 _SAMPLING = {
     "temperature": "--temperature",
@@ -44,6 +53,25 @@ _SAMPLING = {
     "seed": "--seed",
     "extra": "--extra-body",
 }
+
+
+def describe_sampling(sampling: dict[str, Any] | None) -> str:
+    """Sampling options as the command line gives them: ``--temperature 0.5 --seed 1``, or
+    ``the endpoint's defaults`` when none was set."""
+    parts = []
+    for key, option in _SAMPLING.items():
+        value = (sampling or {}).get(key)
+        if value in (None, {}):
+            continue
+        parts.append(f"{option} {json.dumps(value, sort_keys=True) if key == 'extra' else value}")
+    return " ".join(parts) or "the endpoint's defaults"
+
+
+def describe(key: str, value: Any) -> str:
+    """An identity field's value as a reader wants it (sampling as options, None as ``none``)."""
+    if key == "sampling":
+        return describe_sampling(value)
+    return "none" if value is None else str(value)
 
 
 class RunMismatch(EnvbuilderError):
@@ -69,6 +97,8 @@ class RunIdentity:
     sampling: dict[str, Any] = field(default_factory=dict)
     samples: int = 1
     max_turns: int = 10
+    answer: str = "tool"
+    """How the model answers: ``tool`` (it calls the answer tool) or ``text`` (its final message)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -81,7 +111,8 @@ class RunIdentity:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunIdentity:
-        return cls(**{k: data.get(k) for k in _OPTIONS})  # type: ignore[arg-type]
+        # a field an older header lacks takes its default (the behaviour of that version)
+        return cls(**{k: data[k] for k in _OPTIONS if k in data})
 
     def differences(self, other: RunIdentity) -> list[str]:
         """One line per field that differs: ``--model: "a" in the file, "b" now``."""
@@ -228,6 +259,15 @@ class ResultsFile:
         if header is None:
             raise EnvbuilderError(f"{self.path} holds no run", hint="Run `envbuilder eval … --out` first")
         return header, sorted(records.values(), key=episode_key)
+
+    def recorded_group_by(self) -> str | None:
+        """The ``--group-by`` the run was summarised with (from its summary file), if any."""
+        try:
+            data = json.loads(self.summary_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        value = data.get("group_by") if isinstance(data, dict) else None
+        return value if isinstance(value, str) else None
 
     @property
     def summary_path(self) -> Path:

@@ -11,8 +11,10 @@ from typing import Any
 
 from envbuilder.errors import EnvbuilderError
 from envbuilder.eval._agent import run_episode
+from envbuilder.eval._answer import AnswerMode, AnswerTool, choose_answer_tool
 from envbuilder.eval._backends import Backend
 from envbuilder.eval._model import ChatModel
+from envbuilder.eval._results import check_group_by
 from envbuilder.eval._run import EpisodeKey, ResultsFile, RunIdentity, without_transcript
 
 __all__ = ["EvalPlan", "plan_eval", "run_eval"]
@@ -30,6 +32,8 @@ class EvalPlan:
     """Episodes without a record that ended without an error (the rest are kept)."""
     done: dict[EpisodeKey, dict[str, Any]] = field(default_factory=dict)
     results: ResultsFile | None = None
+    answer_tool: AnswerTool | None = None
+    """``--answer text``: the tool the model's final message is submitted to."""
 
     @property
     def env(self) -> str:
@@ -50,12 +54,15 @@ async def plan_eval(
     max_turns: int = 10,
     out: Path | None = None,
     command: str | None = None,
+    answer: AnswerMode = "tool",
+    group_by: str | None = None,
 ) -> EvalPlan:
     """The run's identity and the episodes still to play.
 
     Raises:
         RunMismatch: ``out`` holds another run.
-        EnvbuilderError: an unknown split.
+        EnvbuilderError: an unknown split, a ``group_by`` field the tasks lack, ``answer="text"``
+            on an environment without an answer tool.
     """
     splits = await backend.splits()
     if split is None:
@@ -64,12 +71,19 @@ async def plan_eval(
         raise EnvbuilderError(
             f"unknown split {split!r}", hint=f"Splits: {', '.join(splits)}", code="invalid_split"
         )
+    if answer not in ("tool", "text"):
+        raise EnvbuilderError(f"--answer {answer!r}: expected tool or text", code="invalid_option")
+    n = await backend.num_tasks(split)
+    if group_by is not None and n:
+        check_group_by(group_by, task_fields(await backend.first_task(split)), f"{backend.env_name}'s tasks")
+    answer_tool = (
+        choose_answer_tool(backend.env_name, await backend.tool_listing()) if answer == "text" else None
+    )
     identity = RunIdentity(
         env=backend.env_name, env_hash=await backend.content_hash(), server=backend.server,
         split=split, limit=limit, model=model.model, endpoint=model.base_url,
-        sampling=model.sampling.to_dict(), samples=samples, max_turns=max_turns,
+        sampling=model.sampling.to_dict(), samples=samples, max_turns=max_turns, answer=answer,
     )  # fmt: skip
-    n = await backend.num_tasks(split)
     episodes = [
         (split, i, s) for i in range(n if limit is None else min(n, max(0, limit))) for s in range(samples)
     ]
@@ -78,10 +92,10 @@ async def plan_eval(
     wanted = set(episodes)
     done = {k: r for k, r in earlier.items() if r.get("status") != "error" and k in wanted}
     todo = [k for k in episodes if k not in done]
-    return EvalPlan(identity, episodes, todo, done, results)
+    return EvalPlan(identity, episodes, todo, done, results, answer_tool)
 
 
-def _fields(task: dict[str, Any]) -> dict[str, Any]:
+def task_fields(task: dict[str, Any]) -> dict[str, Any]:
     """The task's short scalar fields, kept in the record so results can be grouped later."""
     return {
         k: v for k, v in task.items()
@@ -96,10 +110,14 @@ async def run_eval(
     *,
     concurrency: int = 4,
     on_record: Callable[[dict[str, Any]], None] | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> list[dict[str, Any]]:
     """Play every episode of ``plan.todo``; the records of all of ``plan.episodes`` in order
     (including those an earlier run into the same file finished). With a results file the
-    records come without their transcripts (``messages``, ``tool_calls``): those are in the file."""
+    records come without their transcripts (``messages``, ``tool_calls``): those are in the file.
+
+    ``stop`` (e.g. a spent budget) is asked before each episode starts: once it says yes, no
+    new episode starts, those under way finish, and the rest stay to do for a resumed run."""
     queue: asyncio.Queue[EpisodeKey] = asyncio.Queue()
     for key in plan.todo:
         queue.put_nowait(key)
@@ -119,8 +137,8 @@ async def run_eval(
         }
         try:
             async with backend.episode(split, index) as handle:
-                head["task"] = _fields(handle.task)
-                record = await run_episode(handle, model, plan.identity.max_turns)
+                head["task"] = task_fields(handle.task)
+                record = await run_episode(handle, model, plan.identity.max_turns, plan.answer_tool)
         except Exception as exc:  # the environment failed: this episode's error, not the run's
             record = {
                 "status": "error",
@@ -136,7 +154,7 @@ async def run_eval(
         return {**head, **record}
 
     async def worker() -> None:
-        while True:
+        while stop is None or not stop():
             try:
                 key = queue.get_nowait()
             except asyncio.QueueEmpty:

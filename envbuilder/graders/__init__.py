@@ -10,14 +10,17 @@ from envbuilder.graders._base import (
     build_grader,
     graders,
 )
+from envbuilder.graders._trajectory import TRAJECTORY, Trajectory
 
 __all__ = [
+    "TRAJECTORY",
     "Grade",
     "Grader",
     "GraderConfig",
     "GraderConfigError",
     "GraderContext",
     "Outcome",
+    "Trajectory",
     "build_grader",
     "graders",
 ]

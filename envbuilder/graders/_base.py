@@ -8,11 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from envbuilder.data import Task
 from envbuilder.errors import GraderError
 from envbuilder.plugins import ConfigModel, Plugin, Registry
 from envbuilder.templating import Template
-
-Task = dict[str, Any]
 
 
 class Outcome(enum.StrEnum):
@@ -118,6 +117,8 @@ class Grader(Plugin, abc.ABC):
     blocking: bool = False
     """True when grading waits on I/O or long work (an HTTP judge, a symbolic check): such
     calls stream with keep-alives. A class default; composite graders set it per instance."""
+    needs_state: ClassVar[bool] = False
+    """The grader compares the episode's state document: the spec must declare `state:`."""
 
     def __init__(self, config: Any, context: GraderContext):
         self.config = config
@@ -131,6 +132,13 @@ class Grader(Plugin, abc.ABC):
     @abc.abstractmethod
     async def grade(self, answer: str, task: Task, secrets: dict[str, str]) -> Grade:
         """Grade ``answer`` to ``task``. Must not raise for bad answers: return a Grade."""
+
+    def walk(self) -> list[Grader]:
+        """This grader and the graders inside it (a composite's children, theirs, …)."""
+        out: list[Grader] = [self]
+        for child in getattr(self, "children", ()):
+            out.extend(child.walk())
+        return out
 
     def target(self, task: Task) -> Any:
         """The expected answer for ``task``, for previews and self-checks (None if unknown)."""

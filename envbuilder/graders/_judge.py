@@ -32,7 +32,7 @@ from envbuilder.graders._base import (
 from envbuilder.graders._judge_cache import JudgeCache, cache_key, open_cache
 from envbuilder.plugins import ConfigModel
 from envbuilder.retry import RetryPolicy
-from envbuilder.templating import Template
+from envbuilder.templating import Template, template_or_file
 
 log = logging.getLogger("envbuilder.graders.judge")
 
@@ -164,11 +164,15 @@ class LLMJudgeGrader(Grader):
     def __init__(self, config: LLMJudgeConfig, context: GraderContext):
         super().__init__(config, context)
         base = context.base_dir
-        if config.template is not None:
-            self._prompt = Template(config.template, name="grader.template", base_dir=base)
-        else:
-            file = config.template_file or "judges/correctness.jinja"
-            self._prompt = Template(file, name="grader.template_file", base_dir=base, from_file=True)
+        prompt = template_or_file(
+            config.template,
+            config.template_file,
+            key="grader.template",
+            base_dir=base,
+            default_file="judges/correctness.jinja",
+        )
+        assert prompt is not None
+        self._prompt = prompt
         self._system = Template(config.system, name="grader.system", base_dir=base) if config.system else None
         self._question = (
             Template(config.question, name="grader.question", base_dir=base) if config.question else None
@@ -240,12 +244,7 @@ class LLMJudgeGrader(Grader):
         return payload
 
     def _api_key(self, secrets: dict[str, str]) -> str | None:
-        cfg = self.config
-        if cfg.api_key_secret and secrets.get(cfg.api_key_secret):
-            return secrets[cfg.api_key_secret]
-        if cfg.api_key_env and os.environ.get(cfg.api_key_env):
-            return os.environ[cfg.api_key_env]
-        return None
+        return api_key(self.config.api_key_secret, self.config.api_key_env, secrets)
 
     def _state(self) -> _LoopState:
         # A client and a semaphore belong to one event loop; tests and tools may run several.
@@ -396,6 +395,16 @@ class LLMJudgeGrader(Grader):
         outcome = Outcome.CORRECT if score > 0 else Outcome.INCORRECT
         reason = f"the judge's verdict: {verdict}"
         return Grade(outcome, score, reason, {"target": reference, "judge": judge})
+
+
+def api_key(secret: str | None, env: str | None, secrets: dict[str, str]) -> str | None:
+    """The API key of a model call: the session secret named ``secret``, else the server's
+    environment variable ``env``, else None (the one rule of the judge and the simulated user)."""
+    if secret and secrets.get(secret):
+        return secrets[secret]
+    if env and os.environ.get(env):
+        return os.environ[env]
+    return None
 
 
 def _content(resp: httpx.Response) -> str:

@@ -33,7 +33,7 @@ from envbuilder.errors import SandboxError, TemplateError
 from envbuilder.graders._base import Grade, Grader, GraderConfig, GraderContext, Outcome, Task
 from envbuilder.graders._code import extract_code
 from envbuilder.sandbox import Limits, RunResult, default_backend, run_code
-from envbuilder.templating import Template
+from envbuilder.templating import Template, template_or_file
 
 #: Names the program template gets besides the task's fields (these win on a clash).
 PROGRAM_VARIABLES = frozenset({"answer", "case", "task"})
@@ -94,12 +94,9 @@ class UnitTestsGrader(Grader):
     def __init__(self, config: UnitTestsConfig, context: GraderContext):
         super().__init__(config, context)
         base = context.base_dir
-        if config.program is not None:
-            self._program = Template(config.program, name="grader.program", base_dir=base)
-        else:
-            assert config.program_file is not None
-            file = config.program_file
-            self._program = Template(file, name="grader.program_file", base_dir=base, from_file=True)
+        program = template_or_file(config.program, config.program_file, key="grader.program", base_dir=base)
+        assert program is not None  # the config requires one of them
+        self._program = program
         self._reference = (
             Template(config.reference, name="grader.reference", base_dir=base) if config.reference else None
         )

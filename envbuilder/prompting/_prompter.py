@@ -29,23 +29,13 @@ from envbuilder.prompting._flatten import flatten_messages
 from envbuilder.prompting._images import image_blocks
 from envbuilder.protocol import ContentBlock, Message, TextBlock
 from envbuilder.spec import PromptSpec
-from envbuilder.templating import Template
+from envbuilder.templating import Template, template_or_file
 
 __all__ = ["SAMPLE_ROWS", "Prompter"]
 
 #: Rows of each split whose conversation and images are checked when a spec is loaded
 #: (the first ones: one row-group read per split). Every request is checked as well.
 SAMPLE_ROWS = 32
-
-
-def _template(
-    template: str | None, template_file: str | None, name: str, base_dir: Path | None
-) -> Template | None:
-    if template_file is not None:
-        return Template(template_file, name=f"{name}_file", base_dir=base_dir, from_file=True)
-    if template is not None:
-        return Template(template, name=name, base_dir=base_dir)
-    return None
 
 
 class _Turn:
@@ -94,16 +84,20 @@ class Prompter:
         self.spec = spec
         self.base_dir = base_dir
         self.splits = dict(splits or {})
-        self.system = _template(spec.system, None, "prompt.system", base_dir)
+        self.system = template_or_file(spec.system, None, key="prompt.system", base_dir=base_dir)
         self.turns: list[_Turn] = []
         self.conversation = ConversationReader(spec.conversation) if spec.conversation else None
         self.template: Template | None = None
         if spec.turns is not None:
             for i, turn in enumerate(spec.turns):
-                text = _template(turn.template, turn.template_file, f"prompt.turns[{i}].template", base_dir)
+                text = template_or_file(
+                    turn.template, turn.template_file, key=f"prompt.turns[{i}].template", base_dir=base_dir
+                )
                 self.turns.append(_Turn(turn.role, text, turn.images, ("prompt", "turns", i)))
         elif spec.conversation is None:
-            self.template = _template(spec.template, spec.template_file, "prompt.template", base_dir)
+            self.template = template_or_file(
+                spec.template, spec.template_file, key="prompt.template", base_dir=base_dir
+            )
             self.turns.append(_Turn("user", self.template, spec.images, ("prompt",)))
         self.few_shot: FewShot | None = None
         self.shot_question: _Turn | None = None

@@ -1,10 +1,11 @@
 """Run untrusted code isolated and limited: backends (bubblewrap, Docker/Podman), limits, results."""
 
-from envbuilder.sandbox._backend import BACKEND_ENV, Backend, backend_from_name, default_backend
+from envbuilder.sandbox._backend import Backend
 from envbuilder.sandbox._bwrap import BubblewrapBackend
 from envbuilder.sandbox._docker import DockerBackend
 from envbuilder.sandbox._result import Limits, RunResult, Status
 from envbuilder.sandbox._run import run_code
+from envbuilder.sandbox._select import BACKEND_ENV, backend_from_name, default_backend
 from envbuilder.sandbox._slots import Slots, default_concurrency, shared_slots
 
 __all__ = [

@@ -1,4 +1,4 @@
-"""What every sandbox backend provides, and how the server picks one.
+"""What every sandbox backend provides (the server picks one in ``_select``).
 
 A backend runs a command over a few files in an isolated, limited place and reports what
 happened (:class:`RunResult`). It raises :class:`~envbuilder.errors.SandboxError` only when it
@@ -9,17 +9,14 @@ ungradeable grade, never a 0. There is deliberately no backend that runs code un
 from __future__ import annotations
 
 import abc
-import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import ClassVar
 
-from envbuilder.errors import SandboxError, did_you_mean
+from envbuilder.errors import SandboxError
 from envbuilder.sandbox._result import Limits, RunResult
 
-#: Environment variable naming the backend (``bubblewrap`` or ``docker``).
-BACKEND_ENV = "ENVBUILDER_SANDBOX"
 _FILE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
 # Every run gets these; nothing of the server's own environment reaches the code.
 BASE_ENV = {
@@ -73,34 +70,3 @@ def check_file_names(files: Mapping[str, bytes]) -> None:
     for name in files:
         if not _FILE_NAME.match(name):
             raise ValueError(f"sandbox file name {name!r} must be a plain name like main.py")
-
-
-def backend_from_name(name: str | None = None) -> Backend:
-    """The backend called ``name`` (default: ``$ENVBUILDER_SANDBOX``, else ``bubblewrap``).
-
-    Raises:
-        SandboxError: the name is unknown.
-    """
-    from envbuilder.sandbox._bwrap import BubblewrapBackend
-    from envbuilder.sandbox._docker import DockerBackend
-
-    known: dict[str, type[Backend]] = {"bubblewrap": BubblewrapBackend, "docker": DockerBackend}
-    chosen = name or os.environ.get(BACKEND_ENV) or "bubblewrap"
-    cls = known.get(chosen)
-    if cls is None:
-        raise SandboxError(
-            f"unknown sandbox backend {chosen!r}",
-            hint=did_you_mean(chosen, known) or f"Known backends: {', '.join(sorted(known))}",
-        )
-    return cls()
-
-
-_default: dict[str | None, Backend] = {}
-
-
-def default_backend(name: str | None = None) -> Backend:
-    """One shared backend per name (``None``: the configured default)."""
-    backend = _default.get(name)
-    if backend is None:
-        backend = _default[name] = backend_from_name(name)
-    return backend

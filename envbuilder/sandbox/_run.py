@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
 
-from envbuilder.sandbox._backend import Backend, default_backend
+from envbuilder.sandbox._backend import Backend
 from envbuilder.sandbox._result import Limits, RunResult
+from envbuilder.sandbox._select import default_backend
 from envbuilder.sandbox._slots import Slots, shared_slots
 
 

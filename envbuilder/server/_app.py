@@ -19,7 +19,11 @@ from envbuilder import __version__
 from envbuilder.environment import Environment
 from envbuilder.errors import RequestError
 from envbuilder.server import _ops
+from envbuilder.server._catalog import router as catalog
+from envbuilder.server._discovery import router as discovery
+from envbuilder.server._episodes import router as episodes
 from envbuilder.server._fast import FastFront
+from envbuilder.server._responses import ReplyResponse, json_response
 from envbuilder.server._state import ServerSettings, State
 
 
@@ -33,11 +37,6 @@ class ORSApp(FastAPI):
 
     async def fastapi_call(self, scope: Scope, receive: Receive, send: Send) -> None:
         await super().__call__(scope, receive, send)
-
-
-def json_response(content: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
-    reply = _ops.json_reply(content, status)
-    return Response(reply.body, status_code=status, media_type="application/json", headers=headers)
 
 
 def _small(value: Any) -> bool:
@@ -55,10 +54,6 @@ def _located(error: Any) -> dict[str, Any]:
 
 def create_app(envs: list[Environment], settings: ServerSettings | None = None) -> FastAPI:
     """The ORS application for ``envs`` (the first is the default environment)."""
-    from envbuilder.server._catalog import router as catalog
-    from envbuilder.server._discovery import router as discovery
-    from envbuilder.server._episodes import router as episodes
-
     state = State(envs, settings or ServerSettings())
 
     @contextlib.asynccontextmanager
@@ -106,19 +101,15 @@ def create_app(envs: list[Environment], settings: ServerSettings | None = None) 
 
     @app.exception_handler(Exception)
     async def _unhandled(request: Request, exc: Exception) -> Response:
-        reply = _ops.internal_error(exc, request.method, request.url.path)
-        return Response(reply.body, status_code=500, media_type="application/json", headers=_ops.CLOSE)
+        return ReplyResponse(_ops.internal_error(exc, request.method, request.url.path), _ops.CLOSE)
 
-    app.include_router(discovery)
-    app.include_router(episodes)
-    app.include_router(catalog)
-    # Like the reference servers: the first segments of all non-parameterised routes.
-    paths = [getattr(r, "path", "") for router in (discovery, episodes, catalog) for r in router.routes]
-    paths += [app.docs_url or "", app.redoc_url or "", app.openapi_url or ""]
-    roots = frozenset(
-        p.strip("/").split("/")[0] for p in paths if p.strip("/") and not p.strip("/").startswith("{")
-    )
-    app.front = FastFront(state, app.fastapi_call, roots)
+    routers = (discovery, episodes, catalog)
+    for router in routers:
+        app.include_router(router)
+    # The routes as declared (FastAPI includes routers lazily): the front door takes its
+    # methods and paths from them.
+    routes = [*app.routes, *(route for router in routers for route in router.routes)]
+    app.front = FastFront(state, app.fastapi_call, routes)
 
     def openapi() -> dict[str, Any]:
         # `env_name` takes the served names (others are redirected to the default environment).

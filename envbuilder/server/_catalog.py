@@ -8,7 +8,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 
-from envbuilder.server._app import json_response
+from envbuilder.server._responses import json_response
 
 router = APIRouter()
 

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
-import orjson
 from fastapi import APIRouter, Request
 from fastapi.responses import Response, StreamingResponse
 
@@ -25,6 +22,7 @@ from envbuilder.protocol import (
     VersionResponse,
 )
 from envbuilder.server import _ops
+from envbuilder.server._responses import ReplyResponse
 from envbuilder.server._state import State
 
 router = APIRouter()
@@ -52,29 +50,23 @@ def _state(request: Request) -> State:
     return request.app.state.ors
 
 
-def respond(reply: _ops.Reply) -> Response:
-    return Response(
-        reply.body, status_code=reply.status, media_type=reply.media_type.decode(), headers=reply.headers
-    )
-
-
 @router.get("/health", response_model=StatusResponse, tags=["discovery"])
 async def health(request: Request) -> Response:
     """Liveness: ``{"status":"ok"}``; 503 ``{"status":"unavailable","store":"down"}`` while a
     shared session store does not answer (``"out of memory"``, ``"read-only"``: it refuses writes)."""
-    return respond(await _ops.health(request.app.state.ors))
+    return ReplyResponse(await _ops.health(request.app.state.ors))
 
 
 @router.get("/version", responses=DISCOVERY_ERRORS, response_model=VersionResponse, tags=["discovery"])
 async def version() -> Response:
     """The envbuilder version serving this environment."""
-    return respond(_ops.json_reply({"version": __version__, "build_sha": None}))
+    return ReplyResponse(_ops.json_reply({"version": __version__, "build_sha": None}))
 
 
 @router.get("/list_environments", responses=DISCOVERY_ERRORS, response_model=list[str], tags=["discovery"])
 async def list_environments(request: Request) -> Response:
     """Environment names, the default first."""
-    return respond(_ops.json_reply(list(_state(request).envs)))
+    return ReplyResponse(_ops.json_reply(list(_state(request).envs)))
 
 
 @router.get(
@@ -83,14 +75,14 @@ async def list_environments(request: Request) -> Response:
 async def list_tools(env_name: str, request: Request) -> Response:
     """The tools every task of the environment offers."""
     state = _state(request)
-    return respond(_ops.Reply(state.tools_json[state.env(env_name).name.lower()]))
+    return ReplyResponse(_ops.Reply(state.tools_json[state.env(env_name).name.lower()]))
 
 
 @router.get("/{env_name}/splits", responses=DISCOVERY_ERRORS, response_model=list[Split], tags=["discovery"])
 async def list_splits(env_name: str, request: Request) -> Response:
     """The splits with their types."""
     state = _state(request)
-    return respond(_ops.Reply(state.splits_json[state.env(env_name).name.lower()]))
+    return ReplyResponse(_ops.Reply(state.splits_json[state.env(env_name).name.lower()]))
 
 
 @router.post(
@@ -98,21 +90,28 @@ async def list_splits(env_name: str, request: Request) -> Response:
 )
 async def num_tasks(env_name: str, body: SplitRequest, request: Request) -> Response:
     """How many tasks a split has (from metadata: no rows are read)."""
-    return respond(_ops.num_tasks(_state(request), env_name, body.split))
+    return ReplyResponse(_ops.num_tasks(_state(request), env_name, body.split))
 
 
 @router.post("/{env_name}/task", responses=DISCOVERY_ERRORS, response_model=TaskResponse, tags=["discovery"])
 async def get_task(env_name: str, body: TaskRequest, request: Request) -> Response:
     """One task by index (negative indices count from the end)."""
-    return respond(_ops.get_task(_state(request), env_name, body.split, body.index))
+    return ReplyResponse(_ops.get_task(_state(request), env_name, body.split, body.index))
 
 
 @router.post(
     "/{env_name}/task_range", responses=DISCOVERY_ERRORS, response_model=TasksResponse, tags=["discovery"]
 )
 async def get_task_range(env_name: str, body: TaskRangeRequest, request: Request) -> Response:
-    """Tasks ``start:stop`` with Python slice semantics."""
-    return respond(_ops.get_task_range(_state(request), env_name, body.split, body.start, body.stop))
+    """Tasks ``start:stop`` with Python slice semantics (both omitted: the whole split); long
+    ranges are streamed, so listing a 100,000-task split holds one batch in memory."""
+    state = _state(request)
+    span = _ops.task_range_span(state, env_name, body.split, body.start, body.stop)
+    if len(span) <= _ops.TASK_PAGE:
+        return ReplyResponse(_ops.get_task_range(state, env_name, body.split, body.start, body.stop))
+    return StreamingResponse(
+        _ops.stream_tasks(state, env_name, body.split, span), media_type="application/json"
+    )
 
 
 @router.post(
@@ -120,25 +119,8 @@ async def get_task_range(env_name: str, body: TaskRangeRequest, request: Request
 )
 async def list_tasks(env_name: str, body: SplitRequest, request: Request) -> Response:
     """Every task of a split, streamed in batches so other requests are not held up."""
-    env = _state(request).env(env_name)
-    split = _ops.split_of(env, body.split)
-    tail = b'],"env_name":' + orjson.dumps(env_name) + b"}"
-
-    batches = split.iter_batches()
-
-    def next_chunk() -> bytes | None:
-        # Reading and encoding a batch runs in a worker thread so the event loop stays free.
-        for batch in batches:
-            if batch:
-                return orjson.dumps([env.public(t) for t in batch] if env.private_fields else batch)[1:-1]
-        return None
-
-    async def stream() -> AsyncIterator[bytes]:
-        yield b'{"tasks":['
-        first = True
-        while (chunk := await asyncio.to_thread(next_chunk)) is not None:
-            yield chunk if first else b"," + chunk
-            first = False
-        yield tail
-
-    return StreamingResponse(stream(), media_type="application/json")
+    state = _state(request)
+    span = range(len(_ops.split_of(state.env(env_name), body.split)))
+    return StreamingResponse(
+        _ops.stream_tasks(state, env_name, body.split, span), media_type="application/json"
+    )

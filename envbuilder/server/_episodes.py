@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Request
@@ -19,8 +17,9 @@ from envbuilder.protocol import (
     StatusResponse,
     TextBlock,
 )
-from envbuilder.server import _ops, _sse
-from envbuilder.server._discovery import errors, respond
+from envbuilder.server import _ops
+from envbuilder.server._discovery import errors
+from envbuilder.server._responses import ReplyResponse
 from envbuilder.server._state import State
 
 router = APIRouter()
@@ -52,35 +51,40 @@ Sid = Annotated[str, Depends(require_sid)]
 async def create_session() -> Response:
     """Mint a session id, as SSE (``task_id`` then an empty ``end``): both reference clients
     require this form, not the JSON the public spec text shows."""
-    return _sse_response(_ops.create_session().body)
+    return ReplyResponse(_ops.create_session())
 
 
 @router.post(
     "/create", response_model=SidResponse, tags=["sessions"], responses=errors(400, 401, 403, 404, 413, 503)
 )
 async def create(
-    request: Request, sid: Sid, body: CreateRequest, x_secrets: Annotated[str | None, Header()] = None
+    request: Request,
+    sid: Sid,
+    body: CreateRequest,
+    x_secrets: Annotated[str | None, Header()] = None,
+    x_deployment: Annotated[str | None, Header()] = None,
 ) -> Response:
-    """Start an episode on a task given by ``task_spec`` or by ``split`` and ``index``."""
-    return respond(await _ops.create(_state(request), sid, body, x_secrets))
+    """Start an episode on a task given by ``task_spec`` or by ``split`` and ``index``, in the
+    environment ``env_name`` names (else the one ``X-Deployment`` names, else the default)."""
+    return ReplyResponse(await _ops.create(_state(request), sid, body, x_secrets, x_deployment))
 
 
 @router.post("/ping", responses=SESSION_ERRORS, response_model=StatusResponse, tags=["sessions"])
 async def ping(request: Request, sid: Sid) -> Response:
     """Keep a session alive (sessions idle for 15 minutes are deleted)."""
-    return respond(await _ops.ping(_state(request), sid))
+    return ReplyResponse(await _ops.ping(_state(request), sid))
 
 
 @router.post("/delete", responses=SESSION_ERRORS, response_model=SidResponse, tags=["sessions"])
 async def delete(request: Request, sid: Sid) -> Response:
     """End a session (idempotent)."""
-    return respond(await _ops.delete(_state(request), sid))
+    return ReplyResponse(await _ops.delete(_state(request), sid))
 
 
 @router.post("/delete_session", responses=SESSION_ERRORS, response_model=SidResponse, tags=["sessions"])
 async def delete_session(sid: Sid) -> Response:
     """Release a session id minted by ``/create_session`` (nothing is stored for it)."""
-    return respond(_ops.delete_session(sid))
+    return ReplyResponse(_ops.delete_session(sid))
 
 
 @router.get(
@@ -91,13 +95,13 @@ async def delete_session(sid: Sid) -> Response:
 )
 async def prompt(env_name: str, request: Request, sid: Sid) -> Response:
     """The task's prompt as content blocks."""
-    return respond(await _ops.prompt(_state(request), sid))
+    return ReplyResponse(await _ops.prompt(_state(request), sid))
 
 
 @router.get("/{env_name}/messages", responses=SESSION_ERRORS, response_model=list[Message], tags=["episode"])
 async def messages(env_name: str, request: Request, sid: Sid) -> Response:
     """The task's prompt as a role-tagged conversation."""
-    return respond(await _ops.messages(_state(request), sid))
+    return ReplyResponse(await _ops.messages(_state(request), sid))
 
 
 @router.get(
@@ -105,17 +109,13 @@ async def messages(env_name: str, request: Request, sid: Sid) -> Response:
 )
 async def task_tools(env_name: str, request: Request, sid: Sid) -> Response:
     """The tools of this session's task."""
-    return respond(await _ops.task_tools(_state(request), sid))
+    return ReplyResponse(await _ops.task_tools(_state(request), sid))
 
 
 @router.post("/{env_name}/score_group", responses=SESSION_ERRORS, tags=["episode"])
 async def score_group(env_name: str, request: Request, sid: Sid) -> Response:
     """Group scoring is not offered by envbuilder environments."""
-    return respond(await _ops.score_group(_state(request), sid))
-
-
-def _sse_response(body: bytes) -> Response:
-    return Response(body, media_type=_sse.MEDIA_TYPE, headers=_sse.HEADERS)
+    return ReplyResponse(await _ops.score_group(_state(request), sid))
 
 
 @router.post(
@@ -129,28 +129,8 @@ async def call(env_name: str, request: Request, sid: Sid, body: CallRequest) -> 
     JSON result (or ``error``). Re-POST with ``task_id`` to re-attach after a dropped
     connection; results stay replayable for 60 s."""
     state = _state(request)
-    task_id, result = await _ops.open_call(state, sid, body.name, body.input, body.task_id)
-    if result is None:
-        return _sse_response(_ops.UNKNOWN_TASK)
-    if isinstance(result, bytes):
-        return _sse_response(_sse.event("task_id", task_id) + result)
-    if isinstance(result, asyncio.Future):
-        return _stream(state.settings.ping_interval, task_id, result)
-    frames = await result  # an ordinary call: it finishes without waiting on I/O
-    return _sse_response(_sse.event("task_id", task_id) + frames)
-
-
-def _stream(interval: float, task_id: str, fut: asyncio.Future[bytes]) -> Response:
-    async def events() -> AsyncIterator[bytes]:
-        yield _sse.event("task_id", task_id)
-        while True:
-            done, _ = await asyncio.wait({fut}, timeout=interval)
-            if done:
-                break
-            yield _sse.ping()
-        yield _ops.final_frames(fut)
-
-    return StreamingResponse(events(), media_type=_sse.MEDIA_TYPE, headers=_sse.HEADERS)
+    reply = await _ops.call(state, sid, body)
+    return ReplyResponse(reply, interval=state.settings.ping_interval)
 
 
 __all__ = ["router"]

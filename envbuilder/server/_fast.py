@@ -13,21 +13,21 @@ unexpected error (:func:`_ops.internal_error`, with ``Connection: close``).
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from fastapi.routing import APIRoute
 from pydantic import ValidationError
+from starlette.routing import BaseRoute
 
 from envbuilder.errors import RequestError
 from envbuilder.protocol import CallRequest, CreateRequest, SplitRequest, TaskRangeRequest, TaskRequest
-from envbuilder.server import _access, _ops, _sse
+from envbuilder.server import _access, _ops
+from envbuilder.server._responses import reply_headers, send_reply
 from envbuilder.server._state import State
 
 ASGIApp = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
-
-
-_SSE_HEADERS = [(k.encode(), v.encode()) for k, v in _sse.HEADERS.items()]
+Handler = Callable[..., Awaitable[_ops.Reply]]
 
 
 class _Fallback(Exception):
@@ -41,10 +41,10 @@ class _TooLarge(Exception):
 class FastFront:
     """ASGI callable placed in front of the FastAPI app (see :func:`create_app`)."""
 
-    def __init__(self, state: State, app: ASGIApp, roots: frozenset[str]):
+    def __init__(self, state: State, app: ASGIApp, routes: Sequence[BaseRoute]):
         self.state = state
         self.app = app
-        self.roots = roots
+        self.roots = _roots(routes)
         """First path segments of the fixed routes: never redirected to the default environment."""
         self.served = 0
         """Requests answered here (the rest went to FastAPI): a cheap health signal."""
@@ -52,24 +52,48 @@ class FastFront:
         """Answer the ordinary requests here (False: every request goes to FastAPI after the
         shared checks, which is how the tests compare the two doors)."""
         self.keys = _access.Keys(state.settings.api_keys)
-        self.root: dict[tuple[str, str], Callable[..., Awaitable[_ops.Reply]]] = {
-            ("GET", "health"): self._health,
-            ("POST", "create_session"): self._create_session,
-            ("POST", "create"): self._create,
-            ("POST", "ping"): self._ping,
-            ("POST", "delete"): self._delete,
-            ("POST", "delete_session"): self._delete_session,
-        }
-        self.env_routes: dict[tuple[str, str], Callable[..., Awaitable[_ops.Reply]]] = {
-            ("GET", "prompt"): self._prompt,
-            ("GET", "messages"): self._messages,
-            ("GET", "task_tools"): self._task_tools,
-            ("GET", "tools"): self._tools,
-            ("GET", "splits"): self._splits,
-            ("POST", "call"): self._call,
-            ("POST", "num_tasks"): self._num_tasks,
-            ("POST", "task"): self._task,
-            ("POST", "task_range"): self._task_range,
+        self.root: dict[tuple[str, str], Handler] = {}
+        """``(method, name)`` of the routes ``/name`` answered here."""
+        self.env_routes: dict[tuple[str, str], Handler] = {}
+        """``(method, name)`` of the routes ``/{env_name}/name`` answered here."""
+        self._route(routes)
+
+    def _route(self, routes: Sequence[BaseRoute]) -> None:
+        """Take the methods and paths of the FastAPI routes this door answers (by endpoint name,
+        :attr:`handlers`): the routes are declared once, with FastAPI."""
+        handlers = self.handlers()
+        for route in routes:
+            handler = handlers.pop(route.name, None) if isinstance(route, APIRoute) else None
+            if handler is None:
+                continue
+            assert isinstance(route, APIRoute)
+            *prefix, name = route.path.strip("/").split("/")
+            table = self.env_routes if prefix == ["{env_name}"] else self.root if not prefix else None
+            if table is None:
+                raise RuntimeError(f"the fast door cannot answer {route.path!r}")
+            for method in route.methods or ():
+                table[(method, name)] = handler
+        if handlers:
+            raise RuntimeError(f"fast-door handlers without a FastAPI route: {sorted(handlers)}")
+
+    def handlers(self) -> dict[str, Handler]:
+        """The fast handler of each FastAPI endpoint (by its name) this door answers."""
+        return {
+            "health": self._health,
+            "create_session": self._create_session,
+            "create": self._create,
+            "ping": self._ping,
+            "delete": self._delete,
+            "delete_session": self._delete_session,
+            "prompt": self._prompt,
+            "messages": self._messages,
+            "task_tools": self._task_tools,
+            "list_tools": self._list_tools,
+            "list_splits": self._list_splits,
+            "call": self._call,
+            "num_tasks": self._num_tasks,
+            "get_task": self._get_task,
+            "get_task_range": self._get_task_range,
         }
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -86,7 +110,16 @@ class FastFront:
         parts = path.split("/")
         first = parts[1].lower() if len(parts) > 1 else ""
         if first not in self.roots and first not in self.state.envs:
-            return await _redirect(self.state.default, scope, send)
+            try:
+                named = self.state.deployment(headers.get(b"x-deployment", b"").decode("latin-1"))
+            except RequestError as exc:
+                return await _answer(send, _ops.error_reply(exc.status, exc.message))
+            if named is None:  # no name given: the reference servers' redirect (PROTOCOL.md §1.2)
+                return await _redirect(self.state.default, scope, send)
+            scope = _prefixed(scope, named)
+            path = scope["path"]
+            parts = path.split("/")
+            first = named
         method: str = scope["method"]
         body = b""
         if method != "GET" and method != "HEAD":
@@ -118,9 +151,7 @@ class FastFront:
         except Exception as exc:
             return await _answer(send, _ops.internal_error(exc, method, path), _ops.CLOSE)
         self.served += 1
-        if reply.rest is not None:
-            return await _stream(send, reply, reply.rest, self.state.settings.ping_interval)
-        await _answer(send, reply, extra)
+        await send_reply(send, reply, reply_headers(reply, extra), self.state.settings.ping_interval)
 
     async def _fastapi(self, scope: dict[str, Any], body: bytes, receive: Any, send: Any) -> None:
         """Hand the request (its body already read) to FastAPI. Its exception handler answers an
@@ -150,7 +181,14 @@ class FastFront:
         request = _parse(CreateRequest, headers, body)  # FastAPI reads the body before the sid
         sid = _sid(headers)
         secrets = headers.get(b"x-secrets")
-        return await _ops.create(self.state, sid, request, secrets.decode("latin-1") if secrets else None)
+        deployment = headers.get(b"x-deployment")
+        return await _ops.create(
+            self.state,
+            sid,
+            request,
+            secrets.decode("latin-1") if secrets else None,
+            deployment.decode("latin-1") if deployment else None,
+        )
 
     async def _ping(self, headers: dict[bytes, bytes], body: bytes) -> _ops.Reply:
         return await _ops.ping(self.state, _sid(headers))
@@ -163,21 +201,23 @@ class FastFront:
 
     # -- environment routes ------------------------------------------------------------------
 
-    async def _tools(self, headers: dict[bytes, bytes], body: bytes, env: str) -> _ops.Reply:
+    async def _list_tools(self, headers: dict[bytes, bytes], body: bytes, env: str) -> _ops.Reply:
         return _ops.Reply(self.state.tools_json[self.state.env(env).name.lower()])
 
-    async def _splits(self, headers: dict[bytes, bytes], body: bytes, env: str) -> _ops.Reply:
+    async def _list_splits(self, headers: dict[bytes, bytes], body: bytes, env: str) -> _ops.Reply:
         return _ops.Reply(self.state.splits_json[self.state.env(env).name.lower()])
 
     async def _num_tasks(self, headers: dict[bytes, bytes], body: bytes, env: str) -> _ops.Reply:
         return _ops.num_tasks(self.state, env, _parse(SplitRequest, headers, body).split)
 
-    async def _task(self, headers: dict[bytes, bytes], body: bytes, env: str) -> _ops.Reply:
+    async def _get_task(self, headers: dict[bytes, bytes], body: bytes, env: str) -> _ops.Reply:
         req = _parse(TaskRequest, headers, body)
         return _ops.get_task(self.state, env, req.split, req.index)
 
-    async def _task_range(self, headers: dict[bytes, bytes], body: bytes, env: str) -> _ops.Reply:
+    async def _get_task_range(self, headers: dict[bytes, bytes], body: bytes, env: str) -> _ops.Reply:
         req = _parse(TaskRangeRequest, headers, body)
+        if len(_ops.task_range_span(self.state, env, req.split, req.start, req.stop)) > _ops.TASK_PAGE:
+            raise _Fallback  # streamed by the FastAPI route
         return _ops.get_task_range(self.state, env, req.split, req.start, req.stop)
 
     async def _prompt(self, headers: dict[bytes, bytes], body: bytes, env: str) -> _ops.Reply:
@@ -191,32 +231,17 @@ class FastFront:
 
     async def _call(self, headers: dict[bytes, bytes], body: bytes, env: str) -> _ops.Reply:
         request = _parse(CallRequest, headers, body)
-        sid = _sid(headers)
-        task_id, result = await _ops.open_call(self.state, sid, request.name, request.input, request.task_id)
-        if result is None:
-            return _ops.Reply(_ops.UNKNOWN_TASK, _ops.SSE)
-        if isinstance(result, asyncio.Future):  # streamed: task_id now, the rest when done
-            return _ops.Reply(_sse.event("task_id", task_id), _ops.SSE, rest=result)
-        frames = result if isinstance(result, bytes) else await result
-        return _ops.Reply(_sse.event("task_id", task_id) + frames, _ops.SSE)
+        return await _ops.call(self.state, _sid(headers), request)
 
 
 class _Disconnected(Exception):
     """The client went away while sending its body."""
 
 
-async def _stream(send: Any, reply: _ops.Reply, rest: asyncio.Future[bytes], interval: float) -> None:
-    """A streamed SSE reply (chunked): its first frames now, keep-alive pings while ``rest``
-    runs, then its frames; the same events as the FastAPI route's stream."""
-    headers = [(b"content-type", reply.media_type), *_SSE_HEADERS]
-    await send({"type": "http.response.start", "status": reply.status, "headers": headers})
-    await send({"type": "http.response.body", "body": reply.body, "more_body": True})
-    while True:
-        done, _ = await asyncio.wait({rest}, timeout=interval)
-        if done:
-            break
-        await send({"type": "http.response.body", "body": _sse.ping(), "more_body": True})
-    await send({"type": "http.response.body", "body": _ops.final_frames(rest)})
+def _roots(routes: Sequence[BaseRoute]) -> frozenset[str]:
+    """Like the reference servers: the first segments of all non-parameterised routes."""
+    paths = (getattr(r, "path", "").strip("/") for r in routes)
+    return frozenset(p.split("/")[0] for p in paths if p and not p.startswith("{"))
 
 
 def _headers(scope: dict[str, Any]) -> dict[bytes, bytes]:
@@ -249,15 +274,7 @@ async def _read_body(headers: dict[bytes, bytes], receive: Any, limit: int) -> b
 
 
 async def _answer(send: Any, reply: _ops.Reply, extra: dict[str, str] | None = None) -> None:
-    headers = [(b"content-type", reply.media_type), (b"content-length", b"%d" % len(reply.body))]
-    if reply.media_type is _ops.SSE:
-        headers += _SSE_HEADERS
-    if reply.headers:
-        headers += [(k.lower().encode(), v.encode("latin-1")) for k, v in reply.headers.items()]
-    if extra:
-        headers += [(k.lower().encode(), v.encode("latin-1")) for k, v in extra.items()]
-    await send({"type": "http.response.start", "status": reply.status, "headers": headers})
-    await send({"type": "http.response.body", "body": reply.body})
+    await send_reply(send, reply, reply_headers(reply, extra))
 
 
 def _sid(headers: dict[bytes, bytes]) -> str:
@@ -287,6 +304,13 @@ def _replay(body: bytes, receive: Any) -> Any:
         return await receive()
 
     return replay
+
+
+def _prefixed(scope: dict[str, Any], env: str) -> dict[str, Any]:
+    """``scope`` for the same request under ``/{env}``: a bare path routed by ``X-Deployment``
+    is answered in place (no redirect hop), exactly as ``/{env}/...`` would be."""
+    raw = scope.get("raw_path") or scope["path"].encode("utf-8", "replace")
+    return {**scope, "path": f"/{env}{scope['path']}", "raw_path": b"/" + env.encode() + raw}
 
 
 async def _redirect(default: str, scope: dict[str, Any], send: Any) -> None:

@@ -14,7 +14,7 @@ import contextlib
 import contextvars
 import hashlib
 import uuid
-from collections.abc import Awaitable
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +25,7 @@ from envbuilder.data import SplitView
 from envbuilder.environment import Environment
 from envbuilder.episode import Episode
 from envbuilder.errors import DataError, EnvbuilderError, RequestError, TaskNotFound
-from envbuilder.protocol import CreateRequest
+from envbuilder.protocol import CallRequest, CreateRequest
 from envbuilder.server import _sse
 from envbuilder.server._sessions import Session
 from envbuilder.server._state import ServerSettings, State, log
@@ -99,21 +99,65 @@ def get_task(state: State, env_name: str, split: str, index: int) -> Reply:
     return Reply(orjson.dumps({"task": task, "env_name": env_name}))
 
 
-def get_task_range(state: State, env_name: str, split: str, start: int | None, stop: int | None) -> Reply:
+TASK_PAGE = 1000
+"""Ranges up to this many tasks are answered in one piece; longer ones are streamed in batches."""
+
+
+def task_range_span(state: State, env_name: str, split: str, start: int | None, stop: int | None) -> range:
+    """The indices ``start:stop`` selects (Python slice semantics); 400 saying how to page when
+    there are more than the server lists at once."""
     view = split_of(state.env(env_name), split)
+    span = range(len(view))[start:stop]
     cap = state.settings.max_task_range
-    if len(range(len(view))[start:stop]) > cap:
+    if len(span) > cap:
         raise RequestError(
-            400, f"task_range returns at most {cap:,} tasks: ask for a smaller range, or stream /tasks"
+            400,
+            f"task_range lists at most {cap:,} tasks at once and this range has {len(span):,}: "
+            f'page with start and stop ({{"start": {span.start}, "stop": {span.start + cap}}}, then '
+            f'{{"start": {span.start + cap}, "stop": {span.start + 2 * cap}}}, ...), or stream /tasks',
         )
+    return span
+
+
+def get_task_range(state: State, env_name: str, split: str, start: int | None, stop: int | None) -> Reply:
+    """A range of at most :data:`TASK_PAGE` tasks, whole (longer ones: :func:`stream_tasks`)."""
+    span = task_range_span(state, env_name, split, start, stop)
+    assert len(span) <= TASK_PAGE
     env = state.env(env_name)
-    tasks = view.task_range(start, stop)
+    tasks = split_of(env, split).task_range(span.start, span.stop)
     if env.private_fields:
-        first = slice(start, stop).indices(len(view))[0]
         for i, task in enumerate(tasks):
-            state.served.record(env.name, task.get("id"), split, first + i)
+            state.served.record(env.name, task.get("id"), split, span.start + i)
         tasks = [env.public(t) for t in tasks]
     return Reply(orjson.dumps({"tasks": tasks, "env_name": env_name}))
+
+
+async def stream_tasks(state: State, env_name: str, split: str, span: range) -> AsyncIterator[bytes]:
+    """``{"tasks":[...],"env_name":...}`` for the tasks of ``span``, produced batch by batch:
+    memory stays bounded by a batch whatever the split's size, and reading and encoding run in
+    a worker thread so the event loop stays free."""
+    env = state.env(env_name)
+    view = split_of(env, split)
+    batches = iter(range(span.start, span.stop, TASK_PAGE))
+
+    def next_chunk() -> bytes | None:
+        for lo in batches:
+            tasks = view.task_range(lo, min(span.stop, lo + TASK_PAGE))
+            if not tasks:
+                continue
+            if env.private_fields:
+                for i, task in enumerate(tasks):
+                    state.served.record(env.name, task.get("id"), split, lo + i)
+                tasks = [env.public(t) for t in tasks]
+            return orjson.dumps(tasks)[1:-1]
+        return None
+
+    yield b'{"tasks":['
+    first = True
+    while (chunk := await asyncio.to_thread(next_chunk)) is not None:
+        yield chunk if first else b"," + chunk
+        first = False
+    yield b'],"env_name":' + orjson.dumps(env_name) + b"}"
 
 
 # -- sessions -------------------------------------------------------------------------------------
@@ -185,9 +229,16 @@ def client_name() -> str:
     return f"addr:{address[0]}" if address else "addr:?"
 
 
-async def create(state: State, sid: str, body: CreateRequest, x_secrets: str | None) -> Reply:
+async def create(
+    state: State, sid: str, body: CreateRequest, x_secrets: str | None, x_deployment: str | None = None
+) -> Reply:
+    """Start a session. Its environment: the body's ``env_name``, else the one ``X-Deployment``
+    names (how the openreward client names it), else the default environment."""
     settings = state.settings
-    env = state.env(body.env_name) if body.env_name else state.envs[state.default]
+    if body.env_name:
+        env = state.env(body.env_name)
+    else:
+        env = state.envs[(state.deployment(x_deployment) if x_deployment else None) or state.default]
     if body.toolset_name is not None:
         raise RequestError(400, f"unknown toolset {body.toolset_name!r}; this environment has no toolsets")
     if body.task_spec is not None:
@@ -355,6 +406,19 @@ def streamed(state: State, session: Session, name: str) -> bool:
     alive pings): a grader that waits on I/O, or any call with a shared store, where a client
     whose worker dies re-attaches to the call on another worker (which replays or takes it over)."""
     return state.sessions.shared or state.envs[session.env].is_blocking(name)
+
+
+async def call(state: State, sid: str, request: CallRequest) -> Reply:
+    """A ``/call``'s reply: ``task_id`` then the result's frames; streamed (``rest``) while a
+    blocking or shared-store call runs (keep-alive pings, ``_stream``)."""
+    task_id, result = await open_call(state, sid, request.name, request.input, request.task_id)
+    if result is None:
+        return Reply(UNKNOWN_TASK, SSE)
+    first = _sse.event("task_id", task_id)
+    if isinstance(result, asyncio.Future):  # streamed: task_id now, the rest when done
+        return Reply(first, SSE, rest=result)
+    frames = result if isinstance(result, bytes) else await result  # an ordinary call finishes at once
+    return Reply(first + frames, SSE)
 
 
 async def open_call(

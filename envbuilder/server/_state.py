@@ -10,7 +10,7 @@ from typing import Any
 
 from envbuilder.environment import Environment
 from envbuilder.episode import Episode
-from envbuilder.errors import RequestError
+from envbuilder.errors import RequestError, did_you_mean
 from envbuilder.server._calls import CallRegistry
 from envbuilder.server._redis import RedisStore
 from envbuilder.server._sessions import Caps, SessionStore, Store
@@ -48,8 +48,9 @@ class ServerSettings:
     """Largest request line plus headers (431 beyond)."""
     max_task_spec_bytes: int = 256 << 10
     """Largest ``task_spec`` in ``/create``, as JSON (413 beyond)."""
-    max_task_range: int = 1000
-    """Most tasks one ``/task_range`` returns (400 beyond; ``/tasks`` streams a whole split)."""
+    max_task_range: int = 1_000_000
+    """Most tasks one ``/task_range`` lists (400 beyond, saying how to page); ranges over 1,000
+    tasks are streamed in batches, so memory stays bounded (``/tasks`` streams a whole split)."""
     max_sessions: int = 100_000
     """Sessions held at once, in every store (503 beyond)."""
     max_sessions_per_client: int | None = None
@@ -127,8 +128,36 @@ class State:
     def env(self, name: str) -> Environment:
         env = self.envs.get(name.lower())
         if env is None:
-            raise RequestError(404, f"unknown environment {name!r}")
+            raise RequestError(404, self.unknown(name))
         return env
+
+    def unknown(self, name: str) -> str:
+        """The 404 message for an environment this server does not serve: the names it does."""
+        message = f"unknown environment {name!r}; this server serves: {', '.join(self.envs)}"
+        hint = did_you_mean(name.lower(), self.envs)
+        return f"{message}. {hint}" if hint else message
+
+    def deployment(self, value: str) -> str | None:
+        """The served environment an ``X-Deployment`` header names (``name`` or ``owner/name``,
+        any case); None when it names none (empty); on a server of several environments, 404
+        listing them when it names one not served.
+
+        The openreward client, used without a variant, sends bare paths and names the
+        environment only in this header: answering from the default environment instead would
+        silently substitute another benchmark. A one-environment server has nothing to confuse
+        it with and answers any name, as the reference servers do (TRL's adapter sends the
+        placeholder name ``env`` to a single-environment URL)."""
+        value = value.strip()
+        if not value:
+            return None
+        key = value.lower()
+        if key not in self.envs and "/" in key:
+            key = key.rsplit("/", 1)[1]  # owner/name: the owner is a catalog's, not ours
+        if key in self.envs:
+            return key
+        if len(self.envs) == 1:
+            return self.default
+        raise RequestError(404, self.unknown(value))
 
     async def delete(self, sid: str) -> None:
         # The session is read first only when a tool may have to clean up after it.

@@ -9,9 +9,11 @@ from envbuilder.spec._models import (
     PromptSpec,
     Spec,
     SplitSpec,
+    StateSpec,
     SubmitSpec,
     TaskShape,
     TurnSpec,
+    UserSpec,
 )
 from envbuilder.spec._partial import load_spec_partially
 from envbuilder.spec._schema import json_schema
@@ -25,9 +27,11 @@ __all__ = [
     "PromptSpec",
     "Spec",
     "SplitSpec",
+    "StateSpec",
     "SubmitSpec",
     "TaskShape",
     "TurnSpec",
+    "UserSpec",
     "json_schema",
     "load_spec",
     "load_spec_partially",

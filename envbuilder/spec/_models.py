@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
@@ -270,6 +270,83 @@ class DialogueSpec(ConfigModel):
         return self
 
 
+class StateSpec(ConfigModel):
+    """A per-episode JSON document the tools read and change (a shop's database, a file
+    system): copied per session, kept in the session as its changes, never shown to the agent
+    except through tools. Give `file`, `field` or both."""
+
+    file: str | None = None
+    """A JSON file beside the spec holding the initial document (one object; its top-level
+    objects are collections of items by key, e.g. `{users: {...}, orders: {...}}`)."""
+    field: str | None = None
+    """A task field holding the task's own initial state: a JSON merge patch applied to
+    `file` (objects merge key by key, `null` removes), or the whole document without `file`."""
+
+    @model_validator(mode="after")
+    def _something(self) -> StateSpec:
+        if self.file is None and self.field is None:
+            raise ValueError("give `file`, `field` or both")
+        return self
+
+
+class UserSpec(ConfigModel):
+    """A simulated user: an OpenAI-compatible model plays the user from a scenario. The agent
+    talks to it through the answer tool (name it `send_message`, with `answer_field: message`):
+    each call's output is the user's reply, and the reply that ends the conversation (it holds
+    `stop`, or `max_turns` is reached) finishes the episode with its reward."""
+
+    base_url: str
+    """The API root, ending before `/chat/completions`, e.g. `https://api.openai.com/v1`."""
+    model: str
+    """The user model's name at that endpoint."""
+    template: str | None = None
+    """The user's instructions (its system message), a Jinja template over the task, e.g. a
+    persona and `{{ reason_for_call }}`. It is also told how to end the conversation."""
+    template_file: str | None = None
+    """The same from a file beside the spec (or shipped in `templates/`)."""
+    stop: str = "###STOP###"
+    """The marker the user writes when the conversation is over (removed from what the agent
+    reads)."""
+    max_turns: int = Field(default=30, ge=1, le=200)
+    """Agent messages after which the conversation ends whatever the user says."""
+    api_key_secret: str | None = "OPENAI_API_KEY"
+    """The name of the session secret holding the API key (sent by the client)."""
+    api_key_env: str | None = None
+    """An environment variable of the server holding the API key, used when the session has
+    no such secret."""
+    temperature: float = Field(default=0.0, ge=0, le=2)
+    """Sampling temperature."""
+    max_tokens: int | None = Field(default=None, ge=1)
+    """Cap on a reply's length (omitted from the request when unset)."""
+    extra_body: dict[str, Any] = Field(default_factory=dict)
+    """More request fields for the endpoint."""
+    timeout: float = Field(default=60.0, gt=0)
+    """Seconds to wait for one reply."""
+    max_retries: int = Field(default=3, ge=0, le=10)
+    """Retries after a 429, a 5xx, a timeout, a dropped connection or a reply that is not a
+    turn (empty)."""
+    backoff: float = Field(default=0.5, ge=0)
+    """Seconds before the first retry; doubled each time (with jitter)."""
+    cache: bool = True
+    """Keep valid replies in the on-disk cache (`$ENVBUILDER_CACHE_DIR`), keyed by the whole
+    request: the same conversation gets the same reply. An invalid reply is never cached."""
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("base_url must start with http:// or https://")
+        return value.rstrip("/")
+
+    @model_validator(mode="after")
+    def _one_template(self) -> UserSpec:
+        if (self.template is None) == (self.template_file is None):
+            raise ValueError("give exactly one of `template` or `template_file`")
+        if not self.stop.strip():
+            raise ValueError("`stop` must not be blank")
+        return self
+
+
 class GraderTest(ConfigModel):
     """A response and the reward the grader must give it (run by `envbuilder check`)."""
 
@@ -334,6 +411,11 @@ class Spec(ConfigModel):
     `calculator`, or one a plugin package adds)."""
     dialogue: DialogueSpec | None = None
     """Later user turns revealed one at a time by the answer tool (a multi-turn dialogue)."""
+    state: StateSpec | None = None
+    """A per-episode JSON document the tools read and change; graders such as `state_match`
+    compare it with the state the task's gold actions lead to."""
+    user: UserSpec | None = None
+    """A simulated user the agent talks to through the answer tool (see `UserSpec`)."""
     limits: LimitsSpec = Field(default_factory=LimitsSpec)
     """Budgets of a render: time and size (the defaults suit every honest spec)."""
     extends: str | None = None
@@ -342,6 +424,10 @@ class Spec(ConfigModel):
     the base (data files, templates) resolve against this file's folder."""
     tests: list[GraderTest] = Field(default_factory=list)
     """Responses with the reward each must get, checked by `envbuilder check`."""
+    gold_actions: str | None = None
+    """The task field holding each task's gold tool calls, a list (or JSON text) of
+    `{name, arguments}`: `envbuilder check` makes them on a fresh episode before it submits the
+    gold answer (an agent environment's gold is a trajectory, not only an answer)."""
     gold: str | None = None
     """Jinja template over the task giving a correct answer as an agent would submit it, e.g.
     `{{ solution }}` or `{{ answer }}`: what `envbuilder check` submits as each task's gold

@@ -46,14 +46,17 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import Field
 
+from envbuilder.data import Task
 from envbuilder.plugins import ConfigModel, Plugin, Registry
 from envbuilder.protocol import ContentBlock, TextBlock
 from envbuilder.tools._schema import ParamName, ParamSpec
 
 if TYPE_CHECKING:
-    from envbuilder.data import SplitView
+    from pydantic import BaseModel
 
-Task = dict[str, Any]
+    from envbuilder.data import SplitView
+    from envbuilder.state import Document, State
+
 TOOL_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$"
 
 
@@ -96,6 +99,8 @@ class ToolContext:
     """The spec's folder, for relative files and templates."""
     splits: Mapping[str, SplitView] = field(default_factory=dict)
     """The environment's splits by name (a tool may search another split's rows)."""
+    document: Document | None = None
+    """The spec's initial state document (`state:`), when it declares one."""
 
 
 @dataclass
@@ -110,6 +115,9 @@ class ToolCall:
     """This tool's per-session state: plain JSON types, small; mutate in place."""
     secrets: Mapping[str, str] = field(default_factory=dict, repr=False)
     """The session's secrets (API keys); never put them in an output, an error or a log."""
+    document: State | None = None
+    """The episode's state document (a spec's `state:`), for tools that set
+    ``uses_document``; changes to it are kept in the session after the call."""
 
 
 @dataclass(frozen=True)
@@ -139,6 +147,9 @@ class Tool(Plugin, abc.ABC):
     """Parameters :meth:`run` reads: a spec's own `input:` must declare them."""
     blocking: bool = False
     """True when a call may wait on I/O or long work (then it streams with keep-alives)."""
+    uses_document: ClassVar[bool] = False
+    """Calls read or change the episode's state document (``ToolCall.document``); the spec
+    must declare `state:`."""
 
     def __init__(self, config: Any, context: ToolContext):
         self.config = config
@@ -158,6 +169,15 @@ class Tool(Plugin, abc.ABC):
         """The key inside the tool's block that reads :attr:`fields` (where a missing field is
         reported), e.g. ``("template",)``."""
         return ()
+
+    def expand(self) -> list[Tool]:
+        """The tools this entry of `tools:` offers: itself, or several (an MCP server's)."""
+        return [self]
+
+    def input_model(self) -> type[BaseModel] | None:
+        """The model a call's input is validated with, when the tool builds its own (from a
+        function's signature, an MCP server's schema); None: from `input:` or ``default_input``."""
+        return None
 
     @abc.abstractmethod
     async def run(self, call: ToolCall) -> ToolReply:

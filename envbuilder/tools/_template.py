@@ -15,7 +15,7 @@ from pydantic import model_validator
 
 from envbuilder import budget
 from envbuilder.errors import EnvbuilderError, ToolError
-from envbuilder.templating import Template
+from envbuilder.templating import template_or_file
 from envbuilder.tools._base import Tool, ToolCall, ToolConfig, ToolContext, ToolReply
 
 
@@ -44,14 +44,13 @@ class TemplateTool(Tool):
         super().__init__(config, context)
         key = "template" if config.template is not None else "template_file"
         try:
-            self._template = Template(
-                config.template if config.template is not None else str(config.template_file),
-                name=f"{self.name}.{key}",
-                base_dir=context.base_dir,
-                from_file=config.template is None,
+            template = template_or_file(
+                config.template, config.template_file, key=f"{self.name}.template", base_dir=context.base_dir
             )
         except EnvbuilderError as exc:
             raise ToolError(exc.message, loc=(key,), hint=exc.hint, code=exc.code) from None
+        assert template is not None  # the config requires one of them
+        self._template = template
         params = set(config.input or {})
         self._fields = self._template.variables - params - {"input"}
 

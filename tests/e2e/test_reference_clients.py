@@ -193,7 +193,10 @@ def test_error_paths(gsm8k_url: str) -> None:
             "detail": "Invalid index"
         }
         r = c.post("/create", headers=h, json={"env_name": "nosuch", "split": "train", "index": 0})
-        assert (r.status_code, r.json()) == (404, {"detail": "unknown environment 'nosuch'"})
+        assert (r.status_code, r.json()) == (
+            404,
+            {"detail": "unknown environment 'nosuch'; this server serves: gsm8k"},
+        )
         assert c.get("/gsm8k/prompt", headers=h).status_code == 404
         assert c.post("/create", headers=h, json={"split": "train", "index": 0}).status_code == 200
         assert c.post("/create", headers=h, json={"split": "train", "index": 0}).json() == {
@@ -209,7 +212,9 @@ def test_error_paths(gsm8k_url: str) -> None:
         assert c.post("/delete", headers=h).json() == {"sid": sid}
         r = c.post("/gsm8k/call", headers=h, json={"name": "submit", "input": {"answer": "1"}})
         assert (r.status_code, r.json()) == (404, {"detail": "Active environment not found"})
-        assert c.get("/health/tools").json() == {"detail": "unknown environment 'health'"}
+        assert c.get("/health/tools").json() == {
+            "detail": "unknown environment 'health'; this server serves: gsm8k"
+        }
         r = c.get("/tools?x=1", follow_redirects=False)
         assert (r.status_code, r.headers["location"]) == (308, "/gsm8k/tools?x=1")
 

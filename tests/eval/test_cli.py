@@ -48,7 +48,12 @@ def test_a_run_prints_the_table_and_writes_its_summary(answers, tmp_path: Path) 
         assert server.headers_seen[0]["authorization"] == f"Bearer {KEY}"
         assert "gsm8k/test: 4 episodes (4 tasks × 1), run " in result.output
         assert "correct 2, incorrect 2, ungradeable 0, no answer 0, error 0" in result.output
-        assert "0.500 [-0.066, 1.066]" in result.output  # 1,0,1,0: s.e. sqrt(1/3 / 4)
+        # 1,0,1,0: the Wilson interval of 2 in 4, flagged as resting on few tasks
+        assert "0.500 [0.150, 0.850] (few: 4 tasks)" in result.output
+        assert (
+            "envbuilder: 95% intervals: mean reward (all), mean reward (graded), accuracy, pass@1: Wilson"
+            in (result.output)
+        )
         assert "50.0%" in result.output
         assert KEY not in result.output and KEY not in out.read_text()
         summary = json.loads((tmp_path / "r.summary.json").read_text())
@@ -58,7 +63,8 @@ def test_a_run_prints_the_table_and_writes_its_summary(answers, tmp_path: Path) 
             f"--out {out}"
         )
         assert summary["summary"]["outcomes"]["correct"] == 2
-        assert summary["summary"]["mean_reward_all"]["ci95"] == pytest.approx([-0.0658, 1.0658], abs=1e-3)
+        assert summary["summary"]["mean_reward_all"]["ci95"] == pytest.approx([0.1500, 0.8500], abs=1e-3)
+        assert summary["summary"]["mean_reward_all"]["method"] == "wilson"
         again = cli(
             "eval",
             GSM8K,
@@ -218,7 +224,8 @@ def test_compare_finds_no_planted_non_difference(runs) -> None:
     assert len(by_task["groups"]) == 12
     assert by_task["groups"]["test-1"] == {
         "tasks": 1, "a": 0.0, "b": 1.0, "significant": False,
-        "difference": {"mean": 1.0, "stderr": None, "ci95": [None, None], "n": 1}}  # fmt: skip
+        "difference": {"mean": 1.0, "stderr": None, "ci95": [None, None], "n": 1, "tasks": 1, "method": None,
+                       "few": True}}  # fmt: skip
 
 
 def test_compare_refuses_a_file_that_is_not_a_run(runs, tmp_path: Path) -> None:

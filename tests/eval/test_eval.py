@@ -177,6 +177,7 @@ def test_the_results_file_says_which_run_each_episode_belongs_to(gsm8k, answers,
         "endpoint": server.base_url,
         "samples": 1,
         "max_turns": 3,
+        "answer": "tool",
         "sampling": {"temperature": None, "top_p": None, "max_tokens": None, "seed": None, "extra": {}},
     }
     assert plan.identity.env_hash.startswith("sha256:")

@@ -37,9 +37,10 @@ def test_the_environment_page_shows_a_generated_leaderboard(answers, tmp_path: P
     board = json.loads((site / "catalog.json").read_text())["environments"][0]["leaderboard"]
     assert [(r["model"], r["score"], r["tasks"], r["samples"], r["same_version"]) for r in board] == [
         ("strong", 0.75, 4, 1, True), ("weak", 0.25, 4, 1, True)]  # fmt: skip
-    assert board[1]["command"].startswith(
-        f"envbuilder eval {ENVS / 'gsm8k.yaml'} --model weak --base-url http"
-    )
+    # the command without local paths: the spec by its file name, no --out
+    assert board[1]["command"].startswith("envbuilder eval gsm8k.yaml --model weak --base-url http")
+    assert str(tmp_path) not in json.dumps(board) and str(ENVS) not in json.dumps(board)
+    assert [r["not_comparable"] for r in board] == [[], []]
     html = (site / "env" / "gsm8k.html").read_text()
     rows = re.findall(r'<tr class="run"><td><code>(\w+)</code>', html)
     assert rows == ["strong", "weak"]
@@ -55,3 +56,22 @@ def test_a_bad_summary_is_an_error(tmp_path: Path) -> None:
     assert (
         f"error: {bad}: not a run summary (no `run` and `summary`). Give the .summary.json" in result.output
     )
+
+
+def test_runs_that_cannot_be_ranked_together_are_marked(answers, tmp_path: Path) -> None:
+    runs = []
+    with ChatServer(right_when(answers, lambda i: True)) as server:
+        for model, limit in (("a", "4"), ("b", "4"), ("c", "2")):
+            runs.append(tmp_path / f"{model}.jsonl")
+            result = CliRunner().invoke(app, [
+                "eval", str(ENVS / "gsm8k.yaml"), "--model", model, "--base-url", server.base_url,
+                "--limit", limit, "--out", str(runs[-1])])  # fmt: skip
+            assert result.exit_code == 0, result.output
+    site = tmp_path / "site"
+    args = ["catalog", str(ENVS / "gsm8k.yaml"), "--out", str(site)]
+    result = CliRunner().invoke(app, [*args, *(x for r in runs for x in ("--results", str(r)))])
+    assert result.exit_code == 0, result.output
+    board = json.loads((site / "catalog.json").read_text())["environments"][0]["leaderboard"]
+    assert {r["model"]: r["not_comparable"] for r in board} == {"a": [], "b": [], "c": ["2 tasks"]}
+    html = (site / "env" / "gsm8k.html").read_text()
+    assert "(not comparable: 2 tasks)" in html

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from envbuilder.eval import clustered_mean, paired_difference, pass_at_k, summarize
+from envbuilder.eval._stats import wilson
 
 
 def episode(
@@ -52,8 +53,12 @@ def test_clustered_mean_with_one_sample_per_task_is_the_usual_standard_error() -
     sd = math.sqrt(sum((x - mean) ** 2 for x in values) / 4)
     assert (e.mean, e.n) == (pytest.approx(mean), 5)
     assert e.stderr == pytest.approx(sd / math.sqrt(5))
-    assert (e.low, e.high) == (pytest.approx(mean - 1.96 * e.stderr, abs=1e-4),
-                               pytest.approx(mean + 1.96 * e.stderr, abs=1e-4))  # fmt: skip
+    # 0/1 values: the Wilson interval of 3 in 5 (published value: 0.2307 to 0.8824)
+    assert (e.low, e.high, e.method) == (
+        pytest.approx(0.2307, abs=1e-4),
+        pytest.approx(0.8824, abs=1e-4),
+        "wilson",
+    )
 
 
 def test_clustering_widens_the_interval_of_correlated_samples() -> None:
@@ -128,5 +133,64 @@ def test_pass_at_k_over_samples_of_a_constructed_run() -> None:
 
 def test_the_accuracy_interval_stays_within_0_and_1() -> None:
     s = summarize([episode(0, "correct"), episode(1, "incorrect")])
-    assert (s.accuracy.low, s.accuracy.high) == (0.0, 1.0)  # mean .5 ± 1.96 · .5, cut
-    assert s.reward_graded.low == pytest.approx(0.5 - 1.96 * 0.5, abs=1e-3)  # a reward is not bounded
+    assert 0 < s.accuracy.low < 0.5 < s.accuracy.high < 1  # Wilson: 1 of 2 is [0.095, 0.905]
+    assert s.accuracy.few and s.accuracy.format() == "0.500 [0.095, 0.905] (few: 2 tasks)"
+
+
+@pytest.mark.parametrize(("correct", "n"), [(2, 4), (3, 4), (4, 4), (0, 4), (1, 2), (20, 20), (0, 1)])
+def test_intervals_of_proportions_never_leave_0_1_and_are_never_zero_width(correct: int, n: int) -> None:
+    """The issue's cases: 0.500 [-0.066, 1.066], 0.750 [0.260, 1.240], 100 % as [1.000, 1.000]."""
+    s = summarize([episode(i, "correct" if i < correct else "incorrect") for i in range(n)])
+    for e in (s.reward_all, s.accuracy, s.pass_at_ci[1]):
+        assert e.method == "wilson"
+        assert 0 <= e.low <= e.mean <= e.high <= 1
+        assert e.high - e.low > 0.1  # never printed as certain
+    assert (
+        summarize([episode(0, "correct")] * 1).accuracy.format(percent=True)
+        == "100.0% [20.7%, 100.0%] (few: 1 task)"
+    )
+
+
+def test_rewards_that_are_not_0_or_1_get_a_clustered_bootstrap_within_the_range() -> None:
+    rewards = [0.9, 1.0, 0.95, 1.0, 0.99, 0.97, 1.0, 0.92, 1.0, 0.98, 1.0, 0.96]
+    s = summarize([episode(i, "correct", reward=r) for i, r in enumerate(rewards)])
+    e = s.reward_graded
+    assert e.method == "bootstrap, clustered" and not e.few
+    assert min(rewards) <= e.low < e.mean < e.high <= 1.0  # the normal interval would reach past 1
+    assert (
+        summarize([episode(i, "correct", reward=r) for i, r in enumerate(rewards)]).reward_graded == e
+    )  # seeded
+    # two tasks, three samples each, rewards .5 and .8 each time: 2 tasks, a wide interval
+    pairs = [("a", 0.5)] * 3 + [("b", 0.8)] * 3
+    two = clustered_mean(pairs)
+    assert (two.low, two.high, two.clusters, two.few) == (0.5, pytest.approx(0.8), 2, True)
+
+
+def test_every_task_with_the_same_non_binary_reward_has_no_interval() -> None:
+    e = clustered_mean([(i, 0.5) for i in range(5)])
+    assert (e.mean, e.low, e.high) == (0.5, None, None)
+    assert e.format() == "0.500 (no interval: 5 tasks)"
+
+
+def test_clustered_proportions_use_the_effective_sample_size() -> None:
+    # 2 tasks answered the same way 4 times each: Wilson on 2 independent facts, not 8
+    pairs = [("a", 1.0)] * 4 + [("b", 0.0)] * 4
+    clustered = clustered_mean(pairs)
+    naive = clustered_mean(enumerate(v for _, v in pairs))
+    assert clustered.method == "wilson, clustered"
+    assert clustered.high - clustered.low > naive.high - naive.low
+    assert (clustered.low, clustered.high) == pytest.approx(wilson(1, 2), abs=1e-9)
+    # every sample of every task correct: each task counts once
+    assert (clustered_mean([(t, 1.0) for t in "abc" for _ in range(5)]).low) == pytest.approx(wilson(3, 3)[0])
+
+
+def test_wilson_against_published_values() -> None:
+    assert wilson(0, 10) == (0.0, pytest.approx(0.2775, abs=1e-4))
+    assert wilson(10, 10) == (pytest.approx(0.7225, abs=1e-4), 1.0)
+    assert wilson(5, 10) == (pytest.approx(0.2366, abs=1e-4), pytest.approx(0.7634, abs=1e-4))
+
+
+def test_paired_difference_is_cut_to_the_possible_range() -> None:
+    d = paired_difference([(0.0, 1.0), (0.0, 1.0), (1.0, 1.0)])
+    assert d.high == 1.0 and d.method == "normal, paired"  # the normal interval would pass 1
+    assert paired_difference([(0.0, 1.0)] * 5).low is None  # no spread: not printed as certain

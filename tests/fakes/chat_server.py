@@ -1,4 +1,5 @@
-"""A scripted OpenAI chat-completions endpoint on a real loopback socket, for tests.
+"""A scripted model endpoint on a real loopback socket, for tests (chat completions by default;
+``route="/messages"`` or ``"/responses"`` for the Anthropic and Responses APIs, see model_apis.py).
 
 ``ChatServer(handler)`` calls ``handler(request_json, call_index)`` for every
 ``POST .../chat/completions`` and answers its ``(status, json body, headers)``::
@@ -30,8 +31,9 @@ class _Server(ThreadingHTTPServer):
 
 
 class ChatServer:
-    def __init__(self, handler: Handler):
+    def __init__(self, handler: Handler, route: str = "/chat/completions"):
         self.handler = handler
+        self.route = route
         self.requests: list[dict[str, Any]] = []
         self.headers_seen: list[dict[str, str]] = []
         self._lock = threading.Lock()
@@ -51,7 +53,7 @@ class ChatServer:
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length") or 0)
                 raw = self.rfile.read(length) if length else b""
-                if not self.path.rstrip("/").endswith("/chat/completions"):
+                if not self.path.rstrip("/").endswith(outer.route):
                     self._send(404, {"error": {"message": f"no route {self.path}"}}, {})
                     return
                 try:

@@ -22,14 +22,17 @@ TASK = {"question": "18 ducks: how many legs?", "answer": "36"}
 def test_builtins_register_through_entry_points() -> None:
     assert graders.names() == sorted(
         [
+            "actions",
             "all",
             "any",
             "cascade",
             "choice",
+            "communicated",
             "exact_match",
             "llm_judge",
             "math",
             "regex",
+            "state_match",
             "unit_tests",
             "weighted_mean",
         ]

@@ -9,19 +9,27 @@ import urllib.parse
 from typing import Any
 
 import httpx
+from fastapi.routing import APIRoute
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 from envbuilder.environment import Environment
 from envbuilder.server import ServerSettings, create_app
+from envbuilder.server._discovery import router as discovery
+from envbuilder.server._episodes import router as episodes
 
+# Every declared route and method (the FastAPI routers are the one declaration), plus one
+# route the default environment answers by redirect.
 ROUTES = [
-    ("GET", "/health"), ("GET", "/gsm8k/tools"), ("GET", "/gsm8k/splits"), ("GET", "/tools"),
-    ("POST", "/gsm8k/num_tasks"), ("POST", "/gsm8k/task"), ("POST", "/gsm8k/task_range"),
-    ("POST", "/create"), ("POST", "/ping"), ("POST", "/delete"), ("POST", "/delete_session"),
-    ("POST", "/create_session"), ("GET", "/gsm8k/prompt"), ("GET", "/gsm8k/messages"),
-    ("GET", "/gsm8k/task_tools"), ("POST", "/gsm8k/call"), ("POST", "/gsm8k/score_group"),
-]  # fmt: skip
+    *sorted(
+        (method, route.path.replace("{env_name}", "gsm8k"))
+        for router in (discovery, episodes)
+        for route in router.routes
+        if isinstance(route, APIRoute) and route.path != "/{env_name}/tasks"  # streams a whole split
+        for method in route.methods
+    ),
+    ("GET", "/tools"),
+]
 CONTENT_TYPES = [
     "application/json", "application/json; charset=utf-8", "application/jsonx", "Application/JSON",
     "application/vnd.x+json", "text/plain", "application/octet-stream", "", "application/json;",
@@ -73,6 +81,8 @@ def requests(draw: Any) -> tuple[str, str, list[tuple[str, str]], bytes | None]:
         headers.append(("content-type", content_type))
     for sid in draw(st.lists(st.sampled_from(SIDS), max_size=2)):  # none, one, or a duplicate
         headers.append(("x-session-id", sid))
+    if draw(st.booleans()):  # how the openreward client names the environment on bare paths
+        headers.append(("x-deployment", draw(st.sampled_from(["gsm8k", "owner/GSM8K", "nosuch", "", " "]))))
     if draw(st.booleans()):
         headers.append(("x-secrets", draw(st.sampled_from(["%%%", "e30=", "eyJhIjoxfQ==", "W10="]))))
     return method, path, headers, draw(_bodies)

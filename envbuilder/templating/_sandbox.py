@@ -1,9 +1,8 @@
-"""The one Jinja factory: sandboxed, StrictUndefined, spec-relative and shipped templates."""
+"""The bounded Jinja sandbox: the one environment factory, with everything that can grow capped
+(repetition, powers, widths, formatting) and each render's characters counted against a budget."""
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import functools
 import json
 import operator
@@ -11,7 +10,7 @@ import re
 import string
 import threading
 import types
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -22,17 +21,15 @@ import jinja2.meta
 import jinja2.nodes
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 
-from envbuilder import budget
 from envbuilder.errors import TemplateError
 from envbuilder.paths import check_inside
-
-__all__ = ["Template", "jinja_env", "recording_files", "template_globals", "templates_dir"]
 
 
 def templates_dir() -> Path:
     """The templates shipped with envbuilder (in a wheel: ``envbuilder/templates``)."""
-    packaged = Path(__file__).parent / "templates"
-    return packaged if packaged.is_dir() else Path(__file__).parent.parent / "templates"
+    package = Path(__file__).parent.parent
+    packaged = package / "templates"
+    return packaged if packaged.is_dir() else package.parent / "templates"
 
 
 #: Largest string/list a template may build with ``*`` and largest exponent of ``**``:
@@ -44,7 +41,7 @@ MAX_WIDTH = 10_000
 #: Characters one render may build in all (output, joins, repetitions, formatting): a template
 #: doubling a string in a loop stops here, long before memory runs out.
 MAX_RENDER_CHARS = 16_000_000
-#: Seconds one render may take (a template that only shows fields is not timed: see ``inline``).
+#: Seconds one render may take (a template that only shows fields is not timed: see :func:`inline`).
 RENDER_SECONDS = 2.0
 
 #: What a template may hold and still render on the event loop, untimed: showing fields and
@@ -75,7 +72,7 @@ _INLINE_FILTERS = frozenset(
 _INLINE_TESTS = frozenset({"defined", "undefined", "none", "string", "number", "mapping", "sequence"})
 
 
-def _inline(ast: jinja2.nodes.Template) -> bool:
+def inline(ast: jinja2.nodes.Template) -> bool:
     """Whether every node of ``ast`` is one :data:`_INLINE_NODES` allows."""
     for node in ast.find_all(jinja2.nodes.Node):
         if not isinstance(node, _INLINE_NODES):
@@ -88,7 +85,7 @@ def _inline(ast: jinja2.nodes.Template) -> bool:
 
 
 #: Nodes that can make a render run long: loops, macros (recursion), other templates.
-_UNBOUNDED_NODES = (
+UNBOUNDED_NODES = (
     jinja2.nodes.For,
     jinja2.nodes.Macro,
     jinja2.nodes.CallBlock,
@@ -129,23 +126,23 @@ def _after(text: str, sep: str) -> str:
     return str(text).rsplit(sep, 1)[-1].strip()
 
 
-class _TooBig(SecurityError):
+class TooBig(SecurityError):
     """The render would build more than its budget allows."""
 
 
-_budget = threading.local()
+render_budget = threading.local()
 """``left``: characters the render running in this thread may still build (unset: no budget);
 ``limit``: that render's whole allowance (for the message)."""
 
 
 def _charge(size: int) -> None:
-    left: int | None = getattr(_budget, "left", None)
+    left: int | None = getattr(render_budget, "left", None)
     if left is not None:
         left -= size
-        _budget.left = left
+        render_budget.left = left
         if left < 0:
-            limit = getattr(_budget, "limit", MAX_RENDER_CHARS)
-            raise _TooBig(f"the render would build more than {limit:,} characters")
+            limit = getattr(render_budget, "limit", MAX_RENDER_CHARS)
+            raise TooBig(f"the render would build more than {limit:,} characters")
 
 
 def _weight(value: Any) -> int:
@@ -159,7 +156,7 @@ def _weight(value: Any) -> int:
 
 def _check_width(width: Any) -> None:
     if isinstance(width, int) and abs(width) > MAX_WIDTH:
-        raise _TooBig(f"a width of {width:,} is not allowed (at most {MAX_WIDTH:,})")
+        raise TooBig(f"a width of {width:,} is not allowed (at most {MAX_WIDTH:,})")
 
 
 def _check_spec(spec: str) -> None:
@@ -212,7 +209,7 @@ def _bounded_replace(eval_ctx: Any, s: Any, old: Any, new: Any, count: Any = Non
     text, old, new = str(s), str(old), str(new)
     grows = len(new) - len(old)
     if grows > 0 and text.count(old) * grows + len(text) > MAX_REPEAT:
-        raise _TooBig(f"replace would build more than {MAX_REPEAT:,} characters")
+        raise TooBig(f"replace would build more than {MAX_REPEAT:,} characters")
     result = jinja2.filters.do_replace(eval_ctx, s, old, new, count)
     _charge(len(result))
     return result
@@ -265,7 +262,7 @@ class _Sandbox(ImmutableSandboxedEnvironment):
         for seq, count in ((left, right), (right, left)):
             sized = isinstance(seq, str | list | tuple) and isinstance(count, int)
             if sized and _weight(seq) * count > MAX_REPEAT:
-                raise _TooBig(f"repetition would build more than {MAX_REPEAT:,} items")
+                raise TooBig(f"repetition would build more than {MAX_REPEAT:,} items")
         result = operator.mul(left, right)
         if isinstance(result, str | list | tuple):
             _charge(_weight(result))
@@ -284,7 +281,7 @@ class _Sandbox(ImmutableSandboxedEnvironment):
             if __obj.__name__ in ("join", "replace"):
                 grown = sum(_weight(a) for a in args) * max(1, len(__obj.__self__))
                 if grown > MAX_REPEAT * 16:
-                    raise _TooBig(f"{__obj.__name__} would build too much text")
+                    raise TooBig(f"{__obj.__name__} would build too much text")
         result = super().call(__context, __obj, *args, **kwargs)
         if isinstance(result, str):
             _charge(len(result))
@@ -358,186 +355,3 @@ def jinja_env(base_dir: Path | None = None) -> jinja2.Environment:
     env.filters["after"] = _after
     env.globals["letters"] = string.ascii_uppercase
     return env
-
-
-_recording: contextvars.ContextVar[dict[str, Path] | None] = contextvars.ContextVar(
-    "envbuilder_template_files", default=None
-)
-_limits: contextvars.ContextVar[tuple[float, int]] = contextvars.ContextVar(
-    "envbuilder_render_limits", default=(RENDER_SECONDS, MAX_RENDER_CHARS)
-)
-
-
-@contextlib.contextmanager
-def render_limits(seconds: float | None, chars: int | None) -> Iterator[None]:
-    """Templates compiled inside the block (by any part: prompt, turns, graders, tools) render
-    within ``seconds`` and ``chars`` instead of :data:`RENDER_SECONDS` and
-    :data:`MAX_RENDER_CHARS` (a spec's ``limits:``; None keeps the default)."""
-    token = _limits.set((seconds or RENDER_SECONDS, chars or MAX_RENDER_CHARS))
-    try:
-        yield
-    finally:
-        _limits.reset(token)
-
-
-@contextlib.contextmanager
-def recording_files() -> Iterator[dict[str, Path]]:
-    """Collect the template files compiled inside the block (by any part: prompt, turns, graders
-    and plugins), as ``{name as written: resolved path}``, including the files they
-    ``{% include %}``, ``{% import %}`` or ``{% extends %}`` by a constant name."""
-    files: dict[str, Path] = {}
-    token = _recording.set(files)
-    try:
-        yield files
-    finally:
-        _recording.reset(token)
-
-
-def _record(env: jinja2.Environment, names: Iterable[str]) -> None:
-    files = _recording.get()
-    if files is None:
-        return
-    for name in names:
-        if name in files:
-            continue
-        try:
-            source, filename, _ = env.loader.get_source(env, name)  # type: ignore[union-attr]
-            referenced = jinja2.meta.find_referenced_templates(env.parse(source))
-        except (jinja2.TemplateNotFound, jinja2.TemplateSyntaxError):
-            continue  # reported when the template compiles or renders
-        if filename is not None:
-            files[name] = Path(filename).resolve()
-        _record(env, [n for n in referenced if n is not None])
-
-
-@functools.cache
-def template_globals() -> frozenset[str]:
-    """The names a template may use besides the task's fields (Jinja's globals and ours)."""
-    return frozenset(jinja_env().globals)
-
-
-class Template:
-    """A compiled template with the variables it reads; renders with clear errors."""
-
-    def __init__(
-        self,
-        source: str,
-        *,
-        name: str = "<template>",
-        base_dir: Path | None = None,
-        from_file: bool = False,
-    ):
-        env = jinja_env(base_dir)
-        self.name = name
-        self.seconds, self.max_chars = _limits.get()
-        """This template's render budget: the defaults, or its spec's ``limits:``."""
-        try:
-            if from_file:
-                self.source = env.loader.get_source(env, source)[0]  # type: ignore[union-attr]
-                self._template = env.get_template(source)
-            else:
-                self.source = source
-                self._template = env.from_string(source)
-            ast = env.parse(self.source)
-        except TemplateError as exc:
-            raise TemplateError(f"{name}: {exc.message}", hint=exc.hint, code=exc.code) from None
-        except jinja2.TemplateNotFound:
-            raise TemplateError(
-                f"{name}: template file {source!r} not found",
-                hint=f"Looked relative to the spec and in {templates_dir()}",
-                code="template_not_found",
-            ) from None
-        except jinja2.TemplateSyntaxError as exc:
-            line = (exc.source or source).splitlines()
-            near = line[exc.lineno - 1].strip() if 0 < exc.lineno <= len(line) else ""
-            raise TemplateError(
-                f"{name}: template syntax error at line {exc.lineno}: {exc.message}"
-                + (f" in `{near}`" if near else ""),
-                code="template_syntax",
-            ) from None
-        private = _private_access(ast)
-        if private:
-            private.sort(key=self.source.find)
-            raise TemplateError(
-                f"{name}: reads the private attribute{'s' if len(private) > 1 else ''} "
-                f"{', '.join(map(repr, private))}, which the template sandbox refuses",
-                hint="Templates may only read the task's fields",
-                code="template_unsafe",
-            )
-        _record(env, [source] if from_file else [n for n in jinja2.meta.find_referenced_templates(ast) if n])
-        self.variables: frozenset[str] = (
-            frozenset(jinja2.meta.find_undeclared_variables(ast)) - template_globals()
-        )
-        self.bounded: bool = next(ast.find_all(_UNBOUNDED_NODES), None) is None and _inline(ast)
-        """It only shows fields (:func:`_inline`): a render is one pass over them, so it may run
-        on the event loop, untimed. Every other template renders under the deadline, and the
-        server renders it off the loop."""
-
-    def render(self, context: Mapping[str, Any]) -> str:
-        """Render over ``context`` within the budgets; any failure is a :class:`TemplateError`."""
-        outer = getattr(_budget, "left", None)
-        if outer is None:
-            _budget.left = _budget.limit = self.max_chars
-        try:
-            if self.bounded:
-                return self._template.render(context)
-            try:
-                with budget.deadline(self.seconds):
-                    return self._template.render(context)
-            except budget.Overrun:
-                raise TemplateError(
-                    f"{self.name}: rendering took longer than {self.seconds:g} s and was stopped",
-                    hint="A loop in the template runs too long; loop over the task's fields only "
-                    "(or raise `limits.render_seconds` in the spec)",
-                    code="template_budget",
-                ) from None
-        except TemplateError:
-            raise
-        except _TooBig as exc:
-            raise TemplateError(
-                f"{self.name}: stopped by the render budget: {str(exc).rstrip('.')}",
-                hint="Templates should show the task's fields, not build large text "
-                "(or raise `limits.render_chars` in the spec)",
-                code="template_budget",
-            ) from None
-        except SecurityError as exc:
-            raise TemplateError(
-                f"{self.name}: refused by the template sandbox: {str(exc).rstrip('.')}",
-                hint="Templates may only read the task's fields",
-                code="template_unsafe",
-            ) from None
-        except jinja2.UndefinedError as exc:
-            raise TemplateError(
-                f"{self.name}: {exc.message}",
-                hint=f"Available fields: {', '.join(sorted(context))}",
-                code="template_undefined",
-            ) from None
-        except jinja2.TemplateError as exc:
-            raise TemplateError(f"{self.name}: {exc}", code="template_error") from None
-        except MemoryError:
-            message = f"{self.name}: the render ran out of memory"
-            raise TemplateError(message, code="template_budget") from None
-        except Exception as exc:
-            raise TemplateError(f"{self.name}: {type(exc).__name__}: {exc}", code="template_error") from None
-        finally:
-            if outer is None:
-                _budget.left = None
-
-
-def _private_access(ast: jinja2.nodes.Template) -> list[str]:
-    """The ``_private`` attributes the template names literally (``x.__class__``,
-    ``x['__class__']``, ``x|attr('__class__')``), found before anything renders. Names built
-    at render time are still refused by the sandbox then."""
-    found: list[str] = []
-    for node in ast.find_all((jinja2.nodes.Getattr, jinja2.nodes.Getitem, jinja2.nodes.Filter)):
-        name: object = None
-        if isinstance(node, jinja2.nodes.Getattr):
-            name = node.attr
-        elif isinstance(node, jinja2.nodes.Getitem):
-            name = node.arg.value if isinstance(node.arg, jinja2.nodes.Const) else None
-        elif isinstance(node, jinja2.nodes.Filter):
-            first = node.args[0] if node.name == "attr" and node.args else None
-            name = first.value if isinstance(first, jinja2.nodes.Const) else None
-        if isinstance(name, str) and name.startswith("_") and name not in found:
-            found.append(name)
-    return found

@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""Agent environments through the server: τ²-retail episodes and their tool calls.
+
+Starts ``envbuilder serve`` on envs/tau2_retail.yaml (a copy beside it whose simulated customer
+is a local chat server answering at once) with a real ``redis-server`` as the session store, then:
+
+* **episodes**: every one of the 114 tasks played as an agent would: a greeting through
+  ``send_message`` (the customer answers), every gold action, a closing message (the customer
+  ends the conversation and the episode is graded by ``state_match``): episodes/s at a given
+  concurrency, server CPU per tool call, rewards (all must be 1.0) and each session's size in
+  Redis after its gold actions (read with ``STRLEN``);
+* **tool calls**: sessions making only ``calculate`` calls against sessions making only
+  ``get_order_details`` (a declarative read), ``find_user_id_by_name_zip`` (a search of the 500
+  users) or ``modify_user_address`` (a Python write): server CPU per call of each.
+
+    python bench/agents.py --concurrency 8 --calls 2000
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from envbuilder.client import AsyncClient  # noqa: E402
+from tests.fakes.chat_server import ChatServer, reply  # noqa: E402
+from tests.processes import serve_process  # noqa: E402
+from tests.redisd import redis_server  # noqa: E402
+
+SPEC = ROOT / "envs" / "tau2_retail.yaml"
+COPY = ROOT / "envs" / "_bench_tau2_retail.yaml"
+CLOSING = "Is there anything else I can help you with?"
+
+
+def customer(body: dict[str, Any], index: int) -> tuple[int, dict[str, Any], dict[str, str]]:
+    said = body["messages"][-1]["content"]
+    text = "No, thanks! ###STOP###" if "anything else" in said else "Hi, I need help with my order."
+    return 200, reply(text), {}
+
+
+def gold(split: str, index: int) -> tuple[list[dict[str, Any]], list[str]]:
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(ROOT / f"envs/data/tau2_retail/{split}-00000-of-00001.parquet").to_pylist()
+    return json.loads(rows[index]["actions"]), list(rows[index]["communicate_info"])
+
+
+async def episodes(url: str, redis_url: str, concurrency: int) -> dict[str, Any]:
+    import redis
+
+    store = redis.Redis.from_url(redis_url)
+    jobs = [(split, i) for split, n in (("train", 74), ("test", 40)) for i in range(n)]
+    rewards: list[float | None] = []
+    sizes: list[int] = []
+    calls = 0
+    queue: asyncio.Queue[tuple[str, int]] = asyncio.Queue()
+    for job in jobs:
+        queue.put_nowait(job)
+
+    async def worker(client: AsyncClient) -> None:
+        nonlocal calls
+        env = client.environment("tau2_retail")
+        while not queue.empty():
+            split, index = queue.get_nowait()
+            actions, info = gold(split, index)
+            async with env.session(split=split, index=index, secrets={"OPENAI_API_KEY": "sk-bench"}) as s:
+                await s.call_tool("send_message", {"message": "Hello! How can I help you?"})
+                for action in actions:
+                    await s.call_tool(action["name"], action["arguments"])
+                sizes.append(int(store.strlen(f"eb:s:{s.sid}")))
+                closing = (", ".join(info) + ". " if info else "") + CLOSING
+                out = await s.call_tool("send_message", {"message": closing})
+                rewards.append(out.reward)
+                calls += len(actions) + 2
+
+    started = time.perf_counter()
+    async with AsyncClient(url) as client:
+        await asyncio.gather(*(worker(client) for _ in range(concurrency)))
+    seconds = time.perf_counter() - started
+    return {"episodes": len(jobs), "seconds": seconds, "calls": calls, "rewards": rewards, "sizes": sizes}
+
+
+async def tool_calls(url: str, name: str, args: list[dict[str, Any]], n: int, concurrency: int) -> None:
+    """``n`` calls of ``name``, 100 per session (an episode makes at most 200), ``concurrency``
+    sessions at a time."""
+    async with AsyncClient(url) as client:
+        env = client.environment("tau2_retail")
+        left = [min(100, n - k) for k in range(0, n, 100)]
+
+        async def worker() -> None:
+            while left:
+                count = left.pop()
+                async with env.session(split="train", index=0) as s:
+                    for i in range(count):
+                        await s.call_tool(name, args[i % len(args)])
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+
+
+def cpu(process: psutil.Process) -> float:
+    total = process.cpu_times()
+    seconds = total.user + total.system
+    for child in process.children(recursive=True):
+        t = child.cpu_times()
+        seconds += t.user + t.system
+    return seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--calls", type=int, default=2000, help="calls per tool in the tool-call comparison")
+    opts = parser.parse_args()
+    address = {
+        "user_id": "yusuf_rossi_9620",
+        "address1": "1 Main St",
+        "address2": "",
+        "city": "Philadelphia",
+        "state": "PA",
+        "country": "USA",
+        "zip": "19122",
+    }
+    kinds = {
+        "calculate (calculator)": ("calculate", [{"expression": "3131.1 + 4777.75 + 367.38"}]),
+        "get_order_details (declarative read)": ("get_order_details", [{"order_id": "#W2378156"}]),
+        "find_user_id_by_name_zip (search, 500 users)": (
+            "find_user_id_by_name_zip",
+            [{"first_name": "Yusuf", "last_name": "Rossi", "zip": "19122"}],
+        ),
+        "modify_user_address (Python write)": (
+            "modify_user_address",
+            [address, {**address, "address1": "2 Main St"}],
+        ),
+    }
+    with ChatServer(customer) as chat, redis_server() as redis:
+        COPY.write_text(SPEC.read_text().replace("https://api.openai.com/v1", chat.base_url))
+        try:
+            with serve_process(str(COPY), "--store", redis.url) as (url, proc):
+                server = psutil.Process(proc.pid)
+                asyncio.run(episodes(url, redis.url, 1))  # warm up
+                before = cpu(server)
+                result = asyncio.run(episodes(url, redis.url, opts.concurrency))
+                used = cpu(server) - before
+                per_kind = {}
+                for label, (name, args) in kinds.items():
+                    asyncio.run(tool_calls(url, name, args, 200, opts.concurrency))  # warm up
+                    before = cpu(server)
+                    started = time.perf_counter()
+                    asyncio.run(tool_calls(url, name, args, opts.calls, opts.concurrency))
+                    per_kind[label] = (
+                        (cpu(server) - before) / opts.calls * 1e6,
+                        opts.calls / (time.perf_counter() - started),
+                    )
+        finally:
+            COPY.unlink(missing_ok=True)
+    rewards = result["rewards"]
+    sizes = sorted(result["sizes"])
+    print(f"machine: {psutil.cpu_count()} cores; server with --store redis; concurrency {opts.concurrency}")
+    print()
+    print("| τ²-retail episodes (gold actions, simulated customer) | value |")
+    print("|---|---|")
+    print(f"| episodes | {result['episodes']} (rewards 1.0: {sum(r == 1.0 for r in rewards)}) |")
+    print(f"| episodes/s | {result['episodes'] / result['seconds']:.1f} |")
+    print(f"| tool calls per episode (incl. 2 send_message) | {result['calls'] / result['episodes']:.1f} |")
+    print(f"| server CPU per tool call | {used / result['calls'] * 1e3:.2f} ms |")
+    median, largest = statistics.median(sizes), max(sizes)
+    print(f"| session in Redis after the gold actions: median / max | {median:,.0f} / {largest:,} bytes |")
+    print()
+    print("| tool | server CPU µs per call | calls/s |")
+    print("|---|---|---|")
+    for label, (micro, rate) in per_kind.items():
+        print(f"| {label} | {micro:,.0f} | {rate:,.0f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,422 @@
+"""Rollouts at trainer scale: GRPO-shaped load on `envbuilder serve`.
+
+One GRPO step is P prompts x S samples = P*S sessions opened together (every sample of every
+prompt in flight at once), each a multi-turn tool episode on envs/gsm8k_tools.yaml:
+
+    create (split train, index = its prompt) -> calculator -> submit (wrong) -> submit (right) -> delete
+
+Measured per run: episodes/s over the whole step, per-call p50/p99 (every request), errors,
+server CPU per episode (the server process, plus redis-server when the store is Redis), and
+memory per open session (RSS of the server, plus redis-server's, after every session has made
+its first call, minus before the step). Runs at 64 and at 1,024 open sessions, with the
+in-memory store and with Redis; and the reference ors-sdk server
+(../shared/bench/servers/gsm8k_ors.py), which has only a one-shot `submit`, with the episode it
+can do (create -> submit (right) -> delete) beside envbuilder's gsm8k.yaml doing the same.
+
+    python bench/rollouts.py                       # all of the above
+    python bench/rollouts.py --only memory --sizes 1024
+
+The client is aiohttp in one process; on a 2-core machine it competes with the server, so the
+absolute figures are a floor (see bench/README.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import psutil
+import pyarrow.parquet as pq
+
+ROOT = Path(__file__).resolve().parent.parent
+ENVS = ROOT / "envs"
+TRAIN = ENVS / "data" / "gsm8k" / "train-00000-of-00001.parquet"
+TEST = ENVS / "data" / "gsm8k" / "test-00000-of-00001.parquet"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Server:
+    name: str
+    cmd: list[str]
+    url: str
+    env: str
+    episode: str  # "tools" or "submit"
+    extra: list[psutil.Process] = field(default_factory=list)
+    proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", int(self.url.rsplit(":", 1)[1])), timeout=0.2):
+                    pass
+                import urllib.request
+
+                with urllib.request.urlopen(self.url + "/health", timeout=2) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError(f"{self.name} did not start")
+
+    def processes(self) -> list[psutil.Process]:
+        assert self.proc is not None
+        me = psutil.Process(self.proc.pid)
+        return [me, *me.children(recursive=True), *self.extra]
+
+    def cpu(self) -> float:
+        total = 0.0
+        for p in self.processes():
+            with_children = p.cpu_times()
+            total += with_children.user + with_children.system
+        return total
+
+    def rss(self) -> int:
+        return sum(p.memory_info().rss for p in self.processes())
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+def golds() -> list[str]:
+    answers = pq.read_table(TRAIN, columns=["answer"]).column("answer").to_pylist()
+    return [a.split("####")[-1].strip() for a in answers]
+
+
+async def call(
+    http: aiohttp.ClientSession, url: str, sid: str, name: str, args: dict[str, Any]
+) -> dict[str, Any]:
+    async with http.post(url, json={"name": name, "input": args}, headers={"X-Session-ID": sid}) as r:
+        body = await r.text()
+        if r.status != 200:
+            raise RuntimeError(f"/call {r.status}: {body[:200]}")
+    data, event = [], None
+    for line in body.splitlines():
+        if line.startswith("event:"):
+            event = line[6:].strip()
+        elif line.startswith("data:") and event in ("chunk", "end"):
+            data.append(line[5:].lstrip(" ") if not data else line[5:].removeprefix(" "))
+        elif line.startswith("data:") and event == "error":
+            raise RuntimeError(f"tool error: {line}")
+    result = json.loads("".join(data))
+    if not result.get("ok"):
+        raise RuntimeError(f"tool refused: {result}")
+    return dict(result["output"])
+
+
+async def step(server: Server, prompts: int, samples: int, gold: list[str]) -> dict[str, Any]:
+    """One GRPO step: prompts x samples sessions opened together, each run to its end."""
+    n = prompts * samples
+    latencies: list[float] = []
+    errors: list[str] = []
+    rewards: list[float | None] = []
+    opened = asyncio.Event()
+    first_calls = 0
+    base = f"{server.url}/{server.env}"
+    connector = aiohttp.TCPConnector(limit=n, limit_per_host=n)
+    timeout = aiohttp.ClientTimeout(total=300)
+
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as http:
+
+        async def timed(coro: Any) -> Any:
+            t = time.perf_counter()
+            try:
+                return await coro
+            finally:
+                latencies.append(time.perf_counter() - t)
+
+        async def post(path: str, sid: str, body: Any = None) -> Any:
+            async with http.post(server.url + path, json=body, headers={"X-Session-ID": sid}) as r:
+                text = await r.text()
+                if r.status != 200:
+                    raise RuntimeError(f"{path} {r.status}: {text[:200]}")
+                return text
+
+        async def episode(i: int) -> None:
+            nonlocal first_calls
+            sid = uuid.uuid4().hex
+            index = i // samples
+            answer = gold[index]
+            try:
+                await timed(post("/create", sid, {"env_name": server.env, "split": "train", "index": index}))
+                if server.episode == "tools":
+                    await timed(call(http, base + "/call", sid, "calculator", {"expression": "6*7"}))
+                    first_calls += 1
+                    if first_calls == n:
+                        opened.set()
+                    await opened.wait()  # every session open and holding state: memory is read now
+                    await timed(call(http, base + "/call", sid, "submit", {"answer": str(int(answer) + 1)}))
+                else:
+                    first_calls += 1
+                    if first_calls == n:
+                        opened.set()
+                    await opened.wait()
+                out = await timed(call(http, base + "/call", sid, "submit", {"answer": answer}))
+                rewards.append(out.get("reward"))
+            except Exception as exc:  # counted, reported
+                errors.append(f"{type(exc).__name__}: {exc}"[:200])
+                first_calls += 1
+                if first_calls >= n:
+                    opened.set()
+            finally:
+                try:
+                    await timed(post("/delete", sid))
+                except Exception as exc:
+                    errors.append(f"delete {type(exc).__name__}: {exc}"[:200])
+
+        rss0, cpu0 = server.rss(), server.cpu()
+        t0 = time.perf_counter()
+        tasks = [asyncio.create_task(episode(i)) for i in range(n)]
+        await opened.wait()
+        rss_open = server.rss()
+        await asyncio.gather(*tasks)
+        wall = time.perf_counter() - t0
+        cpu = server.cpu() - cpu0
+    latencies.sort()
+    wrong_reward = [r for r in rewards if r != 1.0]
+    return {
+        "sessions": n,
+        "episodes_per_s": n / wall,
+        "call_p50_ms": 1000 * latencies[len(latencies) // 2],
+        "call_p99_ms": 1000 * latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))],
+        "errors": len(errors) + len(wrong_reward),
+        "error_samples": errors[:3] + [f"reward {r}" for r in wrong_reward[:3]],
+        "server_cpu_ms_per_episode": 1000 * cpu / n,
+        "kb_per_open_session": (rss_open - rss0) / 1024 / n,
+        "calls": len(latencies),
+    }
+
+
+def start_redis() -> tuple[subprocess.Popen[bytes], int, str]:
+    port = free_port()
+    folder = tempfile.mkdtemp(prefix="rollouts-redis-")
+    proc = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--save", "", "--appendonly", "no", "--dir", folder],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    for _ in range(100):
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                break
+        except OSError:
+            time.sleep(0.05)
+    return proc, port, folder
+
+
+def envbuilder_server(spec: str, env: str, episode: str, store: str = "memory") -> Server:
+    port = free_port()
+    exe = str(Path(sys.executable).with_name("envbuilder"))
+    cmd = [exe, "serve", str(ENVS / spec), "--port", str(port), "--store", store, "--max-sessions", "100000"]
+    return Server(
+        f"envbuilder {spec} ({'redis' if store != 'memory' else 'memory'})",
+        cmd,
+        f"http://127.0.0.1:{port}",
+        env,
+        episode,
+    )
+
+
+def reference_server(ref_python: str, shared: Path) -> Server:
+    port = free_port()
+    cmd = [
+        ref_python,
+        str(shared / "servers" / "gsm8k_ors.py"),
+        "--data",
+        str(TRAIN),
+        "--test-data",
+        str(TEST),
+        "--port",
+        str(port),
+    ]
+    return Server("ors-sdk reference gsm8k", cmd, f"http://127.0.0.1:{port}", "gsm8kenvironment", "submit")
+
+
+def run(server: Server, sizes: list[int], samples: int, rounds: int, gold: list[str]) -> list[dict[str, Any]]:
+    server.start()
+    out = []
+    try:
+        asyncio.run(step(server, 4, 4, gold))  # warm-up
+        for _ in range(rounds):
+            for n in sizes:
+                result = asyncio.run(
+                    step(server, n // samples if n >= samples else n, samples if n >= samples else 1, gold)
+                )
+                result["server"] = server.name
+                out.append(result)
+                print(json.dumps(result), file=sys.stderr, flush=True)
+    finally:
+        server.stop()
+    return out
+
+
+def inproc(count: int) -> str:
+    """CPU per graded answer on GSM8K: the grader called directly, against each in-process
+    adapter driving a whole episode (task read, episode state, the submit tool, the reward)."""
+    from envbuilder.environment import load_environment
+    from envbuilder.integrations import skyrl, trl, verl
+    from envbuilder.integrations._local import run as run_on_loop
+
+    spec = ENVS / "gsm8k.yaml"
+    env = load_environment(spec)
+    assert env.submit is not None
+    gold = golds()
+    view = env.split("train")
+    grader = env.submit.grader
+
+    async def direct() -> None:
+        for i in range(count):
+            await grader.grade(f"The answer is {gold[i]}.", view.task(i), {})
+
+    def via_trl() -> None:
+        rollout = trl.TRLSpec(spec, num_tasks=count).environment_factory()
+        for i in range(count):
+            rollout.reset(task_index=i)
+            rollout.submit(answer=f"The answer is {gold[i]}.")
+
+    def via_skyrl() -> None:
+        for i in range(count):
+            e = skyrl.EnvbuilderTextEnv(extras={"spec": str(spec), "split": "train", "task_index": i})
+            e.init([{"role": "user", "content": "x"}])
+            e.step(f"The answer is {gold[i]}.")
+
+    def via_verl() -> None:
+        for i in range(count):
+            verl.compute_score(
+                "gsm8k", f"The answer is {gold[i]}.", "", {"spec": str(spec), "split": "train", "index": i}
+            )
+
+    def cpu(fn: Any) -> float:
+        best = float("inf")
+        for _ in range(3):
+            t = time.process_time()
+            fn()
+            best = min(best, time.process_time() - t)
+        return 1e6 * best / count
+
+    base = cpu(lambda: run_on_loop(direct()))
+    rows = ["| path | CPU µs per graded answer | vs the grader alone |", "|---|---|---|"]
+    rows.append(f"| grader.grade directly | {base:,.0f} | 1.00× |")
+    for name, fn in (
+        ("TRL environment_factory", via_trl),
+        ("SkyRL BaseTextEnv", via_skyrl),
+        ("verl compute_score", via_verl),
+    ):
+        value = cpu(fn)
+        rows.append(f"| {name} | {value:,.0f} | {value / base:.2f}× |")
+    return "\n".join(rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--sizes", type=int, nargs="+", default=[64, 1024], help="sessions open at once")
+    parser.add_argument("--samples", type=int, default=16, help="samples per prompt (GRPO group size)")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--only", choices=["memory", "redis", "reference", "inproc"], action="append")
+    parser.add_argument("--inproc-count", type=int, default=2000, help="answers per in-process path")
+    parser.add_argument("--ref-python", default=sys.executable, help="a Python with ors-sdk and pandas")
+    parser.add_argument("--shared", type=Path, default=ROOT.parent / "shared" / "bench")
+    parser.add_argument("--json", type=Path, help="write every result here")
+    args = parser.parse_args()
+    only = set(args.only or ["memory", "redis", "reference", "inproc"])
+    gold = golds()
+    results: list[dict[str, Any]] = []
+    if "memory" in only:
+        results += run(
+            envbuilder_server("gsm8k_tools.yaml", "gsm8k-tools", "tools"),
+            args.sizes,
+            args.samples,
+            args.rounds,
+            gold,
+        )
+    if "redis" in only:
+        if shutil.which("redis-server") is None:
+            print("redis-server is not installed: skipping the Redis store", file=sys.stderr)
+        else:
+            proc, port, folder = start_redis()
+            try:
+                server = envbuilder_server(
+                    "gsm8k_tools.yaml", "gsm8k-tools", "tools", f"redis://127.0.0.1:{port}/0"
+                )
+                server.extra = [psutil.Process(proc.pid)]
+                results += run(server, args.sizes, args.samples, args.rounds, gold)
+            finally:
+                proc.terminate()
+                proc.wait(10)
+                shutil.rmtree(folder, ignore_errors=True)
+    if "reference" in only:
+        if not (args.shared / "servers" / "gsm8k_ors.py").exists():
+            print(f"no reference server under {args.shared}: skipping it", file=sys.stderr)
+        else:
+            results += run(
+                reference_server(args.ref_python, args.shared), args.sizes, args.samples, args.rounds, gold
+            )
+            results += run(
+                envbuilder_server("gsm8k.yaml", "gsm8k", "submit"),
+                args.sizes,
+                args.samples,
+                args.rounds,
+                gold,
+            )
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+    if results:
+        print(table(results))
+    if "inproc" in only:
+        print(inproc(args.inproc_count))
+
+
+def table(results: list[dict[str, Any]]) -> str:
+    rows = {}
+    for r in results:
+        rows.setdefault((r["server"], r["sessions"]), []).append(r)
+    header = (
+        "| server | open sessions | episodes/s | call p50 ms | call p99 ms | p99/p50 | errors "
+        "| server CPU ms/episode | KB per open session (max) |"
+    )
+    lines = [header, "|---|---|---|---|---|---|---|---|---|"]
+    for (name, n), rs in rows.items():
+        keys = ("episodes_per_s", "call_p50_ms", "call_p99_ms", "server_cpu_ms_per_episode")
+        med = {k: statistics.median(r[k] for r in rs) for k in keys}
+        # Memory: the largest growth (a later round reuses the memory an earlier one freed).
+        med["kb_per_open_session"] = max(r["kb_per_open_session"] for r in rs)
+        p50, p99 = med["call_p50_ms"], med["call_p99_ms"]
+        lines.append(
+            f"| {name} | {n:,} | {med['episodes_per_s']:,.0f} | {p50:.1f} | {p99:.1f} | {p99 / p50:.1f} "
+            f"| {sum(r['errors'] for r in rs)} | {med['server_cpu_ms_per_episode']:.2f} "
+            f"| {med['kb_per_open_session']:.1f} |"
+        )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    main()

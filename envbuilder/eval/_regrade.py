@@ -1,0 +1,158 @@
+"""Re-grade a stored run under another version of its spec, without calling the model.
+
+Every episode's recorded tool calls (and, in text mode, its submitted final messages) are
+replayed in order on a fresh episode of the new spec: the new grader, answer conventions and
+feedback decide the reward. An episode that ended in an error is kept as it was (there is no
+answer to grade). The tasks must be the same (same ids at the same indices): a regrade changes
+how answers are graded, not which questions were asked.
+
+The result is a new run (its identity names the new spec's content hash, its header the run it
+was regraded from) with the episodes whose reward or outcome changed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from envbuilder.environment import Environment, Episode
+from envbuilder.errors import EnvbuilderError
+from envbuilder.eval._agent import absorb, conclude
+from envbuilder.eval._results import Summary, outcome_of, summarize
+from envbuilder.eval._run import ResultsFile, RunIdentity, without_transcript
+from envbuilder.eval._runner import task_fields
+
+__all__ = ["Change", "Regrade", "regrade_run"]
+
+_SAME_TASKS = "Regrade only changes grading: the new spec must serve the same tasks"
+
+
+@dataclass(frozen=True)
+class Change:
+    """One episode whose grade changed."""
+
+    split: str
+    index: int
+    sample: int
+    task_id: str | None
+    before: tuple[str, float | None]
+    """(outcome, reward) in the stored run."""
+    after: tuple[str, float | None]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "split": self.split, "index": self.index, "sample": self.sample, "task_id": self.task_id,
+            "before": {"outcome": self.before[0], "reward": self.before[1]},
+            "after": {"outcome": self.after[0], "reward": self.after[1]},
+        }  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Regrade:
+    header: dict[str, Any]
+    """The new run's header (``regraded_from`` names the stored run)."""
+    before: Summary
+    after: Summary
+    changes: list[Change] = field(default_factory=list)
+    replayed: int = 0
+    """Episodes replayed (the rest ended in an error and are kept as they were)."""
+    out: Path | None = None
+
+
+async def _replay(env: Environment, record: dict[str, Any]) -> dict[str, Any]:
+    split, index = str(record["split"]), int(record["index"])
+    if index >= len(env.split(split)):
+        raise EnvbuilderError(
+            f"{split}[{index}] is in the run but the new spec's split has {len(env.split(split))} tasks",
+            hint=_SAME_TASKS, code="tasks_differ",
+        )  # fmt: skip
+    task = env.split(split).task(index)
+    now, was = task_fields(dict(task)), record.get("task") or {}
+    differs = [k for k in sorted(was.keys() & now.keys()) if was[k] != now[k]]
+    if differs:
+        k = differs[0]
+        raise EnvbuilderError(
+            f"{split}[{index}] is another task in the new spec ({k}: {was[k]} in the run, {now[k]} now)",
+            hint=_SAME_TASKS, code="tasks_differ",
+        )  # fmt: skip
+    episode = Episode(task=task)
+    new = {**record, "reward": None, "finished": False, "metadata": None}
+    calls = []
+    for entry in record.get("tool_calls") or []:
+        if new["finished"]:
+            break
+        entry = dict(entry)
+        try:
+            args = (
+                json.loads(entry["arguments"])
+                if isinstance(entry.get("arguments"), str)
+                else entry.get("arguments")
+            )
+        except ValueError:
+            args = None
+        if isinstance(args, dict) and "error" not in entry:
+            try:
+                result = (await env.call_tool(episode, str(entry["name"]), args)).model_dump(mode="json")
+            except Exception as exc:  # a tool bug is this episode's record, as in a live run
+                result = {"ok": False, "error": f"the tool failed: {type(exc).__name__}: {exc}"}
+            entry["result"] = result
+            absorb(new, result)
+        calls.append(entry)
+    new["tool_calls"] = calls
+    new["status"] = (
+        "finished" if new["finished"] else ("max_turns" if record.get("status") != "error" else "error")
+    )
+    conclude(new)
+    return new
+
+
+async def regrade_run(results: Path, env: Environment, out: Path | None = None) -> Regrade:
+    """Replay the run in ``results`` on ``env`` (see the module docstring); write the new run to
+    ``out`` when given.
+
+    Raises:
+        EnvbuilderError: ``results`` is not a run, or ``env`` serves other tasks.
+    """
+    from envbuilder.eval._backends import LocalBackend
+
+    header, records = ResultsFile(results).load()
+    old = RunIdentity.from_dict(header["run"])
+    identity = RunIdentity(
+        **{
+            **old.to_dict(),
+            "env": env.name,
+            "env_hash": await LocalBackend(env).content_hash(),
+            "server": None,
+        }
+    )
+    new_records, changes, replayed = [], [], 0
+    for record in records:
+        if record.get("status") == "error":
+            new = dict(record)
+        else:
+            new = await _replay(env, record)
+            replayed += 1
+        new["run_id"] = identity.run_id
+        before = (outcome_of(record), record.get("reward"))
+        after = (outcome_of(new), new.get("reward"))
+        if before != after:
+            changes.append(Change(str(record["split"]), int(record["index"]), int(record.get("sample") or 0),
+                                  record.get("task_id"), before, after))  # fmt: skip
+        new_records.append(new)
+    head = {
+        "run": identity.to_dict(),
+        "run_id": identity.run_id,
+        "started": header.get("started"),
+        "command": header.get("command"),
+        "regraded_from": header.get("run_id"),
+    }
+    if out is not None:
+        with out.open("w", encoding="utf-8") as f:
+            f.write(json.dumps(head, ensure_ascii=False) + "\n")
+            for r in new_records:
+                f.write(json.dumps(r, ensure_ascii=False) + "\n")
+    light = [without_transcript(r) for r in records]
+    return Regrade(head, summarize(light), summarize(without_transcript(r) for r in new_records),
+                   changes, replayed, out)  # fmt: skip

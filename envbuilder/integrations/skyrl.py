@@ -1,0 +1,154 @@
+"""SkyRL: a spec as a ``skyrl_gym`` text environment (``BaseTextEnv``), registered under an id.
+
+The model acts in Hermes style, a ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``
+block per step; a reply without one is taken as the final answer and submitted. Step rewards
+follow the one convention, so SkyRL's sum over steps is the episode's reward.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
+
+from envbuilder.integrations._local import LocalEpisode, describe, environment
+
+ENV_ID = "envbuilder"
+"""The id :func:`register` uses by default (``env_class`` in a SkyRL dataset row)."""
+
+SYSTEM = (
+    "You may call tools. Their signatures are within <tools></tools>:\n<tools>\n{tools}\n</tools>\n"
+    "To call one, reply with a JSON object inside <tool_call></tool_call> tags:\n"
+    '<tool_call>\n{{"name": <tool name>, "arguments": <arguments object>}}\n</tool_call>\n'
+    "A reply without a tool call is taken as your final answer."
+)
+
+
+def parse_tool_call(text: str) -> dict[str, Any] | str | None:
+    """The first ``<tool_call>`` of ``text`` as ``{"name", "arguments"}``; a string saying what
+    is wrong with a malformed one; None when there is none."""
+    start = text.find("<tool_call>")
+    if start < 0:
+        return None
+    body = text[start + len("<tool_call>") :]
+    end = body.find("</tool_call>")
+    body = (body[:end] if end >= 0 else body).strip()
+    try:
+        call = json.loads(body)
+    except ValueError as exc:
+        return f"the tool call is not JSON ({exc})"
+    if not isinstance(call, dict) or not isinstance(call.get("name"), str):
+        return 'the tool call needs a "name"'
+    arguments = call.get("arguments", {})
+    if not isinstance(arguments, dict):
+        return '"arguments" must be an object'
+    return {"name": call["name"], "arguments": arguments}
+
+
+class EnvbuilderTextEnv(BaseTextEnv):
+    """One episode of a spec. ``extras`` (a SkyRL dataset row's columns) or ``env_config`` name
+    the ``spec`` (a path); ``extras`` give ``split``, ``task_index`` and ``max_turns``."""
+
+    def __init__(self, env_config: Any = None, extras: dict[str, Any] | None = None):
+        super().__init__()
+        extras = dict(extras or {})
+        config: dict[str, Any] = dict(env_config or {})
+        spec = extras.get("spec") or config.get("spec")
+        if not spec:
+            raise ValueError("EnvbuilderTextEnv needs a spec: a `spec` column or env_config.spec")
+        env = environment(spec)
+        self.episode = LocalEpisode.of(
+            env, str(extras.get("split", "train")), int(extras.get("task_index", 0)), extras.get("secrets")
+        )
+        self.max_turns = int(extras.get("max_turns", config.get("max_turns", 10)))
+
+    def init(self, prompt: Any) -> tuple[list[dict[str, str]], dict[str, Any]]:
+        """The dataset's prompt when it has one, else the task's own (with the tools)."""
+        if isinstance(prompt, str) and prompt:
+            prompt = json.loads(prompt)
+        if prompt:
+            return list(prompt), {}
+        return chat_prompt(self.episode), {}
+
+    def step(self, action: str) -> BaseTextEnvStepOutput:
+        self.turns += 1
+        call = parse_tool_call(action)
+        if call is None and self.episode.env.submit is not None:
+            spec = self.episode.env.submit.spec
+            call = {"name": spec.name, "arguments": {spec.answer_field: action}}
+        if isinstance(call, str) or call is None:
+            text, reward, finished = f"Error: {call}", None, False
+        else:
+            out = self.episode.call(call["name"], call["arguments"])
+            text = describe(out)
+            reward = getattr(out, "reward", None)
+            finished = self.episode.finished
+        done = finished or self.turns >= self.max_turns
+        observations = (
+            [] if finished else [{"role": "user", "content": f"<tool_response>\n{text}\n</tool_response>"}]
+        )
+        return BaseTextEnvStepOutput(
+            observations=observations,
+            reward=0.0 if reward is None else float(reward),
+            done=done,
+            metadata={"finished": finished, "reward": reward},
+        )
+
+    def close(self) -> None:
+        self.episode.end()
+
+    def get_metrics(self) -> dict[str, Any]:
+        reward = self.episode.reward
+        return {
+            "turns": self.turns,
+            "reward": 0.0 if reward is None else reward,
+            "graded": reward is not None,
+        }
+
+
+def chat_prompt(episode: LocalEpisode) -> list[dict[str, str]]:
+    """The task's conversation with the tools described in a system message."""
+    tools = "\n".join(
+        json.dumps({"name": t.name, "description": t.description, "parameters": t.input_schema})
+        for t in episode.tools
+    )
+    messages = episode.messages()
+    system = SYSTEM.format(tools=tools)
+    if messages and messages[0]["role"] == "system":
+        return [{"role": "system", "content": messages[0]["content"] + "\n\n" + system}, *messages[1:]]
+    return [{"role": "system", "content": system}, *messages]
+
+
+def register(env_id: str = ENV_ID, spec: str | Path | None = None) -> str:
+    """Register :class:`EnvbuilderTextEnv` with ``skyrl_gym`` under ``env_id`` (``spec`` fixed
+    for every episode, or taken from each row's ``spec`` column); returns the id."""
+    import skyrl_gym
+
+    kwargs = {"env_config": {"spec": str(spec)}} if spec is not None else {}
+    if env_id not in skyrl_gym.registry:
+        skyrl_gym.register(id=env_id, entry_point=f"{__name__}:EnvbuilderTextEnv", kwargs=kwargs)
+    return env_id
+
+
+def dataset_rows(
+    spec: str | Path, split: str = "train", limit: int | None = None, env_id: str = ENV_ID
+) -> list[dict[str, Any]]:
+    """SkyRL dataset rows for ``split``: ``prompt`` (system with the tools, then the task),
+    ``env_class``, ``spec``, ``split`` and ``task_index``."""
+    env = environment(spec)
+    n = len(env.split(split)) if limit is None else min(limit, len(env.split(split)))
+    return [
+        {
+            "prompt": chat_prompt(LocalEpisode.of(env, split, i)),
+            "env_class": env_id,
+            "spec": str(Path(spec).resolve()),
+            "split": split,
+            "task_index": i,
+        }
+        for i in range(n)
+    ]
+
+
+__all__ = ["ENV_ID", "EnvbuilderTextEnv", "chat_prompt", "dataset_rows", "parse_tool_call", "register"]

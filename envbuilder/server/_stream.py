@@ -1,0 +1,22 @@
+"""SSE streaming of a reply whose end is still running, for both doors: its first frames, a
+keep-alive ping every ``interval`` seconds while it runs, then its last frames."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+from envbuilder.server import _ops, _sse
+
+
+async def events(reply: _ops.Reply, interval: float) -> AsyncIterator[bytes]:
+    """The body of a streamed reply (``reply.rest`` set), piece by piece."""
+    rest = reply.rest
+    assert rest is not None, "only a streamed reply has events to stream"
+    yield reply.body
+    while True:
+        done, _ = await asyncio.wait({rest}, timeout=interval)
+        if done:
+            break
+        yield _sse.ping()
+    yield _ops.final_frames(rest)

@@ -1,0 +1,151 @@
+"""``envbuilder view DIR``: the browser of runs, checked in headless Chromium after its JS ran,
+with a screenshot; ``--serve`` serves it."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from envbuilder.cli import app
+from tests.catalog.test_site import browse, needs_browser
+from tests.eval.conftest import arithmetic_answer, prompt_of, write_arithmetic
+from tests.fakes.chat_server import ChatServer, tool_call_reply
+
+
+def cli(*args: str):
+    return CliRunner().invoke(app, list(args))
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Four runs: weak and strong on square (6 tasks), weak on cube, a multi-env folder, and a
+    model name that is markup."""
+    root = tmp_path_factory.mktemp("browse")
+    folder = write_arithmetic(root / "envs")
+    out = root / "runs"
+
+    def policy(wrong):
+        def handler(req: dict[str, Any], i: int):
+            return (
+                200,
+                tool_call_reply("submit", json.dumps({"answer": arithmetic_answer(prompt_of(req), wrong)})),
+                {},
+            )
+
+        return handler
+
+    plan = [
+        ("weak", "square.yaml", lambda kind, n: n % 2 == 0, out / "weak-square.jsonl"),
+        ("strong", "square.yaml", lambda kind, n: False, out / "strong-square.jsonl"),
+        ("<b>odd</b>", "cube.yaml", lambda kind, n: n > 3, out / "nested" / "odd-cube.jsonl"),
+    ]
+    for model, spec, wrong, path in plan:
+        with ChatServer(policy(wrong)) as server:
+            result = cli(
+                "eval",
+                str(folder / spec),
+                "--model",
+                model,
+                "--base-url",
+                server.base_url,
+                "--out",
+                str(path),
+            )
+        assert result.exit_code == 0, result.output
+    (out / "notes.jsonl").write_text('{"not": "a run"}\n')  # ignored: no run header
+    viewed = cli("view", str(out))
+    assert viewed.exit_code == 0, viewed.output
+    assert viewed.output == f"envbuilder: 3 run(s) in {out / 'index.html'}\n"
+    return out
+
+
+def ids(dom: str) -> list[tuple[str, bool]]:
+    """Run rows in page order: (model, shown)."""
+    tags = re.findall(r'<tr class="run"[^>]*>', dom)
+    return [(re.findall(r' data-model="([^"]*)"', t)[0], not re.search(r" hidden[ >=]", t)) for t in tags]
+
+
+def run_id(out: Path, name: str) -> str:
+    return json.loads((out / name).read_text().splitlines()[0])["run_id"]
+
+
+def test_the_index_lists_every_run_escaped_and_self_contained(runs: Path) -> None:
+    html = (runs / "index.html").read_text()
+    assert "<b>odd</b>" not in html and "&lt;b&gt;odd&lt;/b&gt;" in html
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", html)
+    assert 'href="weak-square.html"' in html and 'href="nested/odd-cube.html"' in html
+    assert (runs / "nested" / "odd-cube.html").exists()
+
+
+@needs_browser
+def test_filter_and_sort_in_the_browser(runs: Path) -> None:
+    index = (runs / "index.html").as_uri()
+    dom = browse(index + "#sort=score&desc=1", "--dump-dom")
+    # strong 6/6, weak 3/6 (wrong on even n), odd 2/6 (wrong on n > 3)
+    assert [m for m, _ in ids(dom)] == ["strong", "weak", "&lt;b&gt;odd&lt;/b&gt;"]
+    dom = browse(index + "#sort=model", "--dump-dom")
+    assert [m for m, _ in ids(dom)] == ["&lt;b&gt;odd&lt;/b&gt;", "strong", "weak"]
+    assert '<th data-sort="model" aria-sort="ascending">' in dom
+    assert '<p id="count">3 of 3 runs</p>' in dom
+    dom = browse(index + "#env=square", "--dump-dom")
+    assert dict(ids(dom)) == {"weak": True, "strong": True, "&lt;b&gt;odd&lt;/b&gt;": False}
+    dom = browse(index + "#q=STRONG", "--dump-dom")
+    assert dict(ids(dom)) == {"weak": False, "strong": True, "&lt;b&gt;odd&lt;/b&gt;": False}
+    assert '<p id="count">1 of 3 runs</p>' in dom
+
+
+@needs_browser
+def test_pick_two_runs_for_a_paired_comparison(runs: Path, tmp_path: Path) -> None:
+    weak, strong = run_id(runs, "weak-square.jsonl"), run_id(runs, "strong-square.jsonl")
+    index = (runs / "index.html").as_uri()
+    dom = browse(index + f"#compare={weak},{strong}", "--dump-dom")
+    panel = dom[dom.index('<section id="comparison"') :]
+    panel = panel[: panel.index("</section>")]
+    assert " hidden" not in panel.split(">")[0]
+    assert f"B − A: strong ({strong}) (B) vs weak ({weak}) (A)" in panel
+    # weak is wrong on n = 2, 4, 6: paired over 6 tasks, A 0.5, B 1.0
+    # per-task differences 0,1,0,1,0,1: mean .5, s.e. sqrt(.3/6), the normal paired interval
+    assert (
+        "6 paired tasks: A 0.500, B 1.000, B − A 0.500 [0.062, 0.938] (few: 6 tasks): "
+        '<span class="verdict">a real difference at 95%</span>'
+    ) in panel
+    cube = run_id(runs, "nested/odd-cube.jsonl")
+    dom = browse(index + f"#compare={weak},{cube}", "--dump-dom")
+    assert "These runs are on different environments: there is no paired comparison." in dom
+    shot = tmp_path / "browser.png"
+    browse(index + f"#compare={weak},{strong}&sort=score&desc=1", f"--screenshot={shot}")
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
+
+
+def test_an_empty_folder_is_an_error(tmp_path: Path) -> None:
+    result = cli("view", str(tmp_path))
+    assert result.exit_code == 1
+    assert f"error: {tmp_path} holds no results file of `envbuilder eval`" in result.output
+
+
+def test_serve_serves_the_browser(runs: Path) -> None:
+    proc = subprocess.Popen([sys.executable, "-m", "envbuilder", "view", str(runs), "--serve"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert proc.stderr is not None
+        deadline = time.monotonic() + 60
+        line = ""
+        while "serving" not in line and time.monotonic() < deadline:
+            line = proc.stderr.readline()
+        url = re.search(r"serving (\S+)", line)
+        assert url, line
+        page = httpx.get(url[1], timeout=10)
+        assert page.status_code == 200 and "Runs in" in page.text
+        assert httpx.get(url[1].replace("index.html", "nested/odd-cube.html"), timeout=10).status_code == 200
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)  # also closes the pipes

@@ -1,0 +1,165 @@
+"""In-process trainers' environments (no HTTP): TRL's factory and reward, SkyRL's registered
+``BaseTextEnv`` on the real ``skyrl_gym``, and verl's ``compute_score`` and tool contracts."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+from typing import Any
+
+import pytest
+import skyrl_gym
+
+import envbuilder.integrations
+from envbuilder.authoring import gold_cases
+from envbuilder.environment import load_environment
+from envbuilder.integrations import skyrl, trl, verl
+from tests.conftest import ENVS
+
+TOOLS = ENVS / "gsm8k_tools.yaml"
+
+
+def _gold(split: str, index: int) -> str:
+    return load_environment(ENVS / "gsm8k.yaml").split(split).task(index)["answer"].split("####")[-1].strip()
+
+
+def test_public_api() -> None:
+    assert envbuilder.integrations.__all__ == ["LocalEpisode"]
+    assert trl.__all__ == ["TRLEnvironment", "TRLSpec", "environment_class", "episode_reward"]
+    assert skyrl.__all__ == [
+        "ENV_ID", "EnvbuilderTextEnv", "chat_prompt", "dataset_rows", "parse_tool_call", "register"
+    ]  # fmt: skip
+    assert verl.__all__ == ["TOOL_CLASS", "SpecTool", "compute_score", "dataset_rows", "tool_config"]
+
+
+# -- TRL ------------------------------------------------------------------------------------------
+
+
+def test_trl_spec_binds_tools_like_trls_adapter_and_reads_the_episode_reward() -> None:
+    spec = trl.TRLSpec(TOOLS, split="test", num_tasks=3)
+    dataset = spec.train_dataset
+    assert dataset.column_names == ["prompt", "task_index"] and len(dataset) == 3
+    rollout = spec.environment_factory()
+    signature = inspect.signature(rollout.calculator)
+    assert list(signature.parameters) == ["expression"]
+    assert signature.parameters["expression"].annotation is str
+    assert "Args:\n        expression:" in (rollout.calculator.__doc__ or "")
+    assert list(inspect.signature(rollout.hint).parameters) == []
+
+    row = dataset[1]
+    prompt = rollout.reset(**row)
+    assert load_environment(ENVS / "gsm8k.yaml").split("test").task(1)["question"] in prompt
+    assert rollout.calculator(expression="6*7").strip().endswith("42")
+    assert rollout.hint().startswith("First step:")
+    assert "Incorrect" in rollout.submit(answer="-1")
+    assert spec.reward_funcs(environments=[rollout]) == [None]  # nothing final yet
+    rollout.submit(answer=_gold("test", 1))
+    assert spec.reward_funcs(environments=[rollout]) == [0.75]  # 1.0 less the hint
+    assert rollout.finished and rollout.rewards == [None, None, None, 0.75]
+    rollout.reset(task_index=0)  # a fresh episode per reset
+    assert rollout.reward is None and rollout.rewards == []
+
+
+# -- SkyRL ----------------------------------------------------------------------------------------
+
+
+def test_skyrl_env_registered_and_stepped_through_skyrl_gym() -> None:
+    env_id = skyrl.register("envbuilder-gsm8k-tools", spec=TOOLS)
+    assert skyrl.register("envbuilder-gsm8k-tools", spec=TOOLS) == env_id  # idempotent
+    rows = skyrl.dataset_rows(TOOLS, split="test", limit=2, env_id=env_id)
+    assert [r["task_index"] for r in rows] == [0, 1] and rows[0]["env_class"] == env_id
+    assert '"name": "calculator"' in rows[0]["prompt"][0]["content"]
+
+    env = skyrl_gym.make(env_id, extras={"split": "test", "task_index": 1, "max_turns": 5})
+    prompt, _ = env.init([])
+    assert prompt[0]["role"] == "system" and prompt[-1]["role"] == "user"
+    call = '<tool_call>{"name": "calculator", "arguments": {"expression": "6*7"}}</tool_call>'
+    first = env.step(f"I will compute. {call}")
+    assert (first["done"], first["reward"]) == (False, 0.0)
+    assert "42" in first["observations"][0]["content"]
+    bad = env.step("<tool_call>{not json</tool_call>")
+    assert "not JSON" in bad["observations"][0]["content"] and not bad["done"]
+    wrong = env.step("The answer is -1.")  # a reply without a tool call is the answer
+    assert (wrong["done"], wrong["reward"]) == (False, 0.0)  # an attempt is left
+    last = env.step(f"The answer is {_gold('test', 1)}.")
+    assert (last["done"], last["reward"]) == (True, 1.0)
+    assert env.get_metrics() == {"turns": 4, "reward": 1.0, "graded": True}
+    env.close()
+
+
+def test_skyrl_max_turns_end_an_episode_without_reward() -> None:
+    env = skyrl.EnvbuilderTextEnv(
+        extras={"spec": str(TOOLS), "split": "test", "task_index": 0, "max_turns": 2}
+    )
+    env.init([{"role": "user", "content": "prepared"}])
+    call = '<tool_call>{"name": "hint", "arguments": {}}</tool_call>'
+    outs = [env.step(call), env.step(call)]
+    assert [o["done"] for o in outs] == [False, True] and [o["reward"] for o in outs] == [0.0, 0.0]
+    assert "at most 1 time" in outs[1]["observations"][0]["content"]
+
+
+def test_parse_tool_call() -> None:
+    assert skyrl.parse_tool_call("no call") is None
+    assert skyrl.parse_tool_call('<tool_call>{"name": "a", "arguments": {"x": 1}}') == {
+        "name": "a", "arguments": {"x": 1}}  # fmt: skip
+    assert skyrl.parse_tool_call('<tool_call>{"arguments": {}}</tool_call>') == 'the tool call needs a "name"'
+    assert skyrl.parse_tool_call('<tool_call>{"name": "a", "arguments": 3}</tool_call>') == (
+        '"arguments" must be an object'
+    )
+
+
+# -- verl -----------------------------------------------------------------------------------------
+
+
+def test_verl_compute_score_uses_the_spec_grader_not_the_given_ground_truth() -> None:
+    rows = verl.dataset_rows(ENVS / "gsm8k.yaml", split="test", limit=2)
+    row = rows[1]
+    assert row["data_source"] == "gsm8k" and row["prompt"][-1]["role"] == "user"
+    assert "answer" not in json.dumps(row["extra_info"])  # no gold in the rows
+    info = row["extra_info"]
+    gold = _gold("test", 1)
+    score = verl.compute_score(row["data_source"], f"So the answer is {gold}.", "999", info)
+    assert score == {"score": 1.0, "graded": 1}
+    assert verl.compute_score("gsm8k", "It is 999.", gold, info) == {"score": 0.0, "graded": 1}
+    assert verl.compute_score("gsm8k", "no idea", gold, info) == {"score": 0.0, "graded": 0}  # ungradeable
+    with pytest.raises(ValueError, match="extra_info must name the spec"):
+        verl.compute_score("gsm8k", "1", "1", {})
+
+
+def test_verl_compute_score_on_every_gold_answer_of_math500() -> None:
+    env = load_environment(ENVS / "math500.yaml")
+    for case in gold_cases(env, sample=5):
+        info = {"spec": str(ENVS / "math500.yaml"), "split": case.split, "index": case.index}
+        assert verl.compute_score("math500", case.response or "", "", info)["score"] == 1.0
+
+
+def test_verl_tool_config_and_tool_lifecycle() -> None:
+    config = verl.tool_config(TOOLS)
+    tools = {t["tool_schema"]["function"]["name"]: t for t in config["tools"]}
+    assert set(tools) == {"calculator", "hint", "submit"}
+    assert all(t["class_name"] == "envbuilder.integrations.verl.SpecTool" for t in tools.values())
+    assert tools["calculator"]["tool_schema"]["function"]["parameters"]["required"] == ["expression"]
+    json.dumps(config)  # plain data: written out as YAML for verl's tool_config_path
+
+    def make(name: str) -> Any:
+        return verl.SpecTool(tools[name]["config"], tools[name]["tool_schema"])
+
+    rows = verl.dataset_rows(TOOLS, split="test", limit=1)
+    create_kwargs = rows[0]["extra_info"]["tools_kwargs"]["submit"]["create_kwargs"]
+
+    async def lifecycle() -> list[Any]:
+        calc, submit = make("calculator"), make("submit")
+        cid, _ = await calc.create(create_kwargs=create_kwargs)
+        text, reward, _ = await calc.execute(cid, {"expression": "2+3"})
+        await calc.release(cid)
+        sid, _ = await submit.create("fixed-id", create_kwargs=create_kwargs)
+        wrong = await submit.execute(sid, {"answer": "-1"})
+        right = await submit.execute(sid, {"answer": _gold("test", 0)})
+        final = await submit.calc_reward(sid)
+        await submit.release(sid)
+        return [text, reward, sid, wrong[1], right[1], right[2], final]
+
+    text, reward, sid, wrong, right, meta, final = asyncio.run(lifecycle())
+    assert (text.strip().endswith("5"), reward, sid) == (True, 0.0, "fixed-id")
+    assert (wrong, right, meta, final) == (0.0, 1.0, {"finished": True}, 1.0)
