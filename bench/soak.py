@@ -148,7 +148,7 @@ async def _submit(client: httpx.AsyncClient, env: str, h: dict[str, str], answer
     return "error"
 
 
-async def second_round(client: httpx.AsyncClient, kind: str, gsm8k_gold: str) -> str:
+async def second_round(client: httpx.AsyncClient, kind: str) -> str:
     """One of issue 22's hostile kinds; what it got."""
     key = {"X-API-Key": HOSTILE_KEY}
     h = {**key, "X-Session-ID": f"{kind}-{random.random()}"}
@@ -219,7 +219,7 @@ async def hostile(url: str, port: int, counts: Counts, stop: float, kinds: list[
                     r = await client.post("/gsm8k/task", json={"split": "train", "index": 0})
                     status = r.status_code
                 elif kind in ("mathfreeze", "mathstarve", "loopfree", "forge", "hoard"):
-                    status = await second_round(client, kind, "")
+                    status = await second_round(client, kind)
                 else:
                     h = {**key, "X-Session-ID": f"freeze-{random.random()}"}
                     await client.post(
