@@ -77,7 +77,7 @@ def serve(
         int | None,
         typer.Option(
             help="Sessions one API key (or address, without keys) holds at once (429 beyond); "
-            "default a quarter of --max-sessions.",
+            "default a quarter of --max-sessions (at least 64).",
             min=1,
         ),
     ] = None,
@@ -88,7 +88,7 @@ def serve(
         int | None,
         typer.Option(
             help="Connections from one address (its idle ones are closed first); "
-            "default a quarter of --max-connections.",
+            "default a quarter of --max-connections (at least 64).",
             min=1,
         ),
     ] = None,

@@ -16,7 +16,7 @@ from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from envbuilder.server._state import ServerSettings, log
+from envbuilder.server._state import ServerSettings, fair_share, log
 
 _TOO_LARGE = (
     b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
@@ -31,7 +31,7 @@ class GuardedProtocol(HttpToolsProtocol):
     max_header_bytes = ServerSettings.max_header_bytes
     read_timeout = ServerSettings.read_timeout
     max_connections = ServerSettings.max_connections
-    max_connections_per_client = ServerSettings.max_connections // 4
+    max_connections_per_client = ServerSettings.max_connections // 4  # fair_share of the default
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -182,7 +182,7 @@ KEEP_ALIVE = 5
 
 
 def _limits(settings: ServerSettings) -> dict[str, Any]:
-    per_client = settings.max_connections_per_client or max(1, settings.max_connections // 4)
+    per_client = settings.max_connections_per_client or fair_share(settings.max_connections)
     return {
         "max_header_bytes": settings.max_header_bytes,
         "read_timeout": settings.read_timeout,

@@ -55,17 +55,23 @@ class ServerSettings:
     """Sessions held at once, in every store (503 beyond)."""
     max_sessions_per_client: int | None = None
     """Sessions one client (an API key, or an address without keys) holds at once (429 beyond);
-    default a quarter of ``max_sessions``, so one client cannot take every session."""
+    default :func:`fair_share` of ``max_sessions``, so one client cannot take every session."""
     max_connections: int = 2048
     """Open connections plus running requests (503 beyond). Near it, idle keep-alive
     connections are closed to make room; past it, a new connection is closed at once."""
     max_connections_per_client: int | None = None
-    """Open connections from one address (default a quarter of ``max_connections``): past it,
-    that address's idle connections are closed, then its new ones."""
+    """Open connections from one address (default :func:`fair_share` of ``max_connections``):
+    past it, that address's idle connections are closed, then its new ones."""
     read_timeout: float = 30.0
     """Seconds a client has to send a whole request (headers and body); then it is closed."""
     graceful_timeout: float = 10.0
     """Seconds SIGTERM waits for running requests before closing them."""
+
+
+def fair_share(cap: int) -> int:
+    """One client's default share of a server-wide ``cap``: a quarter, but never fewer than 64
+    (or the whole cap when it is smaller), so a small server still serves one busy trainer."""
+    return max(min(cap, 64), cap // 4)
 
 
 class ServedTasks:
@@ -112,7 +118,7 @@ class State:
         self.locks: dict[str, asyncio.Lock] = {}
         self.served = ServedTasks()
         per_client = settings.max_sessions_per_client
-        self.caps = Caps(settings.max_sessions, per_client or max(1, settings.max_sessions // 4))
+        self.caps = Caps(settings.max_sessions, per_client or fair_share(settings.max_sessions))
         # Static answers, serialised once.
         self.tools_json = {k: e.tools_listing.model_dump_json().encode() for k, e in self.envs.items()}
         self.task_tools_json = {

@@ -84,3 +84,11 @@ async def test_swept_sessions_free_their_places() -> None:
 async def test_without_caps_nothing_is_refused(store: Any) -> None:
     for i in range(8):
         assert await store.add(_session(f"a{i}", "key:a"))
+
+
+def test_a_clients_default_share(gsm8k: Any) -> None:
+    from envbuilder.server._state import ServerSettings, State, fair_share
+
+    assert [fair_share(c) for c in (100_000, 2048, 100, 10, 1)] == [25_000, 512, 64, 10, 1]
+    assert State([gsm8k], ServerSettings(max_sessions=1000)).caps == Caps(1000, 250)
+    assert State([gsm8k], ServerSettings(max_sessions=1000, max_sessions_per_client=7)).caps == Caps(1000, 7)
