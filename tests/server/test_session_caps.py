@@ -92,3 +92,24 @@ def test_a_clients_default_share(gsm8k: Any) -> None:
     assert [fair_share(c) for c in (100_000, 2048, 100, 10, 1)] == [25_000, 512, 64, 10, 1]
     assert State([gsm8k], ServerSettings(max_sessions=1000)).caps == Caps(1000, 250)
     assert State([gsm8k], ServerSettings(max_sessions=1000, max_sessions_per_client=7)).caps == Caps(1000, 7)
+
+
+@pytest.mark.asyncio
+async def test_deleting_one_of_a_clients_sessions_frees_one_place_only() -> None:
+    store = SessionStore(CallRegistry(60))
+    assert await store.add(_session("a0", "key:a"), CAPS)
+    assert await store.add(_session("a1", "key:a"), CAPS)
+    await store.delete("a0")
+    assert await store.add(_session("a2", "key:a"), CAPS)
+    assert await store.add(_session("a3", "key:a"), CAPS)
+    assert (await _refused(store, _session("a4", "key:a"))).status == 429
+
+
+def test_a_sessions_client_survives_its_record() -> None:
+    """The record keeps who opened it (the Redis store frees that client's place on delete)."""
+    session = _session("s", "key:abc")
+    assert Session.from_dict(session.to_dict()).client == "key:abc"
+    import orjson
+
+    assert orjson.loads(session.to_json())["client"] == "key:abc"
+    assert Session.from_dict({k: v for k, v in session.to_dict().items() if k != "client"}).client == ""
