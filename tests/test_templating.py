@@ -178,6 +178,9 @@ def test_a_spec_sets_its_render_budget() -> None:
     [
         ("{{ question }}", True),
         ("{{ question | trim }} {% if answer is defined %}{{ answer.x }}{% endif %}", True),
+        ("{{ answer.split('####')[-1] | trim }}", True),
+        ("{{ answer.split(sep) }}", False),
+        ("{{ range(10) }}", False),
         ("{{ question * 3 }}", False),
         ("{{ question ~ question }}", False),
         ("{{ question | wordwrap(2) }}", False),

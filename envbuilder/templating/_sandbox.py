@@ -65,6 +65,13 @@ _INLINE_NODES = (
     jinja2.nodes.Or,
     jinja2.nodes.Test,
     jinja2.nodes.Filter,
+    jinja2.nodes.Call,
+    jinja2.nodes.Slice,
+    jinja2.nodes.Neg,
+)
+#: Methods a field's value may call inline: one C pass over it (``answer.split('####')[-1]``).
+_INLINE_METHODS = frozenset(
+    {"split", "rsplit", "strip", "lstrip", "rstrip", "lower", "upper", "startswith", "endswith", "splitlines"}
 )
 _INLINE_FILTERS = frozenset(
     {"trim", "lower", "upper", "string", "default", "d", "e", "escape", "length", "count", "int", "float"}
@@ -80,6 +87,13 @@ def inline(ast: jinja2.nodes.Template) -> bool:
         if isinstance(node, jinja2.nodes.Filter) and node.name not in _INLINE_FILTERS:
             return False
         if isinstance(node, jinja2.nodes.Test) and node.name not in _INLINE_TESTS:
+            return False
+        if isinstance(node, jinja2.nodes.Call) and not (
+            isinstance(node.node, jinja2.nodes.Getattr)
+            and node.node.attr in _INLINE_METHODS
+            and all(isinstance(a, jinja2.nodes.Const) for a in node.args)
+            and not (node.kwargs or node.dyn_args or node.dyn_kwargs)
+        ):
             return False
     return True
 
