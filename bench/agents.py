@@ -107,6 +107,29 @@ async def tool_calls(url: str, name: str, args: list[dict[str, Any]], n: int, co
         await asyncio.gather(*(worker() for _ in range(concurrency)))
 
 
+def in_process(kinds: dict[str, tuple[str, list[dict[str, Any]]]], n: int) -> dict[str, float]:
+    """CPU µs per ``call_tool`` of each kind in this process (no HTTP, no store): the tool's own
+    cost, with the toolbox's rules and the state's copy-on-access and commit."""
+    from envbuilder.environment import Episode, load_environment
+
+    env = load_environment(SPEC)
+    task = env.split("train").task(0)
+    out = {}
+
+    async def run(name: str, args: list[dict[str, Any]]) -> None:
+        for k in range(0, n, 100):
+            episode = Episode(task=task)
+            for i in range(min(100, n - k)):
+                await env.call_tool(episode, name, args[i % len(args)])
+
+    for label, (name, args) in kinds.items():
+        asyncio.run(run(name, args))  # warm up
+        started = time.process_time()
+        asyncio.run(run(name, args))
+        out[label] = (time.process_time() - started) / n * 1e6
+    return out
+
+
 def cpu(process: psutil.Process) -> float:
     total = process.cpu_times()
     seconds = total.user + total.system
@@ -144,6 +167,7 @@ def main() -> None:
             [address, {**address, "address1": "2 Main St"}],
         ),
     }
+    local = in_process(kinds, opts.calls)
     with ChatServer(customer) as chat, redis_server() as redis:
         COPY.write_text(SPEC.read_text().replace("https://api.openai.com/v1", chat.base_url))
         try:
@@ -178,10 +202,10 @@ def main() -> None:
     median, largest = statistics.median(sizes), max(sizes)
     print(f"| session in Redis after the gold actions: median / max | {median:,.0f} / {largest:,} bytes |")
     print()
-    print("| tool | server CPU µs per call | calls/s |")
-    print("|---|---|---|")
+    print("| tool | server CPU µs per call (HTTP, Redis) | calls/s | CPU µs per call in process |")
+    print("|---|---|---|---|")
     for label, (micro, rate) in per_kind.items():
-        print(f"| {label} | {micro:,.0f} | {rate:,.0f} |")
+        print(f"| {label} | {micro:,.0f} | {rate:,.0f} | {local[label]:,.0f} |")
 
 
 if __name__ == "__main__":

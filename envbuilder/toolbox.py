@@ -12,6 +12,7 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
+import orjson
 from pydantic import BaseModel, ValidationError
 
 from envbuilder.episode import Episode, SubmitTool, finished_error
@@ -39,6 +40,9 @@ log = logging.getLogger("envbuilder.tools")
 
 MAX_TRANSCRIPT = 200
 """Calls an episode may make in all: a session stays small (see ``Episode.transcript``)."""
+MAX_STATE_CHANGES = 1_000_000
+"""Bytes (as JSON) an episode's changes to its state document may take: a call that would grow
+them past it fails and changes nothing."""
 
 
 class _Declared:
@@ -155,7 +159,13 @@ class Toolbox:
             if not state:
                 episode.tool_state.pop(name, None)
         if document is not None:
-            episode.state = document.commit()
+            changes = document.commit()
+            if len(orjson.dumps(changes)) > MAX_STATE_CHANGES:
+                return _error_output(
+                    f"{name!r} failed: the episode's changes to its state would pass "
+                    f"{MAX_STATE_CHANGES:,} bytes, so nothing was changed"
+                )
+            episode.state = changes
         episode.cost += config.cost
         finished = reply.finished or config.terminal
         metadata = dict(reply.metadata or {})

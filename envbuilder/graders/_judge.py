@@ -122,9 +122,7 @@ class LLMJudgeConfig(GraderConfig):
     @field_validator("base_url")
     @classmethod
     def _http_url(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://")):
-            raise ValueError("base_url must start with http:// or https://")
-        return value.rstrip("/")
+        return api_root(value)
 
     @model_validator(mode="after")
     def _one_template(self) -> LLMJudgeConfig:
@@ -395,6 +393,14 @@ class LLMJudgeGrader(Grader):
         outcome = Outcome.CORRECT if score > 0 else Outcome.INCORRECT
         reason = f"the judge's verdict: {verdict}"
         return Grade(outcome, score, reason, {"target": reference, "judge": judge})
+
+
+def api_root(value: str) -> str:
+    """A model endpoint's ``base_url`` as validated everywhere one is given: http(s), no trailing
+    slash."""
+    if not value.startswith(("http://", "https://")):
+        raise ValueError("base_url must start with http:// or https://")
+    return value.rstrip("/")
 
 
 def api_key(secret: str | None, env: str | None, secrets: dict[str, str]) -> str | None:

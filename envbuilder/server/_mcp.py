@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from envbuilder.environment import Environment, Episode
+from envbuilder.errors import EnvbuilderError
 from envbuilder.protocol import RunToolSuccess, TextBlock
 
 __all__ = ["episode_server", "serve_stdio"]
@@ -32,8 +33,15 @@ def _text(blocks: list[Any]) -> str:
 
 def episode_server(env: Environment, episode: Episode) -> Any:
     """An MCP server (``mcp.server.lowlevel.Server``) over ``episode`` of ``env``."""
-    from mcp import types
-    from mcp.server.lowlevel import Server
+    try:
+        from mcp import types
+        from mcp.server.lowlevel import Server
+    except ImportError:
+        raise EnvbuilderError(
+            "the MCP door needs the MCP SDK, which is not installed",
+            hint="pip install 'envbuilder[mcp]'",
+            code="mcp_missing",
+        ) from None
 
     server: Any = Server(f"envbuilder-{env.name}")
     listing = env.task_tools(episode.task)
@@ -99,7 +107,12 @@ def episode_server(env: Environment, episode: Episode) -> Any:
 
 async def serve_stdio(env: Environment, episode: Episode) -> None:
     """Serve ``episode`` over stdio until the client goes away."""
-    from mcp.server.stdio import stdio_server
+    try:
+        from mcp.server.stdio import stdio_server
+    except ImportError:
+        raise EnvbuilderError(
+            "the MCP door needs the MCP SDK", hint="pip install 'envbuilder[mcp]'"
+        ) from None
 
     server = episode_server(env, episode)
     async with stdio_server() as (read, write):

@@ -334,9 +334,9 @@ class UserSpec(ConfigModel):
     @field_validator("base_url")
     @classmethod
     def _http_url(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://")):
-            raise ValueError("base_url must start with http:// or https://")
-        return value.rstrip("/")
+        from envbuilder.graders._judge import api_root
+
+        return api_root(value)
 
     @model_validator(mode="after")
     def _one_template(self) -> UserSpec:

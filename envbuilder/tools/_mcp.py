@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import importlib.util
 import os
 import re
 from collections.abc import AsyncIterator
@@ -27,6 +28,9 @@ from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 from envbuilder.errors import ToolError
 from envbuilder.protocol import ImageBlock, TextBlock
 from envbuilder.tools._base import Tool, ToolCall, ToolConfig, ToolContext, ToolReply
+
+NO_SDK = "the mcp tool kind needs the MCP SDK, which is not installed"
+INSTALL = "pip install 'envbuilder[mcp]'"
 
 
 class McpConfig(ToolConfig):
@@ -68,9 +72,12 @@ class _Link:
 
     @contextlib.asynccontextmanager
     async def connect(self) -> AsyncIterator[Any]:
-        from mcp import ClientSession, StdioServerParameters
-        from mcp.client import streamable_http
-        from mcp.client.stdio import stdio_client
+        try:
+            from mcp import ClientSession, StdioServerParameters
+            from mcp.client import streamable_http
+            from mcp.client.stdio import stdio_client
+        except ImportError:
+            raise ToolError(NO_SDK, hint=INSTALL) from None
 
         cfg = self.config
         timeout = timedelta(seconds=cfg.timeout)
@@ -209,6 +216,8 @@ class McpTool(Tool):
         self, config: McpConfig, context: ToolContext, *, link: _Link | None = None, remote: Any = None
     ):
         super().__init__(config, context)
+        if importlib.util.find_spec("mcp") is None:
+            raise ToolError(NO_SDK, hint=INSTALL, loc=("type",))
         self.link = link or _Link(config, context.base_dir)
         self.remote = remote
         self._model: type[BaseModel] | None = None

@@ -22,6 +22,7 @@ import re
 from collections.abc import MutableMapping
 from typing import Any, Literal
 
+import orjson
 from pydantic import Field, model_validator
 
 from envbuilder.errors import ToolError
@@ -100,7 +101,9 @@ def _keys(path: str, args: dict[str, Any]) -> list[str]:
     return [str(_fill(part, args)) for part in path.strip("/").split("/")]
 
 
-def _step(node: Any, key: str) -> Any:
+def _step(node: Any, key: str, read_only: bool) -> Any:
+    if read_only and hasattr(node, "peek"):  # a collection: read its item without copying it
+        return node.peek(key, _MISSING)
     if isinstance(node, MutableMapping | dict):
         return node.get(key, _MISSING)
     if isinstance(node, list) and key.lstrip("-").isdigit():
@@ -109,11 +112,12 @@ def _step(node: Any, key: str) -> Any:
     return _MISSING
 
 
-def resolve(root: Any, keys: list[str]) -> Any:
-    """The value at ``keys`` below ``root`` (``_MISSING`` when a step does not exist)."""
+def resolve(root: Any, keys: list[str], *, read_only: bool = False) -> Any:
+    """The value at ``keys`` below ``root`` (``_MISSING`` when a step does not exist); with
+    ``read_only`` the value may be the shared document's own: never change it."""
     node = root
     for key in keys:
-        node = _step(node, key)
+        node = _step(node, key, read_only)
         if node is _MISSING:
             break
     return node
@@ -144,7 +148,7 @@ class StateTool(Tool):
             raise ToolError("this tool needs the episode's state, and the spec declares no `state:`")
         cfg, args, doc = self.config, call.args, call.document
         for req in cfg.require:
-            value = resolve(doc, _keys(req.path, args))
+            value = resolve(doc, _keys(req.path, args), read_only=True)
             ok = (value is not _MISSING) == req.exists
             if ok and value is not _MISSING:
                 if "equals" in req.model_fields_set and value != _filled(req.equals, args):
@@ -156,7 +160,7 @@ class StateTool(Tool):
         keys = _keys(cfg.path, args)
         missing = str(_fill(cfg.not_found, {**args, "path": "/".join(keys)}))
         if cfg.op in ("get", "find", "append"):
-            target = resolve(doc, keys)
+            target = resolve(doc, keys, read_only=cfg.op != "append")
             if target is _MISSING:
                 raise ToolError(missing)
             if cfg.op == "get":
@@ -180,13 +184,25 @@ class StateTool(Tool):
 
     def _find(self, collection: Any, args: dict[str, Any], missing: str) -> str:
         assert self.config.where is not None
-        where = {tuple(k.strip("/").split("/")): _filled(v, args) for k, v in self.config.where.items()}
+        where = [(k.strip("/").split("/"), _filled(v, args)) for k, v in self.config.where.items()]
         if not isinstance(collection, MutableMapping | dict):
             raise ToolError(missing)
         peek = getattr(collection, "peek", collection.get)  # a search copies nothing
         for key in collection:
             item = peek(key)
-            if all(resolve(item, list(path)) == want for path, want in where.items()):
+            for path, want in where:
+                node = item
+                for step in path:  # plain dicts inside an item: walked inline (the hot loop)
+                    node = (
+                        node.get(step, _MISSING)
+                        if type(node) is dict
+                        else resolve(node, [step], read_only=True)
+                    )
+                    if node is _MISSING:
+                        break
+                if node != want:
+                    break
+            else:
                 return str(key)
         raise ToolError(missing)
 
@@ -198,5 +214,8 @@ class StateTool(Tool):
 
 def _json(value: Any) -> str:
     if isinstance(value, MutableMapping) and not isinstance(value, dict):
-        value = dict(value.items())
-    return json.dumps(value, ensure_ascii=False)
+        value = {k: value.peek(k) for k in value} if hasattr(value, "peek") else dict(value.items())
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:
+        return json.dumps(value, ensure_ascii=False)

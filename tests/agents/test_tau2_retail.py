@@ -122,3 +122,13 @@ def test_the_gold_and_the_customer_stay_hidden(retail: Environment) -> None:
     prompt = json.dumps([m.model_dump(mode="json") for m in retail.messages(task)])
     assert task["reason_for_call"] not in prompt and task["actions"] not in prompt
     assert "Retail agent policy" in prompt
+
+
+def test_the_check_command_replays_every_task() -> None:
+    from typer.testing import CliRunner
+
+    from envbuilder.cli import app
+
+    result = CliRunner().invoke(app, ["check", str(ENVS / "tau2_retail.yaml"), "--sample", "100"])
+    assert result.exit_code == 0, result.output
+    assert "gold answers: 114/114 get full reward" in result.output
