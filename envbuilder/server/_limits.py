@@ -75,6 +75,9 @@ class GuardedProtocol(HttpToolsProtocol):
                 continue
             if peer is None or other._peer == peer:
                 other.transport.close()
+                # Out of the count now: its connection_lost comes a loop turn later, after a
+                # request on this connection may already have been checked against the cap.
+                self.connections.discard(other)
                 closed += 1
         return closed
 
