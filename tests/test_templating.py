@@ -208,15 +208,15 @@ def test_the_load_time_check_renders_the_longest_rows_not_only_row_0(tmp_path: P
     from envbuilder.spec import parse_spec
 
     rows = [{"question": "short", "answer": "1"}] * 40
-    rows[23] = {"question": "ab " * 3000, "answer": "1"}
+    rows[23] = {"question": "ab " * 5000, "answer": "1"}  # seconds to wrap, 10+ times the budget
     (tmp_path / "qa.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     spec = (
         "name: wrap\ndataset: {type: jsonl, files: {test: qa.jsonl}}\nsplits: {test: {}}\n"
         'prompt: {template: "{% set q = question*19 %}{{ (q~q~q~q) | wordwrap(2) }}"}\n'
-        'grader: {type: exact_match, target: "{{ answer }}"}\nlimits: {render_seconds: 0.5}\n'
+        'grader: {type: exact_match, target: "{{ answer }}"}\nlimits: {render_seconds: 0.2}\n'
     )
     from envbuilder.environment import Environment
 
     with pytest.raises(SpecError) as info:
         Environment(parse_spec(spec, file=str(tmp_path / "wrap.yaml"), base_dir=tmp_path))
-    assert "split 'test' row 23: prompt.template: rendering took longer than 0.5 s" in str(info.value)
+    assert "split 'test' row 23: prompt.template: rendering took longer than 0.2 s" in str(info.value)

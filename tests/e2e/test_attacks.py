@@ -337,7 +337,7 @@ dataset:
 splits: {test: {}}
 prompt: {template: "{% set q = question*19 %}{{ (q~q~q~q) | wordwrap(2) }}"}
 grader: {type: exact_match, target: "{{ answer }}"}
-limits: {render_seconds: 1}
+limits: {render_seconds: 0.3}
 """
 
 
@@ -346,7 +346,7 @@ def test_a_loop_free_template_on_a_long_task_is_cut_off_off_the_loop() -> None:
 
     env = Environment(parse_spec(WORDWRAP, file="wrap.yaml", base_dir=ENVS))
     settings = ServerSettings(client_tasks=True)
-    long_task = {"id": "long-1", "question": "ab " * 3000, "answer": "1"}
+    long_task = {"id": "long-1", "question": "ab " * 8000, "answer": "1"}  # 1.5+ s to wrap
     with serve_app(create_app([env], settings)) as url, httpx.Client(base_url=url, timeout=60) as c:
         sid = uuid.uuid4().hex
         assert (
@@ -369,5 +369,7 @@ def test_a_loop_free_template_on_a_long_task_is_cut_off_off_the_loop() -> None:
         ended = time.monotonic()
         stop.set()
         prober.join()
-    assert r.status_code == 500 and "rendering took longer than 1 s" in r.json()["detail"]
-    assert sum(began < t < ended for t in answered) >= 5  # /health answered while it rendered
+    template = env.prompter.template if env.prompter else None
+    why = (getattr(template, "bounded", None), getattr(template, "seconds", None), r.text[:80])
+    assert r.status_code == 500 and "rendering took longer than 0.3 s" in r.json()["detail"], why
+    assert sum(began < t < ended for t in answered) >= 2  # /health answered while it rendered
