@@ -7,7 +7,12 @@ Honest clients run create -> prompt -> submit -> delete and count every unexpect
 error. Hostile clients, alongside, send: 2 MB bodies (413), 32 KB headers (431), half-sent
 requests left open (closed by the read timeout), malformed JSON and bad session ids (4xx),
 oversized task_range pages (400), requests without the API key (401), and a runaway template
-(cut off by its deadline while everyone else keeps going).
+(cut off by its deadline while everyone else keeps going). The second round's kinds (issue 22):
+a math answer that freezes SymPy (``9^{9^{9^{9}}}``, killed in its grading process), answers
+that starve the grading processes (``(1+x)^{3000}``), a loop-free template that is slow on a
+long client task, forged tasks (a served task with its gold changed: graded against the served
+row), and session hoarding (one key opening sessions until its share is refused with 429).
+Honest clients use their own key, so fair shares keep their place.
 """
 
 from __future__ import annotations
@@ -32,6 +37,9 @@ import psutil
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = "soak-key-0123456789abcdef"
+HOSTILE_KEY = "soak-hostile-0123456789abcdef"
+HOARD_KEY = "soak-hoarder-0123456789abcdef"
+WRAP = "{% set q = question*19 %}{{ (q~q~q~q) | wordwrap(2) }}"
 # Freezes on task 3 only (row 0 is rendered when the spec loads, to check the budgets).
 FREEZE = (
     "{% if id == 'test-3' %}{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}"
@@ -53,7 +61,10 @@ def specs(folder: Path) -> list[Path]:
         "template_file: prompts/math_final_answer.jinja", f"template: {json.dumps(FREEZE)}"
     )
     (folder / "frozen.yaml").write_text(frozen)
-    return [gsm8k, folder / "frozen.yaml"]
+    wrap = gsm8k.read_text().replace("data/", f"{ROOT}/envs/data/").replace("name: gsm8k", "name: wrap")
+    wrap = wrap.replace("template_file: prompts/math_final_answer.jinja", f"template: {json.dumps(WRAP)}")
+    (folder / "wrap.yaml").write_text(wrap)
+    return [gsm8k, folder / "frozen.yaml", folder / "wrap.yaml", ROOT / "envs" / "math500.yaml"]
 
 
 class Counts:
@@ -110,7 +121,70 @@ async def raw(port: int, data: bytes, wait: float = 5.0) -> bytes:
         writer.close()
 
 
-KINDS = ["big", "header", "halfopen", "json", "sid", "range", "nokey", "freeze"]
+KINDS = [
+    "big",
+    "header",
+    "halfopen",
+    "json",
+    "sid",
+    "range",
+    "nokey",
+    "freeze",
+    "mathfreeze",
+    "mathstarve",
+    "loopfree",
+    "forge",
+    "hoard",
+]
+
+
+async def _submit(client: httpx.AsyncClient, env: str, h: dict[str, str], answer: str) -> str:
+    """Submit ``answer``; the outcome and reward (``"error"`` when none came back)."""
+    r = await client.post(f"/{env}/call", headers=h, json={"name": "submit", "input": {"answer": answer}})
+    for line in reversed(r.text.splitlines()):
+        if line.startswith("data: {"):
+            out = json.loads(line[6:]).get("output", {})
+            return f"{out.get('metadata', {}).get('outcome')}:{out.get('reward')}"
+    return "error"
+
+
+async def second_round(client: httpx.AsyncClient, kind: str) -> str:
+    """One of issue 22's hostile kinds; what it got."""
+    key = {"X-API-Key": HOSTILE_KEY}
+    h = {**key, "X-Session-ID": f"{kind}-{random.random()}"}
+    try:
+        if kind in ("mathfreeze", "mathstarve"):
+            index, answer = (5, "9^{9^{9^{9}}}") if kind == "mathfreeze" else (1, "(1+x)^{3000}")
+            body = {"env_name": "math500", "split": "test", "index": index}
+            r = await client.post("/create", headers=h, json=body)
+            if r.status_code != 200:
+                return f"create {r.status_code}"
+            return await _submit(client, "math500", h, answer)
+        if kind == "loopfree":
+            task = {"id": f"long-{random.random()}", "question": "ab " * 3000, "answer": "#### 1"}
+            r = await client.post("/create", headers=h, json={"env_name": "wrap", "task_spec": task})
+            if r.status_code != 200:
+                return f"create {r.status_code}"
+            return str((await client.get("/wrap/prompt", headers=h)).status_code)
+        if kind == "forge":
+            task = (await client.post("/gsm8k/task", headers=key, json={"split": "test", "index": 0})).json()
+            forged = (
+                {**task["task"], "answer": "#### 999999"} if "task" in task else {"answer": "#### 999999"}
+            )
+            r = await client.post("/create", headers=h, json={"task_spec": forged})
+            if r.status_code != 200:
+                return f"create {r.status_code}"
+            return await _submit(client, "gsm8k", h, "999999")  # incorrect: graded on the served row
+        # hoard: open sessions and keep them until the key's share is refused
+        codes: collections.Counter[int] = collections.Counter()
+        for _ in range(50):
+            hh = {"X-API-Key": HOARD_KEY, "X-Session-ID": f"hoard-{random.random()}"}
+            codes[
+                (await client.post("/create", headers=hh, json={"split": "train", "index": 0})).status_code
+            ] += 1
+        return ",".join(f"{c}x{n}" for c, n in sorted(codes.items()))
+    finally:
+        await client.post("/delete", headers=h)
 
 
 async def hostile(url: str, port: int, counts: Counts, stop: float, kinds: list[str]) -> None:
@@ -144,6 +218,8 @@ async def hostile(url: str, port: int, counts: Counts, stop: float, kinds: list[
                 elif kind == "nokey":
                     r = await client.post("/gsm8k/task", json={"split": "train", "index": 0})
                     status = r.status_code
+                elif kind in ("mathfreeze", "mathstarve", "loopfree", "forge", "hoard"):
+                    status = await second_round(client, kind)
                 else:
                     h = {**key, "X-Session-ID": f"freeze-{random.random()}"}
                     await client.post(
@@ -165,6 +241,19 @@ async def monitor(proc: psutil.Process, samples: list[tuple[float, float, int]],
         await asyncio.sleep(5)
 
 
+async def health(url: str, times: list[float], stop: float) -> None:
+    """``/health`` on its own connection every 50 ms: what a load balancer sees."""
+    async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+        while time.monotonic() < stop:
+            started = time.perf_counter()
+            try:
+                ok = (await client.get("/health")).status_code == 200
+            except httpx.HTTPError:
+                ok = False
+            times.append(time.perf_counter() - started if ok else float("inf"))
+            await asyncio.sleep(0.05)
+
+
 async def run(args: argparse.Namespace, url: str, port: int, proc: psutil.Process) -> dict[str, Any]:
     counts = Counts()
     samples: list[tuple[float, float, int]] = []
@@ -172,8 +261,10 @@ async def run(args: argparse.Namespace, url: str, port: int, proc: psutil.Proces
         num = (await client.post("/gsm8k/num_tasks", json={"split": "train"})).json()["num_tasks"]
     stop = time.monotonic() + args.seconds
     started = time.monotonic()
+    health_times: list[float] = []
     await asyncio.gather(
         monitor(proc, samples, stop),
+        health(url, health_times, stop),
         *(honest(url, n, counts, stop, num) for n in range(args.concurrency)),
         *(hostile(url, port, counts, stop, args.kinds.split(",")) for _ in range(args.hostile)),
     )
@@ -196,6 +287,22 @@ async def run(args: argparse.Namespace, url: str, port: int, proc: psutil.Proces
             "last": round(rss[-1], 1),
         },
         "fds": {"min": min(fds), "max": max(fds)},
+        "health_ms": _percentiles(health_times),
+        "grading_processes": len(proc.children()),
+    }
+
+
+def _percentiles(times: list[float]) -> dict[str, Any]:
+    ordered = sorted(times)
+    if not ordered:
+        return {}
+    at = lambda q: round(ordered[min(len(ordered) - 1, int(len(ordered) * q))] * 1000, 1)  # noqa: E731
+    return {
+        "n": len(ordered),
+        "p50": at(0.5),
+        "p99": at(0.99),
+        "max": at(1.0),
+        "failed": ordered.count(float("inf")),
     }
 
 
@@ -220,8 +327,15 @@ def main() -> None:
         str(port),
         "--api-key",
         KEY,
+        "--api-key",
+        HOSTILE_KEY,
+        "--api-key",
+        HOARD_KEY,
         "--read-timeout",
         "2",
+        "--client-tasks",
+        "--max-sessions",
+        "2000",  # a quarter per key: the hoarder meets its share, honest clients never
     ]
     log = (folder / "server.log").open("w+b")  # a file, not a pipe: a full pipe would stall it
     server = subprocess.Popen(

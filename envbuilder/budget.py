@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import ctypes
 import heapq
 import itertools
@@ -23,10 +24,10 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from typing import Any, TypeVar
 
-__all__ = ["Overrun", "deadline", "offload"]
+__all__ = ["Overrun", "current_party", "deadline", "offload", "party"]
 
 T = TypeVar("T")
 
@@ -166,3 +167,22 @@ async def offload(fn: Callable[..., T], *args: Any) -> T:
     fut: asyncio.Future[T] = asyncio.get_running_loop().create_future()
     _WORKERS.submit(lambda: fn(*args), fut)
     return await fut
+
+
+_party: contextvars.ContextVar[Hashable] = contextvars.ContextVar("envbuilder_party", default=None)
+
+
+@contextlib.contextmanager
+def party(key: Hashable) -> Iterator[None]:
+    """Mark the work of this block (and the tasks it starts) as done for ``key`` (a session):
+    shared queues (the grading processes, the sandbox's slots) serve parties in turn."""
+    token = _party.set(key)
+    try:
+        yield
+    finally:
+        _party.reset(token)
+
+
+def current_party() -> Hashable:
+    """Who the running work is for (see :func:`party`); None outside any party."""
+    return _party.get()

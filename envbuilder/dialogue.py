@@ -71,6 +71,11 @@ class Dialogue:
             return len(self._column(task))
         return 1 + len(self._templates)
 
+    @property
+    def inline(self) -> bool:
+        """Whether its turn templates only show fields (else they render off the event loop)."""
+        return all(t.bounded for t in self._templates)
+
     def user_turns(self, task: Task, replies: Sequence[str]) -> list[str]:
         """The user turns shown up to the one after ``replies`` (the first is the prompt)."""
         shown = min(len(replies) + 1, self.count(task))

@@ -378,22 +378,21 @@ class Environment:
         return built
 
     def _check_budgets(self) -> list[tuple[tuple[str | int, ...], EnvbuilderError]]:
-        """Render the first task of each split, so a template that runs out of its time or size
-        budget is reported when the spec loads (``validate``, ``check``, ``serve``), not when
-        the first agent asks for it."""
+        """Render the hardest tasks of each split to render (row 0, and the rows with the
+        longest value of each field among a sample), so a template that runs out of its time or
+        size budget is reported when the spec loads (``validate``, ``check``, ``serve``), not
+        when the first agent asks for it."""
         assert self.prompter is not None
         for name, view in self.splits.items():
-            if len(view) == 0:
-                continue
-            try:
-                self.prompter.messages(view.task(0))
-            except TemplateError as exc:
-                if exc.code == "template_budget":
-                    return [
-                        (("prompt",), TemplateError(f"split {name!r} row 0: {exc.message}", hint=exc.hint))
-                    ]
-            except EnvbuilderError:
-                pass  # the data's own problems are reported where the data is checked
+            for row in _longest_rows(view):
+                try:
+                    self.prompter.messages(view.task(row))
+                except TemplateError as exc:
+                    if exc.code == "template_budget":
+                        problem = TemplateError(f"split {name!r} row {row}: {exc.message}", hint=exc.hint)
+                        return [(("prompt",), problem)]
+                except EnvbuilderError:
+                    pass  # the data's own problems are reported where the data is checked
         return []
 
     # -- discovery -----------------------------------------------------------------------------
@@ -508,6 +507,31 @@ class Environment:
         self, episode: Episode, name: str, tool_input: dict[str, Any]
     ) -> RunToolSuccess | RunToolError:
         return await self.toolbox.call(episode, name, tool_input)
+
+
+BUDGET_SAMPLE = 256
+"""Rows read from the start and spread over a split to find its longest values at load time."""
+
+
+def _longest_rows(view: SplitView) -> list[int]:
+    """Row 0, then for each field the sampled row where its value is longest (a render's cost
+    grows with the values it reads): at most a few rows, read from a bounded sample."""
+    total = len(view)
+    if total == 0:
+        return []
+    step = max(1, total // BUDGET_SAMPLE)
+    sample = sorted({*range(min(total, BUDGET_SAMPLE)), *range(0, total, step)})
+    longest: dict[str, tuple[int, int]] = {}
+    for row in sample:
+        try:
+            task = view.task(row)
+        except EnvbuilderError:
+            continue
+        for field, value in task.items():
+            size = len(value) if isinstance(value, str | list | dict) else len(str(value))
+            if size > longest.get(field, (-1, 0))[0]:
+                longest[field] = (size, row)
+    return list(dict.fromkeys([0, *(row for _, row in longest.values())]))
 
 
 def _dotted(loc: Loc) -> str:

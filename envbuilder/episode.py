@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError, create_model
 from pydantic import Field as PydanticField
 
+from envbuilder import budget
 from envbuilder.data import Task
 from envbuilder.dialogue import Dialogue
 from envbuilder.errors import EnvbuilderError
@@ -283,7 +284,11 @@ class SubmitTool:
             )
             metadata["turn_reward"] = self._reward(grade.score)
         if not last:
-            turns = dialogue.user_turns(task, episode.replies)
+            turns = (
+                dialogue.user_turns(task, episode.replies)
+                if dialogue.inline
+                else await budget.offload(dialogue.user_turns, task, episode.replies)
+            )
             return ToolOutput(
                 blocks=[TextBlock(text=turns[-1])], metadata=metadata, reward=None, finished=False
             )

@@ -107,3 +107,34 @@ def judged_spec(
 def judged() -> Callable[..., str]:
     """:func:`judged_spec`, for tests that serve a judged environment."""
     return judged_spec
+
+
+# -- no silent skips in CI ----------------------------------------------------------------------
+
+CI_MAY_SKIP = ("needs the docker CLI", "gcsfs is installed")
+"""The only skips CI allows: what CI deliberately does not install (a container engine), or a
+test of the message for a package that happens to be present."""
+
+
+def _ci_fails_skip(report: pytest.CollectReport | pytest.TestReport) -> None:
+    """Under CI (``.ci/run`` sets ``CI``), where every dev dependency and system package is
+    installed, a skip (``importorskip`` included) is a failure: it would hide a broken install."""
+    if not report.skipped or not os.environ.get("CI") or hasattr(report, "wasxfail"):
+        return
+    longrepr = report.longrepr
+    reason = str(longrepr[-1]) if isinstance(longrepr, tuple) else str(longrepr)
+    if not any(allowed in reason for allowed in CI_MAY_SKIP):
+        report.outcome = "failed"
+        report.longrepr = f"skipped under CI, where everything a test needs is installed: {reason}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    _ci_fails_skip(outcome.get_result())  # type: ignore[attr-defined]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[None]:
+    outcome = yield
+    _ci_fails_skip(outcome.get_result())  # type: ignore[attr-defined]

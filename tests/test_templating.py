@@ -171,3 +171,52 @@ def test_a_spec_sets_its_render_budget() -> None:
     with pytest.raises(SpecError) as info:
         load("limits: {render_chars: 0}\n")
     assert "limits.render_chars" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("source", "inline"),
+    [
+        ("{{ question }}", True),
+        ("{{ question | trim }} {% if answer is defined %}{{ answer.x }}{% endif %}", True),
+        ("{{ answer.split('####')[-1] | trim }}", True),
+        ("{{ answer.split(sep) }}", False),
+        ("{{ range(10) }}", False),
+        ("{{ question * 3 }}", False),
+        ("{{ question ~ question }}", False),
+        ("{{ question | wordwrap(2) }}", False),
+        ("{% set q = question %}{{ q }}", False),
+        ("{% for x in xs %}{{ x }}{% endfor %}", False),
+    ],
+)
+def test_only_templates_that_show_fields_render_untimed_on_the_loop(source: str, inline: bool) -> None:
+    assert Template(source, name="prompt.template").bounded is inline
+
+
+def test_a_loop_free_template_is_stopped_at_its_deadline() -> None:
+    template = Template("{% set q = question*19 %}{{ (q~q~q~q) | wordwrap(2) }}", name="prompt.template")
+    with render_limits(0.2, None):
+        template = Template(template.source, name="prompt.template")
+    with pytest.raises(TemplateError) as info:
+        template.render({"question": "ab " * 3000})
+    assert info.value.code == "template_budget" and "longer than 0.2 s" in info.value.message
+
+
+def test_the_load_time_check_renders_the_longest_rows_not_only_row_0(tmp_path: Path) -> None:
+    import json
+
+    from envbuilder.errors import SpecError
+    from envbuilder.spec import parse_spec
+
+    rows = [{"question": "short", "answer": "1"}] * 40
+    rows[23] = {"question": "ab " * 5000, "answer": "1"}  # seconds to wrap, 10+ times the budget
+    (tmp_path / "qa.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    spec = (
+        "name: wrap\ndataset: {type: jsonl, files: {test: qa.jsonl}}\nsplits: {test: {}}\n"
+        'prompt: {template: "{% set q = question*19 %}{{ (q~q~q~q) | wordwrap(2) }}"}\n'
+        'grader: {type: exact_match, target: "{{ answer }}"}\nlimits: {render_seconds: 0.2}\n'
+    )
+    from envbuilder.environment import Environment
+
+    with pytest.raises(SpecError) as info:
+        Environment(parse_spec(spec, file=str(tmp_path / "wrap.yaml"), base_dir=tmp_path))
+    assert "split 'test' row 23: prompt.template: rendering took longer than 0.2 s" in str(info.value)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import tempfile
 import zipfile
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ from envbuilder.catalog._files import content_hash, file_sha256
 from envbuilder.environment import Environment, load_environment
 from envbuilder.errors import DataError
 
-__all__ = ["LOCK_NAME", "PackInfo", "is_pack", "load_pack", "open_pack", "pack"]
+__all__ = ["LOCK_NAME", "PackInfo", "is_pack", "load_pack", "open_pack", "pack", "safe_entries"]
 
 LOCK_NAME = "envbuilder.lock.json"
 _FORMAT = 1
@@ -134,15 +135,25 @@ def load_pack(path: Path, *, cache_dir: Path | None = None) -> Environment:
     return env
 
 
-def open_pack(path: Path, *, cache_dir: Path | None = None) -> Path:
+def open_pack(path: Path, *, cache_dir: Path | None = None, lock: bytes | None = None) -> Path:
     """Extract the pack at ``path`` into the cache (once), verify every file, return the spec's path.
+
+    Args:
+        lock: The lock bytes a signature was checked over: the extracted lock, which every
+            file is then checked against, must be exactly these bytes.
 
     Raises:
         DataError: the pack is unreadable or malformed (``pack_invalid``), or a file differs
             from its lock entry (``pack_mismatch``).
     """
-    folder, lock = _open(path, cache_dir)
-    return folder / lock["spec"]
+    folder, info = _open(path, cache_dir)
+    if lock is not None and (folder / LOCK_NAME).read_bytes() != lock:
+        raise DataError(
+            f"pack {str(path)!r}: the lock it extracts is not the lock that was signed",
+            hint="The pack was tampered with; get it again from its publisher",
+            code="pack_mismatch",
+        )
+    return folder / info["spec"]
 
 
 def _open(path: Path, cache_dir: Path | None) -> tuple[Path, dict[str, str]]:
@@ -167,22 +178,80 @@ def _open(path: Path, cache_dir: Path | None) -> tuple[Path, dict[str, str]]:
     return target, _verify(path, target)
 
 
+MAX_BYTES_ENV = "ENVBUILDER_MAX_PACK_BYTES"
+MAX_BYTES = 4 << 30
+"""Most bytes a pack may expand to (``$ENVBUILDER_MAX_PACK_BYTES`` overrides)."""
+MAX_RATIO = 100
+"""Most a pack may expand relative to its compressed size, once it expands past
+:data:`RATIO_FLOOR` (Parquet barely compresses; text ~5-10 times; a zip bomb ~1000 times)."""
+RATIO_FLOOR = 16 << 20
+MAX_ENTRIES = 100_000
+
+
+def _max_bytes() -> int:
+    configured = os.environ.get(MAX_BYTES_ENV, "")
+    return int(configured) if configured.isdigit() else MAX_BYTES
+
+
+def safe_entries(zf: zipfile.ZipFile, path: Path) -> list[zipfile.ZipInfo]:
+    """The file entries of the pack ``zf``, checked before a byte is extracted: one entry per
+    name, every name normalised and inside the pack, no links or special files, and the
+    expanded size and ratio within bounds.
+
+    Raises:
+        DataError: ``pack_invalid``, naming the first bad entry.
+    """
+
+    def bad(what: str) -> DataError:
+        return DataError(f"pack {str(path)!r} {what}; refusing to extract it", code="pack_invalid")
+
+    infos = zf.infolist()
+    if len(infos) > MAX_ENTRIES:
+        raise bad(f"has {len(infos):,} entries (at most {MAX_ENTRIES:,})")
+    seen: set[str] = set()
+    files = []
+    total = compressed = 0
+    for info in infos:
+        name = info.filename
+        parts = name.rstrip("/").split("/") if info.is_dir() else name.split("/")
+        if (
+            not name
+            or "\\" in name
+            or "\x00" in name
+            or name.startswith("/")
+            or any(part in ("", ".", "..") for part in parts)
+            or PurePosixPath(name).is_absolute()
+        ):
+            raise bad(f"holds an unsafe path {name!r} (absolute, outside the pack or not normalised)")
+        key = "/".join(parts).casefold()
+        if key in seen:
+            raise bad(f"holds {name!r} twice")
+        seen.add(key)
+        if stat.S_IFMT(info.external_attr >> 16) not in (0, stat.S_IFREG, stat.S_IFDIR):
+            raise bad(f"holds a link or special file {name!r}")
+        if info.is_dir():
+            continue
+        total += info.file_size
+        compressed += info.compress_size
+        files.append(info)
+    limit = _max_bytes()
+    if total > limit:
+        raise bad(f"expands to {total:,} bytes (at most {limit:,}; set ${MAX_BYTES_ENV} to raise it)")
+    if total > RATIO_FLOOR and total > MAX_RATIO * max(compressed, 1):
+        raise bad(f"expands {total // max(compressed, 1):,} times (at most {MAX_RATIO}; a zip bomb?)")
+    return files
+
+
 def _extract(path: Path, dest: Path) -> None:
     try:
         with zipfile.ZipFile(path) as zf:
-            for info in zf.infolist():
-                name = PurePosixPath(info.filename)
-                if info.is_dir():
-                    continue
-                if name.is_absolute() or ".." in name.parts or "\\" in info.filename:
-                    raise DataError(
-                        f"pack {str(path)!r} holds an unsafe path {info.filename!r}", code="pack_invalid"
-                    )
-                out = dest.joinpath(*name.parts)
+            for info in safe_entries(zf, path):
+                out = dest.joinpath(*info.filename.split("/"))
                 out.parent.mkdir(parents=True, exist_ok=True)
-                with zf.open(info) as src, out.open("wb") as dst:
+                # ZipExtFile stops at the declared size (checked above) and checks the CRC.
+                with zf.open(info) as src, out.open("xb") as dst:
                     shutil.copyfileobj(src, dst, 1 << 20)
-    except (zipfile.BadZipFile, zipfile.LargeZipFile) as exc:
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError) as exc:
         raise DataError(f"{str(path)!r} is not a readable pack: {exc}", code="pack_invalid") from None
 
 

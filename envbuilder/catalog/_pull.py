@@ -80,8 +80,9 @@ def pull(
         ref = _checked_ref(version.get("pack"), what)
         pack = _download(posixpath.join(base, ref["path"]), ref["sha256"], cache)
         signature = _signature(base, ref.get("signature"), cache, ref["sha256"])
-        trust.check(read_lock(pack), signature, what)
-        open_pack(pack, cache_dir=cache)
+        lock = read_lock(pack)
+        trust.check(lock, signature, what)
+        open_pack(pack, cache_dir=cache, lock=lock)
         out.append(Pulled(entry["name"], str(version["version"]), pack, url))
     return out
 
@@ -230,7 +231,8 @@ def _pull_pack_url(url: str, cache: Path, trust: TrustPolicy) -> Pulled:
         signature = fetch(lock_url).read_bytes() if is_url(url) else Path(lock_url).read_bytes()
     except (DataError, OSError):
         signature = None
-    trust.check(read_lock(pack), signature, url)
-    open_pack(pack, cache_dir=cache)
-    lock = json.loads(read_lock(pack))
+    signed = read_lock(pack)
+    trust.check(signed, signature, url)
+    open_pack(pack, cache_dir=cache, lock=signed)
+    lock = json.loads(signed)
     return Pulled(str(lock.get("name")), str(lock.get("version")), pack, url)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from envbuilder.catalog._files import file_sha256
-from envbuilder.catalog._pack import LOCK_NAME
+from envbuilder.catalog._pack import LOCK_NAME, safe_entries
 from envbuilder.errors import DataError
 
 __all__ = ["SIGNATURE_SUFFIX", "TrustPolicy", "check_sha256", "read_lock", "sign_lock"]
@@ -36,7 +36,11 @@ def read_lock(pack: Path) -> bytes:
     """The bytes of the lock inside the pack ``pack`` (what a signature covers)."""
     try:
         with zipfile.ZipFile(pack) as zf:
-            return zf.read(LOCK_NAME)
+            # The one entry of that name extraction writes (duplicates are refused).
+            for info in safe_entries(zf, pack):
+                if info.filename == LOCK_NAME:
+                    return zf.read(info)
+            raise KeyError(LOCK_NAME)
     except (OSError, KeyError, zipfile.BadZipFile) as exc:
         raise DataError(f"{str(pack)!r} has no readable {LOCK_NAME}: {exc}", code="pack_invalid") from None
 

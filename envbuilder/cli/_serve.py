@@ -63,11 +63,35 @@ def serve(
             "--no-task-spec", help="Refuse client-supplied task_spec: tasks only by split and index."
         ),
     ] = False,
+    client_tasks: Annotated[
+        bool,
+        typer.Option(
+            "--client-tasks",
+            help="Grade tasks a client writes in task_spec (its own gold answer, under a client: id). "
+            "A task_spec naming a served task is always graded against the served row.",
+        ),
+    ] = False,
     max_body_bytes: Annotated[int, typer.Option(help="Largest request body (413 beyond).", min=1)] = 1 << 20,
     max_sessions: Annotated[int, typer.Option(help="Sessions held at once (503 beyond).", min=1)] = 100_000,
+    max_sessions_per_client: Annotated[
+        int | None,
+        typer.Option(
+            help="Sessions one API key (or address, without keys) holds at once (429 beyond); "
+            "default a quarter of --max-sessions (at least 64).",
+            min=1,
+        ),
+    ] = None,
     max_connections: Annotated[
         int, typer.Option(help="Open connections plus running requests (503 beyond).", min=1)
     ] = 2048,
+    max_connections_per_client: Annotated[
+        int | None,
+        typer.Option(
+            help="Connections from one address (its idle ones are closed first); "
+            "default a quarter of --max-connections (at least 64).",
+            min=1,
+        ),
+    ] = None,
     read_timeout: Annotated[
         float, typer.Option(help="Seconds a client has to send a whole request.", min=0.1)
     ] = 30.0,
@@ -121,8 +145,11 @@ def serve(
             store=store,
             api_keys=tuple(sorted(keys)),
             accept_task_spec=not no_task_spec,
+            client_tasks=client_tasks,
             max_body_bytes=max_body_bytes,
             max_sessions=max_sessions,
+            max_sessions_per_client=max_sessions_per_client,
+            max_connections_per_client=max_connections_per_client,
             max_connections=max_connections,
             read_timeout=read_timeout,
             graceful_timeout=graceful_timeout,

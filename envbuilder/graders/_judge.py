@@ -18,6 +18,7 @@ from typing import Any, Literal
 import httpx
 from pydantic import Field, field_validator, model_validator
 
+from envbuilder import budget
 from envbuilder.graders import _safe_regex
 from envbuilder.graders._base import (
     Grade,
@@ -269,7 +270,10 @@ class LLMJudgeGrader(Grader):
         Raises:
             JudgeUnavailable: the judge could not be reached, refused, or sent no reply.
         """
-        payload = self._payload(self.messages(answer, task))
+        slow = any(t is not None and not t.bounded for t in (self._system, self._prompt, self._question))
+        # A rubric that does more than show fields renders under its deadline, off the loop.
+        messages = await budget.offload(self.messages, answer, task) if slow else self.messages(answer, task)
+        payload = self._payload(messages)
         key = cache_key({"base_url": self.config.base_url, **payload})
         if self._cache is not None:
             cached = await self._cache.get(key)

@@ -13,15 +13,14 @@ math-verify's own extraction.
 
 ``math-verify`` (and the SymPy it brings) is a core dependency, so the plain install serves
 every shipped environment; it is imported when a spec uses this grader, so other specs never
-pay for its import time. Its own timeouts use
-``signal.alarm`` (main thread only), so they are off and the check runs in a worker thread
-under ``asyncio.wait_for`` instead: a slow simplification makes the answer ungradeable
-without stalling the server.
+pay for its import time. Its own timeouts use ``signal.alarm`` (main thread only), so they are
+off. An answer decided without SymPy (the same text, plain numbers) is graded in the server;
+any other goes to a grading process (``_pool``) that is killed at ``timeout``: one C call of
+SymPy on ``9^{9^{9^{9}}}`` holds the interpreter for minutes, which no thread could interrupt.
 """
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 import re
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from envbuilder.graders import _pool
 from envbuilder.graders._base import (
     Grade,
     Grader,
@@ -59,6 +59,8 @@ _ENUMERATOR = re.compile(r"(?:(?<=\s)|^)\d{1,2}\.\s+(?=\D)")
 _NUMBERS = re.compile(r"[-+]?\d+(?:\.\d+)?(?:/\d+)?")
 #: The longest final answer (after cleaning) handed to SymPy; MATH-500's longest is ~100 characters.
 MAX_SPAN_CHARS = 1000
+#: Answers up to this long are tried without SymPy in the server (cleaning is linear-time).
+MAX_INLINE_CHARS = 2000
 
 
 class MathConfig(GraderConfig):
@@ -168,6 +170,22 @@ class MathGrader(Grader):
         written = max(_decimals(gold.text), _decimals(pred.text))
         return written >= places and round(gold.number, places) == round(pred.number, places)
 
+    def _plain(self, answer: str, target: str) -> tuple[bool | None, str, str] | None:
+        """What :meth:`_check` decides without SymPy (no answer, the same text, two plain
+        numbers), or None when the answer needs the symbolic check."""
+        gold, pred = (assigned_value(clean_latex(answer_span(t)[0])) for t in (target, answer))
+        if not pred:
+            return None, "", "no answer could be found in the response"
+        if text_key(pred) == text_key(gold):
+            return True, pred, "the answer is the target, written the same way"
+        if base_number(gold) is not None or base_number(pred) is not None:
+            return None
+        numbers = plain_number(gold), plain_number(pred)
+        if numbers[0] is None or numbers[1] is None:
+            return None
+        same = self._same_number(_Reading(gold, numbers[0], None), _Reading(pred, numbers[1], None))
+        return same, pred, "compared as numbers"
+
     def _check(self, answer: str, target: str) -> tuple[bool | None, str, str]:
         """(equal, what was read from the answer, why); ``equal`` None when undecidable."""
         gold = self._read(target, is_answer=False)
@@ -253,17 +271,36 @@ class MathGrader(Grader):
         too_long = Grade.too_long(answer, cfg.max_answer_chars, "parse", target=target)
         if too_long is not None:
             return too_long
+        decided = self._plain(answer, target) if len(answer) <= MAX_INLINE_CHARS else None
         try:
-            equal, extracted, why = await asyncio.wait_for(
-                asyncio.to_thread(self._check, answer, target), timeout=cfg.timeout
-            )
-        except TimeoutError:
+            if decided is None:
+                decided = await _pool.run_checked(
+                    check, cfg.extract, cfg.float_rounding, answer, target, timeout=cfg.timeout
+                )
+        except _pool.CheckTimeout:
             return Grade.ungradeable(f"checking the answer took over {cfg.timeout:g} s", target=target)
+        except _pool.WorkerFailed as exc:
+            return Grade.ungradeable(f"the answer could not be checked: {exc}", target=target)
+        equal, extracted, why = decided
         if equal is None:
             return Grade.ungradeable(why, extracted=extracted or None, target=target)
         if equal:
             return Grade.correct(f"the answer is equivalent ({why})", extracted=extracted, target=target)
         return Grade.incorrect(f"the answer is not equivalent ({why})", extracted=extracted, target=target)
+
+
+_checkers: dict[tuple[str, int], MathGrader] = {}
+
+
+def check(extract: str, float_rounding: int, answer: str, target: str) -> tuple[bool | None, str, str]:
+    """:meth:`MathGrader._check` in a grading process (one grader kept per setting)."""
+    grader = _checkers.get((extract, float_rounding))
+    if grader is None:
+        config = MathConfig.model_validate(
+            {"type": "math", "target": "{{ answer }}", "extract": extract, "float_rounding": float_rounding}
+        )
+        grader = _checkers[(extract, float_rounding)] = MathGrader(config, GraderContext())
+    return grader._check(answer, target)
 
 
 @dataclass(frozen=True)

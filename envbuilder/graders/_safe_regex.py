@@ -7,6 +7,9 @@ lookarounds) which a linear-time engine like RE2 refuses; so every grader patter
 
 Matches pass ``concurrent=True`` (the GIL is released while the engine runs) and graders call
 them through :func:`envbuilder.budget.offload`, so a slow match never holds the event loop.
+The engine's own timeout is only checked now and then (``timeout=5`` stops after 15-20 s), so
+a grader with a longer budget tries a short match first and, past it, runs
+:func:`first_match` in a grading process that is killed at the budget (``_pool``).
 """
 
 from __future__ import annotations
@@ -73,3 +76,11 @@ def find_all(pattern: regex.Pattern[str], text: str, *, timeout: float = DEFAULT
         return list(pattern.finditer(text, timeout=timeout, concurrent=True))
     except TimeoutError:
         raise PatternTimeout(pattern.pattern) from None
+
+
+def first_match(pattern: str, flags: int, text: str, full: bool) -> str | None:
+    """The text ``pattern`` matches in ``text`` (None when it does not), with no time limit of
+    its own: run in a grading process, which is killed at its deadline."""
+    compiled = regex.compile(pattern, flags)
+    found = compiled.fullmatch(text) if full else compiled.search(text)
+    return None if found is None else found.group(0)

@@ -46,6 +46,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
+from envbuilder import budget
 from envbuilder.errors import SandboxError, TemplateError
 from envbuilder.graders._base import Grade, Grader, GraderConfig, GraderContext, Outcome, Task
 from envbuilder.graders._code import extract_code
@@ -250,7 +251,8 @@ class UnitTestsGrader(Grader):
                 return Grade.ungradeable(
                     f"the sandbox could not run the code: {exc}", sandbox=self._backend.name
                 )
-        key = object() if len(programs) > 1 else None  # one grade's cases queue as one party
+        # The session's runs take turns with other sessions' (one grade's cases as one party).
+        key = budget.current_party() or (object() if len(programs) > 1 else None)
         try:
             results = await asyncio.gather(*(self._run(p, key) for p in programs))
         except SandboxError as exc:

@@ -7,8 +7,12 @@ What a run sees and may do:
   of the host: no home folders, no server files, no host users (``/etc/passwd``, ``group``,
   ``hosts`` and ``nsswitch.conf`` are the sandbox's own: root, the run's user, nobody);
 - an empty environment (:data:`BASE_ENV` only), so no server secret reaches it;
-- a fresh ``/work`` (its working folder) and ``/tmp``, each a size-limited tmpfs (or, for a
-  session's tools, a host folder bound as ``/work``);
+- a fresh ``/work`` (its working folder) and ``/tmp``, each a size-limited tmpfs. A session's
+  tools keep a host folder between calls: it is shown read-only, copied into the size-limited
+  ``/work`` before the code runs, and ``/work`` is copied back (as a tar on the ready pipe,
+  read up to the limit) once it ends; so the quota holds while the code runs, and the host
+  folder only ever receives what fit. A run that is killed (wall time) keeps the folder as it
+  was before the call;
 - its own user, PID, IPC, UTS, mount, cgroup and network namespaces: no network at all (only
   a loopback device), no other process visible or signalable;
 - rlimits set by ``prlimit`` (util-linux) inside the sandbox: CPU time, address space,
@@ -27,16 +31,21 @@ runs as that user in its own user namespace (unprivileged user namespaces must b
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import io
 import os
 import shutil
+import tarfile
+import tempfile
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from envbuilder.errors import SandboxError
 from envbuilder.sandbox._backend import BASE_ENV, Backend
 from envbuilder.sandbox._process import run_process
-from envbuilder.sandbox._result import Limits, RunResult
+from envbuilder.sandbox._result import Limits, RunResult, Status
 
 #: Host paths shown read-only (when they exist); symlinks (merged /usr) are recreated as such.
 SYSTEM_PATHS = (
@@ -138,10 +147,9 @@ class BubblewrapBackend(Backend):
         disk = str(limits.disk_mb * 1024 * 1024)
         out += ["--proc", "/proc", "--dev", "/dev", "--size", "1048576", "--tmpfs", "/dev/shm"]
         out += ["--size", disk, "--tmpfs", "/tmp"]
-        if workdir is None:
-            out += ["--size", disk, "--tmpfs", "/work"]
-        else:
-            out += ["--bind", str(workdir), "/work"]
+        if workdir is not None:
+            out += ["--ro-bind", str(workdir), PERSIST]
+        out += ["--size", disk, "--tmpfs", "/work"]
         for name, fd in fds.items():  # the run's files, then its own /etc files (absolute names)
             out += (
                 ["--ro-bind-data", str(fd), name]
@@ -150,7 +158,14 @@ class BubblewrapBackend(Backend):
             )
         # bwrap builds the view on its own tmpfs: make it read-only, or it is an unbounded disk.
         out += ["--remount-ro", "/", "--chdir", "/work", "--"]
-        if ready:
+        if ready and workdir is not None:
+            # As below, but the pipe is kept (fd 8, closed for the code) to send /work back.
+            signal = (
+                f"printf 1 >&0 && exec 8>&0 0</dev/null && cp -R {PERSIST}/. /work/ 2>/dev/null; "
+                '"$@" 8>&-; rc=$?; tar -C /work -cf - . >&8 2>/dev/null; exit $rc'
+            )
+            out += ["/bin/sh", "-c", signal, "sh"]
+        elif ready:
             # The launcher's stdin is the ready pipe: signal "set up", give the code /dev/null
             # as stdin instead (it never holds the pipe), then become prlimit.
             signal = 'printf 1 >&0 && exec 0</dev/null && exec "$@"'
@@ -185,6 +200,10 @@ class BubblewrapBackend(Backend):
             while open_fds:
                 os.close(open_fds.pop())
 
+        # What comes back on the ready pipe: "1", then /work as a tar when a folder is kept;
+        # read while the run goes (a pipe holds 64 KiB), at most the disk limit and a margin.
+        cap = 1 + (limits.disk_mb * 1024 * 1024 + (1 << 20) if workdir is not None else 0)
+        reader = _PipeReader(ready_r, cap)
         try:
             with _memfds({**files, **self.etc_files()}) as fds:
                 argv = self.argv(command, limits, fds, workdir, ready=True)
@@ -197,10 +216,13 @@ class BubblewrapBackend(Backend):
                         f"bubblewrap could not be started: {exc}", hint=_INSTALL_HINT
                     ) from None
             close_write()
-            ready = _read_all(ready_r)
+            back = await asyncio.to_thread(reader.result)
         finally:
-            os.close(ready_r)
             close_write()
+            reader.close()
+        ready = back[:1]
+        if workdir is not None and ready and result.status != Status.TIMEOUT:
+            await asyncio.to_thread(_restore, workdir, back[1:], limits.disk_mb * 1024 * 1024)
         if not ready and result.exit_code is not None:
             # bwrap failed before the command started (no user namespaces, a bad mount): the
             # code never ran. (The code never holds the pipe: this cannot be faked.)
@@ -208,13 +230,57 @@ class BubblewrapBackend(Backend):
         return result
 
 
-def _read_all(fd: int) -> bytes:
-    chunks = []
-    os.set_blocking(fd, False)
-    with contextlib.suppress(BlockingIOError):
-        while chunk := os.read(fd, 65536):
-            chunks.append(chunk)
-    return b"".join(chunks)
+PERSIST = "/persist"
+"""Where a kept folder is shown, read-only, to the run's set-up (copied from into ``/work``)."""
+
+
+class _PipeReader:
+    """Reads a pipe to its end (or ``cap`` bytes) on a daemon thread; closes it after."""
+
+    def __init__(self, fd: int, cap: int):
+        self._fd, self._cap = fd, cap
+        self._chunks: list[bytes] = []
+        self._thread = threading.Thread(target=self._read, name="envbuilder-sandbox-pipe", daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        size = 0
+        with contextlib.suppress(OSError):
+            while size < self._cap and (chunk := os.read(self._fd, 1 << 16)):
+                self._chunks.append(chunk)
+                size += len(chunk)
+
+    def result(self) -> bytes:
+        self._thread.join(30)
+        return b"".join(self._chunks)[: self._cap]
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self._fd)
+
+
+def _restore(workdir: Path, data: bytes, limit: int) -> None:
+    """Make ``workdir`` hold what the run left in ``/work`` (a tar, at most ``limit`` bytes of
+    files, regular files and folders only); when it is not that, keep the folder as it was."""
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
+            members = [m for m in tar.getmembers() if m.isfile() or m.isdir()]
+            if sum(m.size for m in members) > limit:
+                return
+            staging = Path(tempfile.mkdtemp(prefix=".restore-", dir=workdir.parent))
+            try:
+                tar.extractall(staging, members=members, filter="data")
+                for child in list(workdir.iterdir()):
+                    if child.is_dir() and not child.is_symlink():
+                        shutil.rmtree(child, ignore_errors=True)
+                    else:
+                        child.unlink(missing_ok=True)
+                for child in staging.iterdir():
+                    child.rename(workdir / child.name)
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
+    except (tarfile.TarError, OSError, ValueError):
+        return
 
 
 def _mirror(path: str) -> list[str]:

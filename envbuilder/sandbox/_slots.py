@@ -25,16 +25,23 @@ _Waiter = tuple[asyncio.AbstractEventLoop, "asyncio.Future[None]"]
 
 def default_concurrency() -> int:
     """``$ENVBUILDER_SANDBOX_CONCURRENCY``, else the number of cores this process may use."""
-    configured = os.environ.get(CONCURRENCY_ENV)
+    return count_setting(CONCURRENCY_ENV)
+
+
+def count_setting(name: str, at_least: int = 1) -> int:
+    """``$name`` (a whole number ≥ 1), else the number of cores this process may use (at least
+    ``at_least``). Raises ValueError naming the variable when it is not such a number."""
+    configured = os.environ.get(name)
     if configured:
         try:
             value = int(configured)
         except ValueError:
             value = 0
         if value < 1:
-            raise ValueError(f"{CONCURRENCY_ENV} must be a whole number ≥ 1 (got {configured!r})")
+            raise ValueError(f"{name} must be a whole number ≥ 1 (got {configured!r})")
         return value
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(at_least, cores)
 
 
 class Slots:

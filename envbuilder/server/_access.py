@@ -62,22 +62,26 @@ class Keys:
 
     def allowed(self, headers: dict[bytes, bytes]) -> bool:
         """Whether the request carries one of the keys."""
+        return self.match(headers) is not None
+
+    def match(self, headers: dict[bytes, bytes]) -> bytes | None:
+        """The key the request carries (None when it carries none of ours)."""
         key = headers.get(b"x-api-key")
         if key and self._known(key):
-            return True
+            return key
         auth = headers.get(b"authorization", b"")
         if auth[:7].lower() == b"bearer " and self._known(auth[7:].strip()):
-            return True
+            return auth[7:].strip()
         secrets = headers.get(b"x-secrets")
         if secrets:
             try:
                 parsed = _ops.parse_secrets(secrets.decode("latin-1"), None)
             except RequestError:
-                return False
+                return None
             for name, value in parsed.items():
                 if name.lower() in _SECRET_NAMES and self._known(value.encode()):
-                    return True
-        return False
+                    return value.encode()
+        return None
 
 
 def read_api_keys(given: list[str], path: Path | None, env_value: str | None) -> frozenset[str]:

@@ -53,7 +53,7 @@ def _state(request: Request) -> State:
 @router.get("/health", response_model=StatusResponse, tags=["discovery"])
 async def health(request: Request) -> Response:
     """Liveness: ``{"status":"ok"}``; 503 ``{"status":"unavailable","store":"down"}`` while a
-    shared session store does not answer."""
+    shared session store does not answer (``"out of memory"``, ``"read-only"``: it refuses writes)."""
     return ReplyResponse(await _ops.health(request.app.state.ors))
 
 

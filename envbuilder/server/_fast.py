@@ -101,8 +101,12 @@ class FastFront:
             return await self.app(scope, receive, send)
         headers = _headers(scope)
         path: str = scope["path"]
-        if self.keys and path != "/health" and not self.keys.allowed(headers):
-            return await _answer(send, _access.UNAUTHORIZED, _access.CHALLENGE)
+        key = None
+        if self.keys and path != "/health":
+            key = self.keys.match(headers)
+            if key is None:
+                return await _answer(send, _access.UNAUTHORIZED, _access.CHALLENGE)
+        _ops.CLIENT.set((key, scope.get("client")))
         parts = path.split("/")
         first = parts[1].lower() if len(parts) > 1 else ""
         if first not in self.roots and first not in self.state.envs:

@@ -11,8 +11,10 @@ import asyncio
 import base64
 import binascii
 import contextlib
+import contextvars
+import hashlib
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Sized
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +28,7 @@ from envbuilder.errors import DataError, EnvbuilderError, RequestError, TaskNotF
 from envbuilder.protocol import CallRequest, CreateRequest
 from envbuilder.server import _sse
 from envbuilder.server._sessions import Session
-from envbuilder.server._state import State, log
+from envbuilder.server._state import ServerSettings, State, log
 
 JSON = b"application/json"
 SSE = _sse.MEDIA_TYPE.encode()
@@ -41,17 +43,21 @@ class Reply:
     status: int = 200
     rest: asyncio.Future[bytes] | None = None
     """A streamed reply: ``body`` is sent at once, the rest when this future is done."""
+    headers: dict[str, str] | None = None
+    """Headers besides the content type (``Retry-After``)."""
 
 
 HEALTH = Reply(b'{"status":"ok"}')
 OK = HEALTH
-STORE_DOWN = Reply(b'{"status":"unavailable","store":"down"}', JSON, 503)
 
 
 async def health(state: State) -> Reply:
-    """Liveness; with a shared store, whether it answers (503 while it does not)."""
+    """Liveness; with a shared store, whether it answers and takes writes (503 with
+    Retry-After and what is wrong while it does not)."""
     if state.sessions.shared and not await state.sessions.healthy():
-        return STORE_DOWN
+        problem = getattr(state.sessions, "problem", None) or "down"
+        body = orjson.dumps({"status": "unavailable", "store": problem})
+        return Reply(body, JSON, 503, headers={"retry-after": "1"})
     return HEALTH
 
 
@@ -207,17 +213,28 @@ def parse_secrets(header: str | None, body: dict[str, str] | None) -> dict[str, 
     return secrets
 
 
+CLIENT: contextvars.ContextVar[tuple[bytes | None, Any]] = contextvars.ContextVar(
+    "envbuilder_client", default=(None, None)
+)
+"""The request's API key (None without keys) and ASGI ``client`` (address, port), set by the
+front door for every request."""
+
+
+def client_name() -> str:
+    """Who the running request is from, for fair shares: a hash of its API key (never the key),
+    else its address."""
+    key, address = CLIENT.get()
+    if key is not None:
+        return "key:" + hashlib.sha256(key).hexdigest()[:24]
+    return f"addr:{address[0]}" if address else "addr:?"
+
+
 async def create(
     state: State, sid: str, body: CreateRequest, x_secrets: str | None, x_deployment: str | None = None
 ) -> Reply:
     """Start a session. Its environment: the body's ``env_name``, else the one ``X-Deployment``
     names (how the openreward client names it), else the default environment."""
     settings = state.settings
-    sessions = state.sessions
-    if isinstance(sessions, Sized) and len(sessions) >= settings.max_sessions:  # a shared store has its TTL
-        raise RequestError(
-            503, f"the server holds its maximum of {settings.max_sessions:,} sessions; retry later"
-        )
     if body.env_name:
         env = state.env(body.env_name)
     else:
@@ -230,9 +247,9 @@ async def create(
         if len(orjson.dumps(body.task_spec)) > settings.max_task_spec_bytes:
             limit = settings.max_task_spec_bytes
             raise RequestError(413, f"task_spec is larger than {limit:,} bytes of JSON")
-        task = body.task_spec
-        if env.private_fields.difference(task):
-            task = _full_task(state, env, task)
+        task = _served_task(state, env, body.task_spec)
+        if task is None:
+            task = _client_task(settings, body.task_spec)
         try:
             env.check_task(task)
         except DataError as exc:
@@ -244,22 +261,46 @@ async def create(
         except TaskNotFound:
             raise RequestError(400, "Invalid index") from None
     secrets = parse_secrets(x_secrets, body.secrets)
-    session = Session(sid=sid, env=env.name.lower(), episode=Episode(task=task, secrets=secrets))
-    if not await state.sessions.add(session):
+    session = Session(
+        sid=sid, env=env.name.lower(), episode=Episode(task=task, secrets=secrets), client=client_name()
+    )
+    if not await state.sessions.add(session, state.caps):
         raise RequestError(400, "Session already exists")
     return Reply(orjson.dumps({"sid": sid}))
 
 
-def _full_task(state: State, env: Environment, task: Any) -> Any:
-    """The full row of a task sent back without its private fields (as ``/task`` gave it), found
-    by its id; the task unchanged when it is not one of ours (``check_task`` then says why)."""
-    where = state.served.find(env.name, task.get("id"))
+def _served_task(state: State, env: Environment, task: Any) -> Any:
+    """The served row a client's ``task_spec`` names by its id (as ``/task`` gave it), private
+    fields included; None when it names none. The client's fields are never used for a
+    served task: a gold answer it sends would be its own choice."""
+    task_id = task.get("id")
+    where = state.served.find(env.name, task_id)
     if where is not None:
         try:
             return env.split(where[0]).task(where[1])
         except TaskNotFound:
             pass
-    return env.find_task(task.get("id")) or task
+    return env.find_task(task_id)
+
+
+CLIENT_ID_PREFIX = "client:"
+"""Prefix of the id of a task a client wrote, so it never takes a served task's id."""
+
+
+def _client_task(settings: ServerSettings, task: Any) -> Any:
+    """A task the client wrote, when the server takes those (``--client-tasks``), its id
+    marked as the client's; else 403."""
+    if not settings.client_tasks:
+        raise RequestError(
+            403,
+            "task_spec names no task this environment serves (send a task as /task or /tasks "
+            "returns it, id included); tasks a client writes are graded only on a server "
+            "started with --client-tasks",
+        )
+    task_id = task.get("id")
+    if task_id is not None and not str(task_id).startswith(CLIENT_ID_PREFIX):
+        task = {**task, "id": f"{CLIENT_ID_PREFIX}{task_id}"}
+    return task
 
 
 async def ping(state: State, sid: str) -> Reply:
@@ -343,7 +384,10 @@ async def run_call(
             if current is None:
                 raise SessionDeleted
             try:
-                result = await state.envs[current.env].call_tool(current.episode, name, tool_input)
+                # Shared grading queues (processes, sandbox slots) serve clients in turn; a
+                # session runs one call at a time (this lock), so it holds one place at most.
+                with budget.party(current.client or current.sid):
+                    result = await state.envs[current.env].call_tool(current.episode, name, tool_input)
             except Exception as exc:  # a bug in a tool: report it on the stream, keep serving
                 frames = _sse.event("error", f"{type(exc).__name__} while running {name!r}")
                 await store.record(task_id, frames)

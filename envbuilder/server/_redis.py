@@ -35,8 +35,8 @@ from typing import Any
 import orjson
 
 from envbuilder.errors import RequestError
-from envbuilder.server._resp import Address, Connection, StoreDown
-from envbuilder.server._sessions import Session
+from envbuilder.server._resp import Address, Connection, StoreDown, StoreReplyError
+from envbuilder.server._sessions import Caps, Session, too_many
 
 PREFIX = "eb:"
 LEASE_MS = 3000
@@ -72,14 +72,61 @@ def _down() -> RequestError:
 
 # KEYS: session, running call, lease. ARGV: session ttl ms, request, its ttl ms, owner, lease ms.
 # A new call in one round trip: read the session (renewing it), announce the call, take its lease.
+# The first write is one Redis refuses when out of memory (SET), so a refusal comes before any
+# write: once a script has written, Redis lets the rest of it write too.
 _BEGIN = """
 local cur = redis.call('GET', KEYS[1])
 if not cur then return false end
-redis.call('PEXPIRE', KEYS[1], ARGV[1])
 redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
 redis.call('SET', KEYS[3], ARGV[4], 'PX', ARGV[5])
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
 return cur
 """
+
+
+# KEYS: session, live sessions (zset sid -> expiry ms), the client's sessions (the same).
+# ARGV: record, session ttl ms, cap in all, cap per client, sid, session key prefix.
+# A new session in one step, counted against both caps. A zset entry's score is its session's
+# expiry as last known; entries past it are looked at again (a session renewed by use is
+# re-scored, a gone one dropped), so the counts hold however sessions end.
+_ADD = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+for i = 2, 3 do
+  local stale = redis.call('ZRANGEBYSCORE', KEYS[i], '-inf', now, 'LIMIT', 0, 200)
+  for _, sid in ipairs(stale) do
+    local left = redis.call('PTTL', ARGV[6] .. sid)
+    if left > 0 then redis.call('ZADD', KEYS[i], now + left, sid)
+    else redis.call('ZREM', KEYS[i], sid) end
+  end
+end
+if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[3]) then return -1 end
+if redis.call('ZCARD', KEYS[3]) >= tonumber(ARGV[4]) then return -2 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+local expiry = now + tonumber(ARGV[2])
+redis.call('ZADD', KEYS[2], expiry, ARGV[5])
+redis.call('ZADD', KEYS[3], expiry, ARGV[5])
+redis.call('PEXPIRE', KEYS[3], ARGV[2])
+return 1
+"""
+
+# KEYS: session, live sessions. ARGV: sid, per-client zset prefix.
+_DELETE = """
+local cur = redis.call('GET', KEYS[1])
+redis.call('DEL', KEYS[1])
+redis.call('ZREM', KEYS[2], ARGV[1])
+if cur then
+  local ok, record = pcall(cjson.decode, string.sub(cur, string.find(cur, ':', 1, true) + 1))
+  if ok and type(record.client) == 'string' then redis.call('ZREM', ARGV[2] .. record.client, ARGV[1]) end
+end
+return 1
+"""
+
+_PROBLEMS = {"OOM": "out of memory", "READONLY": "read-only", "MISCONF": "cannot save to disk"}
+_REFUSALS = ("OOM", "READONLY", "MISCONF", "NOREPLICAS", "LOADING", "MASTERDOWN", "BUSY")
+"""Errors of a store that is up but refuses writes (out of memory, a read-only replica, a
+failed disk save, still loading): a client can retry later, the operator must act."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,12 +166,37 @@ class RedisStore:
         self._ttl_ms = max(1, int(session_timeout * 1000))
         self._linger_ms = max(1, int(call_linger * 1000))
         self._owner = f"{os.uname().nodename}:{os.getpid()}".encode()
+        self.problem: str | None = None
+        """Why the store is unusable, as last seen (``down``, ``out of memory``, ``read-only``)."""
 
     async def _do(self, *command: Any) -> Any:
         try:
             return await self._redis.call(*command)
         except StoreDown:
             raise _down() from None
+        except StoreReplyError as exc:
+            raise self._refused(exc) from None
+
+    async def _eval(self, script: str, keys: list[str], args: list[Any]) -> Any:
+        try:
+            return await self._redis.eval(script, keys, args)
+        except StoreDown:
+            raise _down() from None
+        except StoreReplyError as exc:
+            raise self._refused(exc) from None
+
+    def _refused(self, exc: StoreReplyError) -> Exception:
+        """503 with Retry-After for a store that refuses writes (noted for ``/health``); any
+        other error reply is a bug, raised as it is."""
+        reason = str(exc).split(" ", 1)[0]
+        if reason not in _REFUSALS:
+            return exc
+        self.problem = _PROBLEMS.get(reason, "refusing writes")
+        return RequestError(
+            503,
+            f"the session store refuses writes ({self.problem}); retry shortly",
+            headers={"Retry-After": RETRY_AFTER},
+        )
 
     # -- sessions ---------------------------------------------------------------------------------
 
@@ -143,23 +215,38 @@ class RedisStore:
             self._owner,
             LEASE_MS,
         ]
-        try:
-            raw = await self._redis.eval(_BEGIN, keys, args)
-        except StoreDown:
-            raise _down() from None
+        raw = await self._eval(_BEGIN, keys, args)
         return None if raw is None else _session(raw)
 
-    async def add(self, session: Session) -> bool:
-        """Store a new session; True too for a retried create whose first try was saved but
-        not answered (a worker killed meanwhile): the stored record is equal (untouched)."""
+    async def add(self, session: Session, caps: Caps | None = None) -> bool:
+        """Store a new session within ``caps`` (429 or 503 past them, as the memory store);
+        True too for a retried create whose first try was saved but not answered (a worker
+        killed meanwhile): the stored record is equal (untouched)."""
         # A random first version: a session deleted and created again under the same id while
         # a call on the old one runs cannot be overwritten by that call's save.
         version = secrets.randbits(48)
         record = session.to_json()
         key = PREFIX + "s:" + session.sid
-        if await self._do(b"SET", key, b"%d:" % version + record, b"PX", self._ttl_ms, b"NX"):
+        caps = caps or Caps(1 << 62, 1 << 62)
+        keys = [key, PREFIX + "live", PREFIX + "by:" + session.client]
+        args = [
+            b"%d:" % version + record,
+            self._ttl_ms,
+            caps.total,
+            caps.per_client,
+            session.sid,
+            PREFIX + "s:",
+        ]
+        done = await self._eval(_ADD, keys, args)
+        if done == 1:
             session.version = version
             return True
+        if done == -1:
+            raise too_many("the server holds its maximum of", caps.total, 503)
+        if done == -2:
+            raise too_many(
+                "this client (API key, or address without one) holds its maximum of", caps.per_client, 429
+            )
         stored = await self._do(b"GET", key)
         return stored is not None and stored.partition(b":")[2] == record
 
@@ -182,16 +269,13 @@ class RedisStore:
             self._linger_ms,
             outcome or "",
         ]
-        try:
-            done = await self._redis.eval(_SAVE, keys, args)
-        except StoreDown:
-            raise _down() from None
+        done = await self._eval(_SAVE, keys, args)
         if done == 1:
             session.version += 1
         return bool(done == 1)
 
     async def delete(self, sid: str) -> None:
-        await self._do(b"DEL", PREFIX + "s:" + sid)
+        await self._eval(_DELETE, [PREFIX + "s:" + sid, PREFIX + "live"], [sid, PREFIX + "by:"])
 
     # -- calls ------------------------------------------------------------------------------------
 
@@ -237,10 +321,20 @@ class RedisStore:
         return {flat[i].decode(): int(flat[i + 1]) for i in range(0, len(flat), 2)}
 
     async def healthy(self) -> bool:
+        """Whether the store answers and takes writes (a small write with a short expiry);
+        :attr:`problem` says what is wrong when it does not."""
         try:
-            return bool(await self._redis.call(b"PING") == b"PONG")
+            await self._redis.call(b"SET", PREFIX + "health:" + self._owner.decode(), b"1", b"PX", 5000)
         except StoreDown:
+            self.problem = "down"
             return False
+        except StoreReplyError as exc:
+            refused = self._refused(exc)
+            if not isinstance(refused, RequestError):
+                raise refused from None
+            return False
+        self.problem = None
+        return True
 
     async def aclose(self) -> None:
         await self._redis.aclose()

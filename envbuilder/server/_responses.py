@@ -23,6 +23,8 @@ def reply_headers(reply: _ops.Reply, extra: dict[str, str] | None = None) -> Hea
         headers.append((b"content-length", b"%d" % len(reply.body)))
     if reply.media_type == _ops.SSE:
         headers += _SSE_HEADERS
+    if reply.headers:
+        headers += [(k.lower().encode(), v.encode("latin-1")) for k, v in reply.headers.items()]
     if extra:
         headers += [(k.lower().encode(), v.encode("latin-1")) for k, v in extra.items()]
     return headers

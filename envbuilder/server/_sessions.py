@@ -25,6 +25,7 @@ from typing import Any, Protocol
 import orjson
 
 from envbuilder.episode import Episode
+from envbuilder.errors import RequestError
 from envbuilder.server._calls import CallRegistry
 
 
@@ -36,6 +37,8 @@ class Session:
     env: str
     episode: Episode
     last_seen: float = 0.0
+    client: str = ""
+    """Who opened it (a hash of its API key, else its address): sessions are capped per client."""
     version: int = field(default=0, compare=False)
     """How many times a shared store saved it (its optimistic-concurrency check); not in the record."""
 
@@ -45,13 +48,20 @@ class Session:
             "env": self.env,
             "episode": self.episode.to_dict(),
             "last_seen": self.last_seen,
+            "client": self.client,
         }
 
     def to_json(self) -> bytes:
         """JSON of :meth:`to_dict` without building it: orjson serialises the episode dataclass
         itself (no deep copy; the same JSON, pinned by a test), for the shared store's hot path."""
         return orjson.dumps(
-            {"sid": self.sid, "env": self.env, "episode": self.episode, "last_seen": self.last_seen}
+            {
+                "sid": self.sid,
+                "env": self.env,
+                "episode": self.episode,
+                "last_seen": self.last_seen,
+                "client": self.client,
+            }
         )
 
     @classmethod
@@ -61,7 +71,31 @@ class Session:
             env=data["env"],
             episode=Episode.from_dict(data["episode"]),
             last_seen=data["last_seen"],
+            client=data.get("client", ""),
             version=version,
+        )
+
+
+@dataclass(frozen=True)
+class Caps:
+    """How many sessions a store holds at once, in all and per client."""
+
+    total: int
+    per_client: int
+
+
+def too_many(what: str, limit: int, status: int) -> RequestError:
+    """The answer to a session over a cap: 503 for the server's, 429 for a client's share."""
+    return RequestError(status, f"{what} {limit:,} sessions; retry later", headers={"Retry-After": "5"})
+
+
+def refuse_over(caps: Caps, total: int, of_client: int) -> None:
+    """Raise when one more session would pass ``caps`` (``total`` and ``of_client`` held now)."""
+    if total >= caps.total:
+        raise too_many("the server holds its maximum of", caps.total, 503)
+    if of_client >= caps.per_client:
+        raise too_many(
+            "this client (API key, or address without one) holds its maximum of", caps.per_client, 429
         )
 
 
@@ -71,7 +105,7 @@ class Sessions(Protocol):
     shared: bool
 
     async def get(self, sid: str) -> Session | None: ...
-    async def add(self, session: Session) -> bool: ...
+    async def add(self, session: Session, caps: Caps | None = None) -> bool: ...
     async def latest(self, session: Session) -> Session | None: ...
     async def save(self, session: Session, task_id: str, frames: bytes, outcome: str | None) -> bool: ...
     async def delete(self, sid: str) -> None: ...
@@ -99,6 +133,7 @@ class SessionStore:
     def __init__(self, calls: CallRegistry) -> None:
         self._sessions: dict[str, Session] = {}
         self._calls = calls
+        self._per_client: dict[str, int] = {}
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -109,12 +144,23 @@ class SessionStore:
             session.last_seen = time.monotonic()
         return session
 
-    async def add(self, session: Session) -> bool:
+    async def add(self, session: Session, caps: Caps | None = None) -> bool:
         if session.sid in self._sessions:
             return False
+        held = self._per_client.get(session.client, 0)
+        if caps is not None:
+            refuse_over(caps, len(self._sessions), held)
         session.last_seen = time.monotonic()
         self._sessions[session.sid] = session
+        self._per_client[session.client] = held + 1
         return True
+
+    def _forget(self, session: Session) -> None:
+        held = self._per_client.get(session.client, 0) - 1
+        if held > 0:
+            self._per_client[session.client] = held
+        else:
+            self._per_client.pop(session.client, None)
 
     async def latest(self, session: Session) -> Session | None:
         return session if self._sessions.get(session.sid) is session else None
@@ -133,7 +179,9 @@ class SessionStore:
         return self._calls.replay(task_id)
 
     async def delete(self, sid: str) -> None:
-        self._sessions.pop(sid, None)
+        session = self._sessions.pop(sid, None)
+        if session is not None:
+            self._forget(session)
 
     async def begin(self, sid: str, task_id: str, name: str, tool_input: dict[str, Any]) -> Session | None:
         return await self.get(sid)  # (used with shared stores only)
@@ -160,4 +208,7 @@ class SessionStore:
 
     def sweep(self, seconds: float) -> list[Session]:
         """Delete the sessions idle for more than ``seconds``; return them."""
-        return [self._sessions.pop(sid) for sid in self.idle(seconds)]
+        gone = [self._sessions.pop(sid) for sid in self.idle(seconds)]
+        for session in gone:
+            self._forget(session)
+        return gone

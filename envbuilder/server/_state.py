@@ -13,7 +13,7 @@ from envbuilder.episode import Episode
 from envbuilder.errors import RequestError, did_you_mean
 from envbuilder.server._calls import CallRegistry
 from envbuilder.server._redis import RedisStore
-from envbuilder.server._sessions import Sessions, SessionStore
+from envbuilder.server._sessions import Caps, Sessions, SessionStore
 
 log = logging.getLogger("envbuilder.server")
 
@@ -38,6 +38,10 @@ class ServerSettings:
     """Keys accepted on every route but ``/health`` (empty: no key needed)."""
     accept_task_spec: bool = True
     """Whether ``/create`` takes a client's ``task_spec`` (else tasks only by split and index)."""
+    client_tasks: bool = False
+    """Whether ``/create`` takes a ``task_spec`` that names no served task (a task the client
+    wrote, gold included). A ``task_spec`` that names a served task is always replaced by the
+    served row, whatever fields it carries; a client's own task never takes a served id."""
     max_body_bytes: int = 1 << 20
     """Largest request body (413 beyond)."""
     max_header_bytes: int = 16 << 10
@@ -48,13 +52,26 @@ class ServerSettings:
     """Most tasks one ``/task_range`` lists (400 beyond, saying how to page); ranges over 1,000
     tasks are streamed in batches, so memory stays bounded (``/tasks`` streams a whole split)."""
     max_sessions: int = 100_000
-    """Sessions held at once (503 beyond)."""
+    """Sessions held at once, in every store (503 beyond)."""
+    max_sessions_per_client: int | None = None
+    """Sessions one client (an API key, or an address without keys) holds at once (429 beyond);
+    default :func:`fair_share` of ``max_sessions``, so one client cannot take every session."""
     max_connections: int = 2048
-    """Open connections plus running requests (503 beyond)."""
+    """Open connections plus running requests (503 beyond). Near it, idle keep-alive
+    connections are closed to make room; past it, a new connection is closed at once."""
+    max_connections_per_client: int | None = None
+    """Open connections from one address (default :func:`fair_share` of ``max_connections``):
+    past it, that address's idle connections are closed, then its new ones."""
     read_timeout: float = 30.0
     """Seconds a client has to send a whole request (headers and body); then it is closed."""
     graceful_timeout: float = 10.0
     """Seconds SIGTERM waits for running requests before closing them."""
+
+
+def fair_share(cap: int) -> int:
+    """One client's default share of a server-wide ``cap``: a quarter, but never fewer than 64
+    (or the whole cap when it is smaller), so a small server still serves one busy trainer."""
+    return max(min(cap, 64), cap // 4)
 
 
 class ServedTasks:
@@ -100,6 +117,8 @@ class State:
         )
         self.locks: dict[str, asyncio.Lock] = {}
         self.served = ServedTasks()
+        per_client = settings.max_sessions_per_client
+        self.caps = Caps(settings.max_sessions, per_client or fair_share(settings.max_sessions))
         # Static answers, serialised once.
         self.tools_json = {k: e.tools_listing.model_dump_json().encode() for k, e in self.envs.items()}
         self.task_tools_json = {

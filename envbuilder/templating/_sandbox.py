@@ -41,9 +41,62 @@ MAX_WIDTH = 10_000
 #: Characters one render may build in all (output, joins, repetitions, formatting): a template
 #: doubling a string in a loop stops here, long before memory runs out.
 MAX_RENDER_CHARS = 16_000_000
-#: Seconds one render of a template with loops, macros or includes may take (templates without
-#: them run in bounded time: every operation that can grow is capped).
+#: Seconds one render may take (a template that only shows fields is not timed: see :func:`inline`).
 RENDER_SECONDS = 2.0
+
+#: What a template may hold and still render on the event loop, untimed: showing fields and
+#: constants, tests and conditions, and filters that are one linear C pass over a field. Anything
+#: else (loops, macros, includes, ``*``, ``~``, ``wordwrap``, …) can take seconds on a long row,
+#: even within the size caps, so it renders under the deadline, off the loop.
+_INLINE_NODES = (
+    jinja2.nodes.Template,
+    jinja2.nodes.Output,
+    jinja2.nodes.TemplateData,
+    jinja2.nodes.Name,
+    jinja2.nodes.Getattr,
+    jinja2.nodes.Getitem,
+    jinja2.nodes.Const,
+    jinja2.nodes.If,
+    jinja2.nodes.CondExpr,
+    jinja2.nodes.Compare,
+    jinja2.nodes.Operand,
+    jinja2.nodes.Not,
+    jinja2.nodes.And,
+    jinja2.nodes.Or,
+    jinja2.nodes.Test,
+    jinja2.nodes.Filter,
+    jinja2.nodes.Call,
+    jinja2.nodes.Slice,
+    jinja2.nodes.Neg,
+)
+#: Methods a field's value may call inline: one C pass over it (``answer.split('####')[-1]``).
+_INLINE_METHODS = frozenset(
+    {"split", "rsplit", "strip", "lstrip", "rstrip", "lower", "upper", "startswith", "endswith", "splitlines"}
+)
+_INLINE_FILTERS = frozenset(
+    {"trim", "lower", "upper", "string", "default", "d", "e", "escape", "length", "count", "int", "float"}
+)
+_INLINE_TESTS = frozenset({"defined", "undefined", "none", "string", "number", "mapping", "sequence"})
+
+
+def inline(ast: jinja2.nodes.Template) -> bool:
+    """Whether every node of ``ast`` is one :data:`_INLINE_NODES` allows."""
+    for node in ast.find_all(jinja2.nodes.Node):
+        if not isinstance(node, _INLINE_NODES):
+            return False
+        if isinstance(node, jinja2.nodes.Filter) and node.name not in _INLINE_FILTERS:
+            return False
+        if isinstance(node, jinja2.nodes.Test) and node.name not in _INLINE_TESTS:
+            return False
+        if isinstance(node, jinja2.nodes.Call) and not (
+            isinstance(node.node, jinja2.nodes.Getattr)
+            and node.node.attr in _INLINE_METHODS
+            and all(isinstance(a, jinja2.nodes.Const) for a in node.args)
+            and not (node.kwargs or node.dyn_args or node.dyn_kwargs)
+        ):
+            return False
+    return True
+
 
 #: Nodes that can make a render run long: loops, macros (recursion), other templates.
 UNBOUNDED_NODES = (

@@ -22,6 +22,7 @@ from envbuilder.templating._sandbox import (
     RENDER_SECONDS,
     UNBOUNDED_NODES,
     TooBig,
+    inline,
     jinja_env,
     render_budget,
     templates_dir,
@@ -151,9 +152,10 @@ class Template:
         self.variables: frozenset[str] = (
             frozenset(jinja2.meta.find_undeclared_variables(ast)) - template_globals()
         )
-        self.bounded: bool = next(ast.find_all(UNBOUNDED_NODES), None) is None
-        """No loops, macros or includes: a render takes bounded time (the caps see to the rest),
-        so it may run on the event loop. Others run under a deadline, off the loop."""
+        self.bounded: bool = next(ast.find_all(UNBOUNDED_NODES), None) is None and inline(ast)
+        """It only shows fields (``_sandbox.inline``): a render is one pass over them, so it may
+        run on the event loop, untimed. Every other template renders under the deadline, and the
+        server renders it off the loop."""
 
     def render(self, context: Mapping[str, Any]) -> str:
         """Render over ``context`` within the budgets; any failure is a :class:`TemplateError`."""

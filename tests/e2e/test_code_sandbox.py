@@ -228,8 +228,7 @@ def test_a_long_run_does_not_stall_other_sessions(url: str) -> None:
     with ThreadPoolExecutor(max_workers=1) as pool, httpx.Client(base_url=url, timeout=60) as c:
         slow = pool.submit(_submit, c, 0, "    while True:\n        pass\n")
         time.sleep(0.5)
-        started = time.monotonic()
         for _ in range(5):
             assert c.get("/humaneval/splits").status_code == 200
-        assert time.monotonic() - started < 2.0
+        assert not slow.done()  # answered while the run still loops (an ordering, not a time)
         assert slow.result()[0]["output"]["metadata"]["reason"].startswith("timeout")

@@ -51,7 +51,7 @@ def envs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Environment]:
 
 @pytest.fixture(scope="module")
 def url(envs: dict[str, Environment]) -> Iterator[str]:
-    with serve_app(create_app(list(envs.values()), ServerSettings())) as base:
+    with serve_app(create_app(list(envs.values()), ServerSettings(client_tasks=True))) as base:
         yield base
 
 

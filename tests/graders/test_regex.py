@@ -53,3 +53,24 @@ async def test_huge_answer_is_capped() -> None:
 def test_invalid_pattern_is_a_config_error() -> None:
     with pytest.raises(ValueError, match="invalid regular expression"):
         make({"type": "regex", "pattern": "(x{{ answer }}"})
+
+
+async def test_a_long_timeout_is_honoured_by_killing_the_match() -> None:
+    """The engine checks its own timeout only now and then (``timeout: 4`` ran ~16 s): past a
+    short try, the match runs in a grading process killed at the budget."""
+    import asyncio
+
+    from envbuilder.graders._pool import shared_pool
+
+    g = make({"type": "regex", "pattern": r"^(a|aa)+$", "mode": "fullmatch", "timeout": 4})
+    killed = shared_pool().killed
+    graded = asyncio.ensure_future(grade(g, "a" * 60 + "!", {}))
+    reference = asyncio.ensure_future(asyncio.sleep(14))  # well under the old ~16 s
+    done, _ = await asyncio.wait({graded, reference}, return_when=asyncio.FIRST_COMPLETED)
+    reference.cancel()
+    assert graded in done
+    result = graded.result()
+    assert result.outcome is Outcome.UNGRADEABLE and "took too long" in result.reason
+    assert shared_pool().killed == killed + 1
+    # An ordinary answer stays in the server (no process) and is graded as before.
+    assert (await grade(g, "aaaa", {})).outcome is Outcome.CORRECT

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import tempfile
@@ -82,8 +83,49 @@ async def test_limits_and_isolation_are_those_of_the_grader(env: Environment) ->
     )
     big = "open(f'f{i}', 'wb').write(b'x' * 600_000) for i in range(3)"
     text = await _call(env, episode, "python", f"[{big}]")
-    assert "was emptied" in text
-    assert await _call(env, episode, "python", "import os; print(os.listdir('.'))") == "['_cell.py']"
+    assert "No space left on device" in text  # the quota holds while the code runs
+
+
+async def test_a_kept_folder_never_grows_past_its_quota_on_the_host(env: Environment, workdirs: Path) -> None:
+    """``disk_mb: 1``: the code writes 64 MB in small files and tries the host folder itself;
+    the folder on the host holds at most 1 MB at any time, and what fit is kept."""
+    episode = Episode(task=env.split("test").task(0))
+    assert await _call(env, episode, "python", "open('keep.txt', 'w').write('kept')") == "[no output]"
+    folder = workdirs / episode.tool_state["python"]["workdir"]
+    sizes: list[int] = []
+    stop = asyncio.Event()
+
+    async def watch() -> None:
+        while not stop.is_set():
+            sizes.append(sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()))
+            await asyncio.sleep(0.02)
+
+    watcher = asyncio.ensure_future(watch())
+    code = (
+        "import os\n"
+        "for where in ('/persist/escape', '/work/../persist/escape'):\n"
+        "    try:\n"
+        "        open(where, 'w').write('x')\n"
+        "    except OSError as e:\n"
+        "        print(type(e).__name__)\n"
+        "written = 0\n"
+        "try:\n"
+        "    for i in range(1024):\n"
+        "        with open(f'part{i}', 'wb') as f:\n"
+        "            f.write(b'x' * 65536)\n"
+        "        written += 65536\n"
+        "except OSError as e:\n"
+        "    print('stopped', e.strerror)\n"
+        "print(written < 2 * 1024 * 1024)\n"
+    )
+    text = await _call(env, episode, "python", code)
+    stop.set()
+    await watcher
+    assert "stopped No space left on device" in text and text.rstrip().endswith("True"), text
+    assert max(sizes) <= 1024 * 1024
+    assert not (folder / "escape").exists()
+    assert (folder / "keep.txt").read_text() == "kept"  # what fit is kept
+    assert sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) <= 1024 * 1024
 
 
 async def test_bash_runs_a_script(env: Environment) -> None:

@@ -1,0 +1,153 @@
+"""The sandbox judged by what happens, not by what the code prints: a listener on the host must
+see no connection from a run, and one client's looping answers do not hold another client's
+grade behind them (the sandbox's slots are shared by client, in turn)."""
+
+from __future__ import annotations
+
+import json
+import select
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from envbuilder.environment import Environment, load_environment
+from envbuilder.sandbox import Limits, Slots, run_code
+from envbuilder.sandbox._bwrap import BubblewrapBackend
+from envbuilder.server import ServerSettings, create_app
+from tests.conftest import ENVS
+from tests.servers import serve_app
+
+
+def _host_addresses() -> list[str]:
+    """Loopback and the host's own outward address (the route a sandbox would take out)."""
+    out = ["127.0.0.1"]
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect(("10.255.255.255", 1))  # no packet is sent: it only picks the route
+            out.append(s.getsockname()[0])
+        except OSError:
+            pass
+    return sorted(set(out))
+
+
+@pytest.mark.asyncio
+async def test_a_listener_on_the_host_sees_no_connection_from_a_run() -> None:
+    listeners = []
+    for address in _host_addresses():
+        tcp = socket.socket()
+        tcp.bind((address, 0))
+        tcp.listen(16)
+        udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        udp.bind((address, 0))
+        listeners.append((address, tcp, udp))
+    targets = [(a, t.getsockname()[1], u.getsockname()[1]) for a, t, u in listeners]
+    code = (
+        "import socket\n"
+        f"for host, tcp, udp in {targets!r}:\n"
+        "    try:\n"
+        "        socket.create_connection((host, tcp), timeout=1).sendall(b'escaped')\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "    try:\n"
+        "        socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'escaped', (host, udp))\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "print('tried')\n"
+    )
+    try:
+        result = await run_code(
+            ["python3", "-I", "main.py"],
+            {"main.py": code.encode()},
+            Limits(wall_seconds=20),
+            backend=BubblewrapBackend(),
+        )
+        assert "tried" in result.stdout  # the code ran to the end
+        socks = [s for _, t, u in listeners for s in (t, u)]
+        readable, _, _ = select.select(socks, [], [], 0.5)
+        assert readable == [], "a connection or datagram from the sandbox reached the host"
+    finally:
+        for _, tcp, udp in listeners:
+            tcp.close()
+            udp.close()
+
+
+@pytest.mark.asyncio
+async def test_the_same_check_sees_a_connection_without_the_sandbox() -> None:
+    """The listener itself works: a plain process reaches it (so the test above can fail)."""
+    import asyncio
+    import sys
+
+    tcp = socket.socket()
+    tcp.bind(("127.0.0.1", 0))
+    tcp.listen(1)
+    try:
+        port = tcp.getsockname()[1]
+        code = f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=1).sendall(b'x')"
+        proc = await asyncio.create_subprocess_exec(sys.executable, "-c", code)
+        await proc.wait()
+        readable, _, _ = select.select([tcp], [], [], 2)
+        assert readable == [tcp]
+    finally:
+        tcp.close()
+
+
+# -- fair slots ---------------------------------------------------------------------------------
+
+HOARDER, HONEST = "k-looper-0123456789abcdef", "k-honest-0123456789abcdefg"
+LOOP = "    while True:\n        pass\n"
+GOOD = "    return any(abs(a - b) < threshold for i, a in enumerate(numbers) for b in numbers[i + 1:])\n"
+
+
+@pytest.fixture(scope="module")
+def humaneval() -> Environment:
+    return load_environment(ENVS / "humaneval.yaml")
+
+
+@pytest.fixture
+def url(humaneval: Environment, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    from envbuilder.sandbox import _slots
+
+    monkeypatch.setattr(_slots, "_shared", Slots(2))  # two runs at once, whatever the cores
+    settings = ServerSettings(api_keys=(HOARDER, HONEST), ping_interval=0.2)
+    with serve_app(create_app([humaneval], settings)) as base:
+        yield base
+
+
+def _submit(url: str, key: str, answer: str) -> dict[str, Any]:
+    h = {"X-Session-ID": uuid.uuid4().hex, "X-API-Key": key}
+    with httpx.Client(base_url=url, timeout=300, headers=h) as c:
+        assert c.post("/create", json={"split": "test", "index": 0}).status_code == 200
+        r = c.post("/humaneval/call", json={"name": "submit", "input": {"answer": answer}})
+    end = r.text.split("event: end\r\ndata: ", 1)[1].split("\r\n", 1)[0]
+    out: dict[str, Any] = json.loads(end)["output"]
+    return out
+
+
+def test_one_clients_looping_answers_do_not_hold_anothers_grade(url: str) -> None:
+    finished: list[str] = []
+    lock = threading.Lock()
+
+    def hostile() -> None:
+        out = _submit(url, HOARDER, LOOP)
+        with lock:
+            finished.append("hoarder:" + out["metadata"]["reason"][:7])
+
+    threads = [threading.Thread(target=hostile, daemon=True) for _ in range(8)]
+    for t in threads:
+        t.start()
+    time.sleep(1.0)  # the looping runs hold both slots, six more wait
+    honest = _submit(url, HONEST, GOOD)
+    with lock:
+        before = len(finished)
+    for t in threads:
+        t.join(300)
+    assert honest["reward"] == 1.0
+    # Its turn came when the first slot freed: at most the two running loops ended before it.
+    assert before <= 3, finished
+    assert finished == ["hoarder:timeout"] * 8

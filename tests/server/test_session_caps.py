@@ -1,0 +1,115 @@
+"""Session caps in the stores: in all and per client, freed by delete and by the reaper, the
+same in memory and in Redis."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from envbuilder.episode import Episode
+from envbuilder.errors import RequestError
+from envbuilder.server._calls import CallRegistry
+from envbuilder.server._sessions import Caps, Session, SessionStore
+
+CAPS = Caps(total=5, per_client=3)
+
+
+def _session(sid: str, client: str) -> Session:
+    return Session(sid=sid, env="gsm8k", episode=Episode(task={"id": "test-0"}), client=client)
+
+
+@pytest.fixture(params=["memory", "redis"])
+async def store(request: pytest.FixtureRequest) -> AsyncIterator[Any]:
+    if request.param == "memory":
+        yield SessionStore(CallRegistry(60))
+        return
+    from envbuilder.server._redis import RedisStore
+
+    redis = RedisStore(request.getfixturevalue("redis_url"), 60, 60)
+    yield redis
+    await redis.aclose()
+
+
+async def _refused(store: Any, session: Session) -> RequestError:
+    with pytest.raises(RequestError) as info:
+        await store.add(session, CAPS)
+    return info.value
+
+
+@pytest.mark.asyncio
+async def test_caps_in_all_and_per_client(store: Any) -> None:
+    for i in range(3):
+        assert await store.add(_session(f"a{i}", "key:a"), CAPS)
+    over = await _refused(store, _session("a3", "key:a"))
+    assert over.status == 429 and over.headers == {"Retry-After": "5"}
+    assert over.message == (
+        "this client (API key, or address without one) holds its maximum of 3 sessions; retry later"
+    )
+    assert await store.add(_session("b0", "key:b"), CAPS)
+    assert await store.add(_session("b1", "key:b"), CAPS)
+    full = await _refused(store, _session("c0", "key:c"))
+    assert (full.status, full.message) == (503, "the server holds its maximum of 5 sessions; retry later")
+    # An id already taken is not a new session: no cap applies, and it is not counted twice.
+    assert not await store.add(_session("a0", "key:a"), CAPS) or store.shared
+
+
+@pytest.mark.asyncio
+async def test_a_deleted_session_frees_its_place_and_only_its_own(store: Any) -> None:
+    for i in range(3):
+        assert await store.add(_session(f"a{i}", "key:a"), CAPS)
+    assert await store.add(_session("b0", "key:b"), CAPS)
+    await store.delete("a1")
+    await store.delete("a1")  # twice: freed once
+    await store.delete("unknown")
+    assert await store.add(_session("a3", "key:a"), CAPS)
+    assert (await _refused(store, _session("a4", "key:a"))).status == 429
+    assert await store.add(_session("b1", "key:b"), CAPS)
+    assert (await _refused(store, _session("b2", "key:b"))).status == 503
+
+
+@pytest.mark.asyncio
+async def test_swept_sessions_free_their_places() -> None:
+    store = SessionStore(CallRegistry(60))
+    for i in range(3):
+        assert await store.add(_session(f"a{i}", "key:a"), CAPS)
+    assert [s.sid for s in store.sweep(-1)] == ["a0", "a1", "a2"]
+    for i in range(3):
+        assert await store.add(_session(f"n{i}", "key:a"), CAPS)
+    assert len(store) == 3
+
+
+@pytest.mark.asyncio
+async def test_without_caps_nothing_is_refused(store: Any) -> None:
+    for i in range(8):
+        assert await store.add(_session(f"a{i}", "key:a"))
+
+
+def test_a_clients_default_share(gsm8k: Any) -> None:
+    from envbuilder.server._state import ServerSettings, State, fair_share
+
+    assert [fair_share(c) for c in (100_000, 2048, 100, 10, 1)] == [25_000, 512, 64, 10, 1]
+    assert State([gsm8k], ServerSettings(max_sessions=1000)).caps == Caps(1000, 250)
+    assert State([gsm8k], ServerSettings(max_sessions=1000, max_sessions_per_client=7)).caps == Caps(1000, 7)
+
+
+@pytest.mark.asyncio
+async def test_deleting_one_of_a_clients_sessions_frees_one_place_only() -> None:
+    store = SessionStore(CallRegistry(60))
+    assert await store.add(_session("a0", "key:a"), CAPS)
+    assert await store.add(_session("a1", "key:a"), CAPS)
+    await store.delete("a0")
+    assert await store.add(_session("a2", "key:a"), CAPS)
+    assert await store.add(_session("a3", "key:a"), CAPS)
+    assert (await _refused(store, _session("a4", "key:a"))).status == 429
+
+
+def test_a_sessions_client_survives_its_record() -> None:
+    """The record keeps who opened it (the Redis store frees that client's place on delete)."""
+    session = _session("s", "key:abc")
+    assert Session.from_dict(session.to_dict()).client == "key:abc"
+    import orjson
+
+    assert orjson.loads(session.to_json())["client"] == "key:abc"
+    assert Session.from_dict({k: v for k, v in session.to_dict().items() if k != "client"}).client == ""
