@@ -30,6 +30,7 @@ from envbuilder.graders._base import (
     build_grader,
     graders,
 )
+from envbuilder.graders._normalize import hedged_numbers
 from envbuilder.plugins import PluginField
 
 __all__ = ["ReasoningGymGrader", "ReasoningGymGraderConfig"]
@@ -127,6 +128,14 @@ class ReasoningGymGrader(Grader):
         family = str(coordinates.get("family"))
         if extracted is None:
             return Grade.ungradeable("no <answer>…</answer> in the response", family=family)
+        hedge = hedged_numbers(extracted)
+        if hedge:
+            # Several different final answers at once: partial-credit checkers (string
+            # similarity, closeness) would pay for the spray, so it is graded as no answer.
+            return Grade.incorrect(
+                f"several different final answers ({', '.join(hedge[:4])}): a hedge is not an answer",
+                family=family,
+            )
         try:
             loop = asyncio.get_running_loop()
             score = await asyncio.wait_for(

@@ -204,7 +204,11 @@ class UnitTestsGrader(Grader):
         }
         argument = json.dumps({"entry_point": parts["entry_point"].strip(), "call": parts.get("call", "")})
         result = await run_code(
-            ["python3", "-I", "main.py", argument], files, self.config.limits, backend=self._backend
+            ["python3", "-I", "main.py", argument],
+            files,
+            self.config.limits,
+            backend=self._backend,
+            key=budget.current_party(),  # the session's runs take turns with other sessions'
         )
         own = f"{HARNESS_PREFIX}{nonce}:"  # only the harness knows the nonce: the answer cannot write this
         reached_end = f"{own} passed" in result.stdout.splitlines()

@@ -148,5 +148,5 @@ def test_unit_tests_gold_is_not_called_circular() -> None:
     assert (result.exit_code, result.output) == (
         0,
         f"{spec}: gold answers: 2/2 get full reward (--sample 2 per split: test 2 of 164)\n"
-        f"{spec}: tests: 6/6 pass\n",
+        f"{spec}: tests: 11/11 pass\n",
     )
