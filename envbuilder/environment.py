@@ -54,6 +54,9 @@ _FEEDBACK_VARIABLES = frozenset(
     {"outcome", "score", "reason", "attempt", "attempts_left", "finished", "answer", "grade"}
 )
 Fail = Callable[[Loc, EnvbuilderError], None]
+#: The recorded reward-hacking audit beside a spec (``gsm8k.yaml`` → ``gsm8k.hacks.json``), one of
+#: its files when present (see envbuilder/catalog/_audit.py).
+HACKS_RECORD_SUFFIX = ".hacks.json"
 
 
 def _files(loaded: LoadedSpec, data: list[Path], templates: dict[str, Path]) -> dict[str, Path]:
@@ -113,12 +116,15 @@ class Environment:
         state_file = [loaded.base_dir / spec.state.file] if spec.state and spec.state.file else []
         code = [p for p in code if p.resolve().is_relative_to(loaded.base_dir.resolve())]
         profiles = [loaded.base_dir / s.profile for s in spec.splits.values() if s.profile is not None]
+        record = loaded.path.with_name(loaded.path.stem + HACKS_RECORD_SUFFIX) if loaded.path else None
+        audit = [record] if record is not None and record.is_file() else []
         self.files: dict[str, Path] = _files(
-            loaded, [*self.source.files(), *state_file, *code, *profiles], templates
+            loaded, [*self.source.files(), *state_file, *code, *profiles, *audit], templates
         )
         """Every file the environment was made of, by its path relative to the spec's folder
         (POSIX, may start with ``../``): the spec and its bases, the data files, and the template
-        files of the prompt, the graders, the dialogue and the tools. Packs, content hashes and
+        files of the prompt, the graders, the dialogue and the tools, and the recorded reward-hacking
+        audit (``<stem>.hacks.json``) when there is one. Packs, content hashes and
         catalogs use this list."""
         self.toolbox = Toolbox(self.submit, built, self.document)
         self.tools_listing = self.toolbox.listing

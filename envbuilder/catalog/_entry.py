@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 from envbuilder import __version__
+from envbuilder.catalog._audit import audit_summary
 from envbuilder.catalog._files import content_hash, file_sha256
 from envbuilder.environment import Environment
 from envbuilder.errors import EnvbuilderError
@@ -42,6 +43,7 @@ def catalog_entry(env: Environment) -> dict[str, Any]:
         ],
         "tools": [tool.model_dump(mode="json") for tool in env.tools_listing.tools],
         "graders": [_redact(spec.grader.model_dump(mode="json"))],
+        "hacks_audit": audit_summary(env),
         "sample": _sample(env),
     }
 

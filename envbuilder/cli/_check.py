@@ -23,6 +23,13 @@ def check(
         bool,
         typer.Option("--hacks", help="Also send hostile answers (reward hacks); any reward above 0 fails."),
     ] = False,
+    record: Annotated[
+        bool,
+        typer.Option(
+            "--record",
+            help="With --hacks: write the result beside the spec (<stem>.hacks.json) for catalogs.",
+        ),
+    ] = False,
 ) -> None:
     """Self-check SPEC: every task has a target, gold answers earn full reward, `tests:` pass.
 
@@ -84,7 +91,10 @@ def check(
             f"{spec}: tests: {passed}/{len(tests)} pass", "green" if passed == len(tests) else "red"
         )
     failed = [r for r in results if not r.passed and not r.skipped]
-    hacked = _audit_hacks(spec, env, seed) if hacks else False
+    if record and not hacks:
+        _console.line("--record keeps the result of --hacks: give both", "red")
+        raise typer.Exit(2)
+    hacked = _audit_hacks(spec, env, seed, record=record) if hacks else False
     if not failed:
         if missing or hacked:
             raise typer.Exit(1)
@@ -115,9 +125,12 @@ def _sampled(env: Any, gold: list[Any], sample: int) -> str:
     return f"--sample {sample:,} per split: {counts}"
 
 
-def _audit_hacks(spec: Path, env: Environment, seed: int) -> bool:
-    """Run the reward-hacking battery and print its result; True when an answer earned reward."""
+def _audit_hacks(spec: Path, env: Environment, seed: int, *, record: bool = False) -> bool:
+    """Run the reward-hacking battery and print its result (and with ``record``, write it
+    beside the spec); True when an answer earned reward."""
     from envbuilder.authoring import hack_cases, run_hacks
+    from envbuilder.authoring._hacks import HACK_SAMPLE
+    from envbuilder.catalog._audit import write_record
 
     with (
         fail_on_errors(),
@@ -145,6 +158,9 @@ def _audit_hacks(spec: Path, env: Environment, seed: int) -> bool:
             ],
             title=f"{len(rewarded)} hostile answer{'s' if len(rewarded) != 1 else ''} earned reward",
         )
+    if record:
+        written = write_record(env, report, seed=seed, sample=HACK_SAMPLE)
+        _console.line(f"{spec}: hacks: recorded in {written} (catalog entries publish it)")
     return bool(rewarded)
 
 

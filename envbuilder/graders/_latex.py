@@ -49,15 +49,18 @@ _FIRST_VALUE = re.compile(r"\\[A-Za-z]+(?:\s*\{[^{}]*\})+|[-+−]?\d[\d,]*(?:\.\
 # or at an ideographic full stop.
 _SENTENCE_END = re.compile(r"\.\s+(?=\D)|。")
 # What may stand between boxes (or math spans) that together state one answer: "\boxed{1},
-# \boxed{2}", "\boxed{k = 45} \quad \text{and} \quad \boxed{n = 2}".
+# \boxed{2}", "\boxed{k = 45} \quad \text{and} \quad \boxed{n = 2}", and the name the next
+# value is given ("y_1 = \boxed{…} and y_2 = \boxed{…}").
 _SEPARATOR = re.compile(
     r"\\(?:text|mbox|textbf|mathrm)\s*\{[^{}]{0,40}\}|\\q?quad(?![A-Za-z])|\\[,;:!]|\\[()\[\]]|"
+    r"(?<![A-Za-z\\])[A-Za-z](?:_\{?\w{1,3}\}?)?\s*=(?!=)|"
     r"\$|[\s,;.]|\b(?:and|or|und|oder|et|ou|y|o|e)\b|和|或|、",
     re.IGNORECASE,
 )
-# A LaTeX command written with its backslash doubled, as in a JSON-escaped answer (`\\frac`).
+# A LaTeX command written with its backslash doubled, as in a JSON-escaped answer (`\\frac`);
+# not a row break followed by a command (`0\\\end{pmatrix}`: three backslashes).
 _DOUBLED = re.compile(
-    r"\\\\(?=(?:left|right|[dtc]?frac|sqrt|pi|boxed|text|mathrm|mathbf|leq?|geq?|neq?|infty|"
+    r"(?<!\\)\\\\(?=(?:left|right|[dtc]?frac|sqrt|pi|boxed|text|mathrm|mathbf|leq?|geq?|neq?|infty|"
     r"cdot|times|circ|in|cup|cap|pm|begin|end|quad|qquad|dots|ldots|cdots|theta|alpha|beta)(?![A-Za-z]))"
 )
 # After a stated answer, a word of four letters or more outside braces starts the prose
@@ -102,6 +105,8 @@ _REMOVE: list[tuple[re.Pattern[str], Any]] = [
     (re.compile("[π∞−×·√]"), lambda m: _UNICODE[m.group()]),
     (re.compile(r"(?<!\\)\\[!,]"), ""),
     (re.compile(r"(?<!\\)\\(?:[;:> ]|q?quad(?![A-Za-z]))|~"), " "),
+    # A row break closing the last row (`0&1\\\\ \end{pmatrix}`) adds no row.
+    (re.compile(r"\\\\\s*(?=\\end\s*\{)"), ""),
     (re.compile(r"\\\\"), r" \\\\ "),  # matrix rows: `\\-1` must not read as a command
     (re.compile(r"_\{(\d+)\}"), r"_\1"),
     (re.compile(r"\\(?:left|right|bigl|bigr|Bigl|Bigr|big|Big)(?![A-Za-z])\s*"), ""),

@@ -20,7 +20,7 @@ from tests.conftest import ENVS
 
 ENTRY_KEYS = [
     "name", "title", "description", "tags", "license", "citation", "version", "spec", "content_hash",
-    "files", "dataset", "splits", "tools", "graders", "sample",
+    "files", "dataset", "splits", "tools", "graders", "hacks_audit", "sample",
 ]  # fmt: skip
 
 
@@ -54,10 +54,12 @@ def test_gsm8k_entry(gsm8k: Environment) -> None:
     assert [f["path"] for f in entry["files"]] == [
         "data/gsm8k/test-00000-of-00001.parquet",
         "data/gsm8k/train-00000-of-00001.parquet",
+        "gsm8k.hacks.json",  # the recorded reward-hacking audit
         "gsm8k.yaml",
         "prompts/math_final_answer.jinja",
     ]
-    assert entry["files"][2]["bytes"] == (ENVS / "gsm8k.yaml").stat().st_size
+    assert entry["files"][3]["bytes"] == (ENVS / "gsm8k.yaml").stat().st_size
+    assert entry["hacks_audit"]["status"] == "passed"
     sample = entry["sample"]
     assert (sample["split"], sample["index"], sample["task_id"]) == ("train", 0, "train-0")
     assert [m["role"] for m in sample["messages"]] == ["user"]

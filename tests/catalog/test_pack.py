@@ -46,6 +46,7 @@ def test_the_pack_holds_the_spec_its_data_its_template_and_a_lock(
         LOCK_NAME,
         "data/gsm8k/test-00000-of-00001.parquet",
         "data/gsm8k/train-00000-of-00001.parquet",
+        "gsm8k.hacks.json",  # the recorded reward-hacking audit travels with the pack
         "gsm8k.yaml",
         "prompts/math_final_answer.jinja",
     ]
@@ -99,7 +100,7 @@ def test_pack_command(tmp_path: Path, gsm8k: Environment) -> None:
     assert result.exit_code == 0, result.output
     size = sum(f["bytes"] for f in catalog_entry(gsm8k)["files"])
     assert result.stdout == (
-        f"envbuilder: packed gsm8k (4 files, {size:,} bytes) into {out}\n"
+        f"envbuilder: packed gsm8k (5 files, {size:,} bytes) into {out}\n"
         f"envbuilder: content hash {catalog_entry(gsm8k)['content_hash']}\n"
     )
     assert not list(out.parent.glob("*.partial"))
@@ -216,8 +217,9 @@ def test_a_spec_that_extends_packs_its_base(tmp_path: Path) -> None:
             "data/gsm8k/test-00000-of-00001.parquet",
             "data/gsm8k/train-00000-of-00001.parquet",
             "gsm8k.yaml",
+            "gsm8k_cot.hacks.json",
             "gsm8k_cot.yaml",
-        ]  # the base's template file is replaced by an inline template: not read, not packed
+        ]  # the base's template file (and audit) are not read, not packed
 
 
 JUDGED = """\

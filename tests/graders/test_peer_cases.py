@@ -66,7 +66,7 @@ async def test_peer_tables(peer: str) -> None:
     stale = [k for k in agree if k in EXCEPTIONS]
     assert not stale, f"these now agree with the peer: drop them from conventions.json: {stale}"
     factual = len(agree) + len([k for k in differ if k in LISTED["known_failures"]])
-    assert len(agree) / factual >= 0.98, (len(agree), factual)
+    assert len(agree) / factual >= 0.99, (len(agree), factual)
 
 
 def test_no_false_positive_among_the_peers_wrong_answers() -> None:
