@@ -1,12 +1,16 @@
 """verifiers, in process: a spec loaded by module name as verifiers' own ``load_environment``
 does for ``vf-eval``, and real rollouts through the environment's ``evaluate`` with an OpenAI
 client pointed at a scripted local chat-completions server (tool calls, correct, wrong and
-plain-text answers)."""
+plain-text answers), and the ``vf-eval`` command itself."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import verifiers as vf
@@ -104,3 +108,25 @@ def test_a_reply_without_a_tool_call_is_submitted_as_the_answer() -> None:
     outputs, _ = _evaluate(env, handler, 3)
     assert [o["reward"] for o in outputs] == [1.0, 0.0, 0.0]
     assert [o["metrics"]["graded"] for o in outputs] == [1.0, 1.0, 0.0]  # the last is ungradeable
+
+
+def test_vf_eval_loads_the_spec_by_module_name(tmp_path: Path) -> None:
+    """verifiers' own CLI, as a user runs it, against the local endpoint."""
+    golds = _golds("gsm8k.yaml", 2)
+    first = next(iter(golds))
+    assert len(set(golds.values())) == 2
+
+    def handler(request: dict[str, Any], _: int) -> tuple[int, dict[str, Any], dict[str, str]]:
+        return 200, reply(f"The answer is {golds[first]}."), {}  # right for task 0, wrong for 1
+
+    vf_eval = Path(sys.executable).parent / "vf-eval"
+    args = ["-a", json.dumps({"spec": str(ENVS / "gsm8k.yaml")}), "-m", "scripted", "-n", "2", "-r", "1"]
+    env = dict(os.environ, OPENAI_API_KEY="sk-local", HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
+    with ChatServer(handler) as server:
+        done = subprocess.run(
+            [str(vf_eval), MODULE, *args, "-b", server.base_url, "-o", str(tmp_path)],
+            capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    scores = done.stdout.split("episode_reward:", 1)[1].split("\n")[1]
+    assert scores.strip() == "r1: [1.0, 0.0]"
