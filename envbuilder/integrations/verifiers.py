@@ -32,7 +32,14 @@ class SpecEnv(vf.MultiTurnEnv):
     """A verifiers multi-turn environment over one split of a spec: one episode per rollout,
     the spec's tools offered as native tool calls, and the episode's reward as the score."""
 
-    def __init__(self, env: Environment, split: str, num_tasks: int | None = None, max_turns: int = 10):
+    def __init__(
+        self,
+        env: Environment,
+        split: str,
+        num_tasks: int | None = None,
+        max_turns: int = 10,
+        secrets: dict[str, str] | None = None,
+    ):
         from datasets import Dataset
 
         n = len(env.split(split)) if num_tasks is None else min(num_tasks, len(env.split(split)))
@@ -45,7 +52,7 @@ class SpecEnv(vf.MultiTurnEnv):
             }
         )
         tools = episodes[0].tools if episodes else []
-        self.env, self.split = env, split
+        self.env, self.split, self.secrets = env, split, dict(secrets or {})
         super().__init__(
             dataset=dataset,
             eval_dataset=dataset,
@@ -65,7 +72,7 @@ class SpecEnv(vf.MultiTurnEnv):
         info = state.get("info") or {}
         if isinstance(info, str):
             info = json.loads(info)
-        state[_EPISODE] = LocalEpisode.of(self.env, self.split, int(info.get("task_index", 0)))
+        state[_EPISODE] = LocalEpisode.of(self.env, self.split, int(info.get("task_index", 0)), self.secrets)
         return state
 
     async def env_response(self, messages: vf.Messages, state: vf.State, **kwargs: Any) -> vf.Messages:
@@ -133,10 +140,11 @@ def load_environment(
     split: str = "test",
     num_tasks: int | None = None,
     max_turns: int = 10,
-    **_: Any,
+    secrets: dict[str, str] | None = None,
 ) -> SpecEnv:
-    """The verifiers environment for ``split`` of ``spec`` (``num_tasks`` caps the dataset)."""
-    return SpecEnv(environment(spec), split, num_tasks=num_tasks, max_turns=max_turns)
+    """The verifiers environment for ``split`` of ``spec`` (``num_tasks`` caps the dataset;
+    ``secrets`` are every episode's session secrets, such as a judge's API key)."""
+    return SpecEnv(environment(spec), split, num_tasks=num_tasks, max_turns=max_turns, secrets=secrets)
 
 
 __all__ = ["SpecEnv", "load_environment"]

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import verifiers as vf
 from openai import AsyncOpenAI
 
@@ -130,3 +131,12 @@ def test_vf_eval_loads_the_spec_by_module_name(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     scores = done.stdout.split("episode_reward:", 1)[1].split("\n")[1]
     assert scores.strip() == "r1: [1.0, 0.0]"
+
+
+def test_secrets_reach_every_episode_and_unknown_arguments_are_refused() -> None:
+    env = vf_spec.load_environment(ENVS / "gsm8k.yaml", num_tasks=1, secrets={"OPENAI_API_KEY": "sk-x"})
+    state: dict[str, Any] = {"info": {"task_index": 0}}
+    asyncio.run(env.setup_state(state))
+    assert state["envbuilder_episode"].state.secrets == {"OPENAI_API_KEY": "sk-x"}
+    with pytest.raises(RuntimeError, match=r"unexpected keyword argument 'splitt'"):
+        vf.load_environment(MODULE, spec=str(ENVS / "gsm8k.yaml"), splitt="test")
