@@ -133,7 +133,7 @@ def test_readme_train_with_sections_run(monkeypatch) -> None:
             for want in expected:
                 assert any(line.strip() == want for line in printed), (want, printed)
             ran += 1
-    assert ran == 3
+    assert ran == 4
 
 
 def test_readme_agent_example_is_a_valid_spec_over_the_shipped_data() -> None:

@@ -105,6 +105,8 @@ def reply(
     return {
         "id": "chatcmpl-test",
         "object": "chat.completion",
+        "created": 0,  # required by the openai SDK's ChatCompletion model, as are `model` and `id`
+        "model": "scripted",
         "choices": [
             {"index": 0, "message": message, "finish_reason": "tool_calls" if tool_calls else "stop"}
         ],

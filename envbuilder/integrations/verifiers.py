@@ -1,0 +1,150 @@
+"""verifiers: a spec as a verifiers environment, for ``vf-eval`` and prime-rl.
+
+``load_environment(spec=..., split=...)`` is the module-level entry point verifiers looks up, so
+``vf-eval envbuilder.integrations.verifiers -a '{"spec": "envs/gsm8k_tools.yaml"}'`` loads it by
+name. The dataset holds each task's conversation as the spec renders it (never a gold field: the
+``answer`` column is empty and ``info`` carries only the task's index); the tools are the spec's
+own, with their JSON schemas, run through an in-process episode; the rubric's one reward is the
+episode's reward. A reply without a tool call is the final answer: when the episode has not ended
+yet, it is submitted through the spec's answer tool when the rubric scores the rollout.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+try:
+    import verifiers as vf
+except ImportError as exc:  # an optional extra
+    hint = "envbuilder.integrations.verifiers needs verifiers: pip install 'envbuilder[verifiers]'"
+    raise ImportError(hint) from exc
+
+from envbuilder.environment import Environment
+from envbuilder.integrations._local import LocalEpisode, describe, environment
+
+_EPISODE = "envbuilder_episode"
+"""The ``state`` key holding a rollout's :class:`LocalEpisode`."""
+
+
+class SpecEnv(vf.MultiTurnEnv):
+    """A verifiers multi-turn environment over one split of a spec: one episode per rollout,
+    the spec's tools offered as native tool calls, and the episode's reward as the score."""
+
+    def __init__(
+        self,
+        env: Environment,
+        split: str,
+        num_tasks: int | None = None,
+        max_turns: int = 10,
+        secrets: dict[str, str] | None = None,
+    ):
+        from datasets import Dataset
+
+        n = len(env.split(split)) if num_tasks is None else min(num_tasks, len(env.split(split)))
+        episodes = [LocalEpisode.of(env, split, i) for i in range(n)]
+        dataset = Dataset.from_dict(
+            {
+                "prompt": [e.messages() for e in episodes],
+                "answer": [""] * n,  # the gold stays in the spec
+                "info": [{"task_index": i} for i in range(n)],
+            }
+        )
+        tools = episodes[0].tools if episodes else []
+        self.env, self.split, self.secrets = env, split, dict(secrets or {})
+        super().__init__(
+            dataset=dataset,
+            eval_dataset=dataset,
+            tool_defs=[
+                {"name": t.name, "description": t.description or t.name, "parameters": t.input_schema or {}}
+                for t in tools
+            ],
+            rubric=vf.Rubric(funcs=[self.episode_reward, self.graded], weights=[1.0, 0.0]),
+            max_turns=max_turns,
+        )
+
+    def _episode(self, state: vf.State) -> LocalEpisode:
+        episode: LocalEpisode = state[_EPISODE]
+        return episode
+
+    async def setup_state(self, state: vf.State) -> vf.State:
+        info = state.get("info") or {}
+        if isinstance(info, str):
+            info = json.loads(info)
+        state[_EPISODE] = LocalEpisode.of(self.env, self.split, int(info.get("task_index", 0)), self.secrets)
+        return state
+
+    async def env_response(self, messages: vf.Messages, state: vf.State, **kwargs: Any) -> vf.Messages:
+        episode = self._episode(state)
+        replies = []
+        for call in messages[-1].tool_calls or []:
+            try:
+                arguments = json.loads(call.arguments or "{}")
+                if not isinstance(arguments, dict):
+                    raise ValueError("the arguments must be a JSON object")
+            except ValueError as exc:
+                text = f"Error: {exc}"
+            else:
+                text = describe(await episode.acall(call.name, arguments))
+            replies.append(vf.ToolMessage(role="tool", content=text, tool_call_id=call.id))
+            if episode.finished:
+                state["final_env_response"] = replies
+                break
+        return replies
+
+    @vf.stop
+    async def answered(self, state: vf.State) -> bool:
+        """A reply without a tool call is the final answer (submitted when scored)."""
+        trajectory = state["trajectory"]
+        if not trajectory:
+            return False
+        last = trajectory[-1]["completion"][-1]
+        return bool(last.role == "assistant" and not getattr(last, "tool_calls", None))
+
+    @vf.cleanup
+    async def end_episode(self, state: vf.State) -> None:
+        """Submit a final reply the episode has not graded yet, then release the episode."""
+        episode = state.get(_EPISODE)
+        if episode is None:
+            return
+        submit = self.env.submit
+        completion = state.get("completion") or []
+        last = completion[-1] if completion else None
+        if (
+            not episode.finished
+            and submit is not None
+            and last is not None
+            and last.role == "assistant"
+            and not getattr(last, "tool_calls", None)
+        ):
+            content = last.content if isinstance(last.content, str) else ""
+            await episode.acall(submit.spec.name, {submit.spec.answer_field: content})
+        state["envbuilder_reward"] = episode.reward
+        state["envbuilder_rewards"] = list(episode.rewards)
+        await episode.aend()
+        del state[_EPISODE]
+
+    async def episode_reward(self, state: vf.State, **_: Any) -> float:
+        """The episode's reward (0.0 when nothing was graded: see the ``graded`` metric)."""
+        reward = state.get("envbuilder_reward")
+        return 0.0 if reward is None else float(reward)
+
+    async def graded(self, state: vf.State, **_: Any) -> float:
+        """1.0 when the episode gave a reward, 0.0 when nothing was graded (or ungradeable)."""
+        return float(state.get("envbuilder_reward") is not None)
+
+
+def load_environment(
+    spec: str | Path | Environment,
+    split: str = "test",
+    num_tasks: int | None = None,
+    max_turns: int = 10,
+    secrets: dict[str, str] | None = None,
+) -> SpecEnv:
+    """The verifiers environment for ``split`` of ``spec`` (``num_tasks`` caps the dataset;
+    ``secrets`` are every episode's session secrets, such as a judge's API key)."""
+    return SpecEnv(environment(spec), split, num_tasks=num_tasks, max_turns=max_turns, secrets=secrets)
+
+
+__all__ = ["SpecEnv", "load_environment"]
