@@ -17,7 +17,7 @@ from starlette.types import Receive, Scope, Send
 
 from envbuilder import __version__
 from envbuilder.environment import Environment
-from envbuilder.errors import RequestError
+from envbuilder.errors import RequestRejected
 from envbuilder.server import _ops
 from envbuilder.server._catalog import router as catalog
 from envbuilder.server._discovery import router as discovery
@@ -85,8 +85,8 @@ def create_app(envs: list[Environment], settings: ServerSettings | None = None) 
     )
     app.state.ors = state
 
-    @app.exception_handler(RequestError)
-    async def _request_error(request: Request, exc: RequestError) -> Response:
+    @app.exception_handler(RequestRejected)
+    async def _request_error(request: Request, exc: RequestRejected) -> Response:
         return json_response({"detail": exc.message}, exc.status, exc.headers)
 
     @app.exception_handler(StarletteHTTPException)
