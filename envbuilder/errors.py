@@ -11,7 +11,7 @@ Every error envbuilder raises on purpose derives from :class:`EnvbuilderError`::
     ├── SandboxError             the code sandbox cannot run anything (engine missing or broken)
     ├── ToolError                a tool is misconfigured, or one call of it fails (that call's
     │                            output then says so; it never becomes an HTTP error)
-    └── RequestError             an HTTP request breaks the protocol; .status is its HTTP status
+    └── RequestRejected          the server refuses an HTTP request; .status is its HTTP status
 
 Each boundary translates these exactly once: the CLI prints ``str(error)`` without a
 traceback (exit 1), the server answers ``{"detail": str(error)}`` with the error's status.
@@ -31,7 +31,7 @@ __all__ = [
     "GraderError",
     "Loc",
     "Problem",
-    "RequestError",
+    "RequestRejected",
     "SandboxError",
     "SpecError",
     "TaskNotFound",
@@ -202,8 +202,13 @@ class ToolError(EnvbuilderError):
     code = "tool_error"
 
 
-class RequestError(EnvbuilderError):
-    """An HTTP request that breaks the protocol; answered as ``{"detail": message}``."""
+class RequestRejected(EnvbuilderError):
+    """The server refuses an HTTP request (it breaks the protocol, names nothing we have, or
+    comes when the server is full); answered as ``{"detail": message}`` with ``.status``.
+
+    Server side only: a client that cannot reach a server sees ``httpx.RequestError``, and a
+    client that gets this answer raises :class:`envbuilder.client.ClientError`.
+    """
 
     code = "bad_request"
 
@@ -214,3 +219,8 @@ class RequestError(EnvbuilderError):
 
     def __str__(self) -> str:
         return self.message
+
+
+#: The former name of :class:`RequestRejected` (it read as httpx's transport error, which means
+#: the opposite); kept so code that imported it keeps working, and left out of ``__all__``.
+RequestError = RequestRejected

@@ -21,7 +21,7 @@ from typing import Any
 
 from envbuilder.data import Task
 from envbuilder.errors import EnvbuilderError
-from envbuilder.graders._judge import api_key
+from envbuilder.graders._judge import api_key, chat_body
 from envbuilder.graders._judge_cache import JudgeCache, cache_key, open_cache
 from envbuilder.retry import RetryPolicy
 from envbuilder.spec import UserSpec
@@ -84,11 +84,7 @@ class SimulatedUser:
             messages.append({"role": "assistant", "content": heard})
         messages.append({"role": "user", "content": message})
         spec = self.spec
-        body: dict[str, Any] = {**spec.extra_body, "model": spec.model, "messages": messages}
-        body["temperature"] = spec.temperature
-        if spec.max_tokens is not None:
-            body["max_tokens"] = spec.max_tokens
-        return body
+        return chat_body(spec.model, messages, spec.temperature, spec.max_tokens, spec.extra_body)
 
     def _turn(self, text: str, cached: bool = False) -> UserTurn | None:
         """The turn in ``text``; None when it is not one (empty once the marker is removed

@@ -59,24 +59,7 @@ def check_sha256(path: Path, expected: str, what: str) -> None:
 
 def sign_lock(lock: bytes, key_file: Path) -> bytes:
     """The detached Ed25519 signature of ``lock`` with the private key in ``key_file`` (PEM)."""
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
-    try:
-        key: Any = serialization.load_pem_private_key(key_file.read_bytes(), password=None)
-    except (OSError, ValueError, TypeError) as exc:
-        raise DataError(
-            f"cannot read the signing key {str(key_file)!r}: {exc}",
-            hint="Give an unencrypted Ed25519 key (PEM): openssl genpkey -algorithm ed25519 -out key.pem",
-            code="signature_key",
-        ) from None
-    if not isinstance(key, Ed25519PrivateKey):
-        raise DataError(
-            f"the signing key {str(key_file)!r} is a {type(key).__name__}, not Ed25519",
-            hint="openssl genpkey -algorithm ed25519 -out key.pem",
-            code="signature_key",
-        )
-    return key.sign(lock)
+    return _read_key(key_file, private=True).sign(lock)
 
 
 class TrustPolicy:
@@ -122,19 +105,37 @@ class TrustPolicy:
 
 
 def _public_key(path: Path) -> Any:
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+    return _read_key(path, private=False)
 
+
+def _read_key(path: Path, *, private: bool) -> Any:
+    """The Ed25519 key in the PEM file ``path``: the publisher's private (signing) key, or the
+    operator's public (trusted) key."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+    kind: type
+    if private:
+        what, kind = "signing key", Ed25519PrivateKey
+        hint = "Give an unencrypted Ed25519 key (PEM): openssl genpkey -algorithm ed25519 -out key.pem"
+    else:
+        what, kind = "trusted key", Ed25519PublicKey
+        hint = "Give an Ed25519 public key in PEM: openssl pkey -in key.pem -pubout -out key.pub"
     try:
-        key = serialization.load_pem_public_key(path.read_bytes())
+        data = path.read_bytes()
+        key: Any = (
+            serialization.load_pem_private_key(data, password=None)
+            if private
+            else serialization.load_pem_public_key(data)
+        )
     except (OSError, ValueError, TypeError) as exc:
         raise DataError(
-            f"cannot read the trusted key {str(path)!r}: {exc}",
-            hint="Give an Ed25519 public key in PEM: openssl pkey -in key.pem -pubout -out key.pub",
-            code="signature_key",
+            f"cannot read the {what} {str(path)!r}: {exc}", hint=hint, code="signature_key"
         ) from None
-    if not isinstance(key, Ed25519PublicKey):
+    if not isinstance(key, kind):
         raise DataError(
-            f"the trusted key {str(path)!r} is a {type(key).__name__}, not Ed25519", code="signature_key"
+            f"the {what} {str(path)!r} is a {type(key).__name__}, not Ed25519",
+            hint=hint,
+            code="signature_key",
         )
     return key

@@ -12,6 +12,7 @@ from envbuilder.cli import _console
 from envbuilder.cli._output import fail_on_errors
 
 if TYPE_CHECKING:
+    from envbuilder.authoring import CheckResult, MissingTargets
     from envbuilder.environment import Environment
 
 
@@ -37,14 +38,27 @@ def check(
     full reward to the gold answer (the spec's `gold:`, else the grading target) of a sample of
     tasks, and each entry of its `tests:` block the reward it lists. Exit 1 on any failure.
     """
-    from envbuilder.authoring import (
-        gold_cases,
-        gold_is_circular,
-        missing_targets,
-        run_cases,
-        spec_cases,
-        validate_spec,
-    )
+    env, missing, results = _run(spec, sample, seed)
+    _report_missing(spec, missing)
+    _report_gold(spec, env, results, sample)
+    _report_tests(spec, results)
+    failed = [r for r in results if not r.passed and not r.skipped]
+    if record and not hacks:
+        _console.line("--record keeps the result of --hacks: give both", "red")
+        raise typer.Exit(2)
+    hacked = _audit_hacks(spec, env, seed, record=record) if hacks else False
+    if not failed:
+        if missing or hacked:
+            raise typer.Exit(1)
+        return
+    _report_failures(failed)
+    raise typer.Exit(1)
+
+
+def _run(spec: Path, sample: int, seed: int) -> tuple[Environment, list[MissingTargets], list[CheckResult]]:
+    """Validate and compile the spec (exit 1 when invalid), scan for missing targets, and run
+    the gold and `tests:` cases."""
+    from envbuilder.authoring import gold_cases, missing_targets, run_cases, spec_cases, validate_spec
 
     with fail_on_errors():
         validation = validate_spec(spec)
@@ -58,7 +72,10 @@ def check(
         cases = gold_cases(env, sample, seed) + spec_cases(env)
         with _console.progress(len(cases), f"checking {env.name}") as advance:
             results = run_cases(env, cases, progress=advance)
+    return env, missing, results
 
+
+def _report_missing(spec: Path, missing: list[MissingTargets]) -> None:
     for split in missing:
         shown = ", ".join(f"{split.split}[{i}]" for i, _ in split.rows)
         more = f" and {split.count - len(split.rows):,} more" if split.count > len(split.rows) else ""
@@ -68,37 +85,40 @@ def check(
             "filter those rows",
             "red",
         )
+
+
+def _report_gold(spec: Path, env: Environment, results: list[CheckResult], sample: int) -> None:
+    from envbuilder.authoring import gold_is_circular
+
     gold = [r for r in results if r.case.kind == "gold"]
+    if not gold:
+        return
     graded = [r for r in gold if not r.skipped]
-    if gold:
-        passed = sum(r.passed for r in graded)
-        line = f"{spec}: gold answers: {passed}/{len(graded)} get full reward ({_sampled(env, gold, sample)})"
-        if len(graded) < len(gold):
-            line += f" ({len(gold) - len(graded)} skipped: the grader states no target)"
-        _console.line(line, "green" if passed == len(graded) else "red")
-        if gold_is_circular(env):
-            _console.line(
-                f"{spec}: note: the gold check is circular: with no `gold:` in the spec, each task's "
-                "own grading target was submitted, which shows only that the target survives the "
-                'grader\'s extraction. Add `gold:` (e.g. `gold: "{{ solution }}"`) for a check that '
-                "means something",
-                "yellow",
-            )
+    passed = sum(r.passed for r in graded)
+    line = f"{spec}: gold answers: {passed}/{len(graded)} get full reward ({_sampled(env, gold, sample)})"
+    if len(graded) < len(gold):
+        line += f" ({len(gold) - len(graded)} skipped: the grader states no target)"
+    _console.line(line, "green" if passed == len(graded) else "red")
+    if gold_is_circular(env):
+        _console.line(
+            f"{spec}: note: the gold check is circular: with no `gold:` in the spec, each task's "
+            "own grading target was submitted, which shows only that the target survives the "
+            'grader\'s extraction. Add `gold:` (e.g. `gold: "{{ solution }}"`) for a check that '
+            "means something",
+            "yellow",
+        )
+
+
+def _report_tests(spec: Path, results: list[CheckResult]) -> None:
     tests = [r for r in results if r.case.kind == "test"]
     if tests:
         passed = sum(r.passed for r in tests)
         _console.line(
             f"{spec}: tests: {passed}/{len(tests)} pass", "green" if passed == len(tests) else "red"
         )
-    failed = [r for r in results if not r.passed and not r.skipped]
-    if record and not hacks:
-        _console.line("--record keeps the result of --hacks: give both", "red")
-        raise typer.Exit(2)
-    hacked = _audit_hacks(spec, env, seed, record=record) if hacks else False
-    if not failed:
-        if missing or hacked:
-            raise typer.Exit(1)
-        return
+
+
+def _report_failures(failed: list[CheckResult]) -> None:
     _console.line()
     _console.table(
         ["case", "task", "response", "expected", "got", "reason"],
@@ -115,7 +135,6 @@ def check(
         ],
         title=f"{len(failed)} failure{'s' if len(failed) != 1 else ''}",
     )
-    raise typer.Exit(1)
 
 
 def _sampled(env: Any, gold: list[Any], sample: int) -> str:

@@ -11,7 +11,7 @@ from envbuilder.environment import Environment, Episode
 from envbuilder.errors import EnvbuilderError, did_you_mean
 from envbuilder.protocol import ListToolsOutput, Message, ToolSpec
 
-__all__ = ["Backend", "EpisodeHandle", "LocalBackend", "RemoteBackend", "pick_environment"]
+__all__ = ["EpisodeHandle", "EvalBackend", "LocalBackend", "RemoteBackend", "pick_environment"]
 
 
 class EpisodeHandle(Protocol):
@@ -26,7 +26,7 @@ class EpisodeHandle(Protocol):
         ...
 
 
-class Backend(Protocol):
+class EvalBackend(Protocol):
     env_name: str
     server: str | None
     """The ORS server's URL, or None in-process."""

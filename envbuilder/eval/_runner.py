@@ -12,7 +12,7 @@ from typing import Any
 from envbuilder.errors import EnvbuilderError
 from envbuilder.eval._agent import run_episode
 from envbuilder.eval._answer import AnswerMode, AnswerTool, choose_answer_tool
-from envbuilder.eval._backends import Backend
+from envbuilder.eval._backends import EvalBackend
 from envbuilder.eval._model import ChatModel
 from envbuilder.eval._results import check_group_by
 from envbuilder.eval._run import EpisodeKey, ResultsFile, RunIdentity, without_transcript
@@ -45,7 +45,7 @@ class EvalPlan:
 
 
 async def plan_eval(
-    backend: Backend,
+    backend: EvalBackend,
     model: ChatModel,
     *,
     split: str | None,
@@ -104,7 +104,7 @@ def task_fields(task: dict[str, Any]) -> dict[str, Any]:
 
 
 async def run_eval(
-    backend: Backend,
+    backend: EvalBackend,
     model: ChatModel,
     plan: EvalPlan,
     *,

@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from envbuilder.errors import EnvbuilderError, did_you_mean
-from envbuilder.eval._backends import Backend, LocalBackend, RemoteBackend, pick_environment
+from envbuilder.eval._backends import EvalBackend, LocalBackend, RemoteBackend, pick_environment
 from envbuilder.eval._results import Summary
 
 __all__ = ["SUITE_FILE", "Target", "macro_mean", "resolve_targets", "write_suite"]
@@ -34,7 +34,7 @@ class Target:
     """One environment of the run and how to reach it."""
 
     name: str
-    open: Callable[[], Awaitable[Backend]]
+    open: Callable[[], Awaitable[EvalBackend]]
 
 
 def _is_catalog(text: str) -> bool:
@@ -58,8 +58,8 @@ def _spec_name(path: Path) -> str:
     return str(name) if isinstance(name, str) and name else path.stem
 
 
-def _local(path: Path) -> Callable[[], Awaitable[Backend]]:
-    async def open_() -> Backend:
+def _local(path: Path) -> Callable[[], Awaitable[EvalBackend]]:
+    async def open_() -> EvalBackend:
         from envbuilder.environment import load_environment
 
         return LocalBackend(load_environment(path))
@@ -67,8 +67,8 @@ def _local(path: Path) -> Callable[[], Awaitable[Backend]]:
     return open_
 
 
-def _pack(path: Path) -> Callable[[], Awaitable[Backend]]:
-    async def open_() -> Backend:
+def _pack(path: Path) -> Callable[[], Awaitable[EvalBackend]]:
+    async def open_() -> EvalBackend:
         from envbuilder.catalog import load_pack
 
         return LocalBackend(load_pack(path))
@@ -76,8 +76,8 @@ def _pack(path: Path) -> Callable[[], Awaitable[Backend]]:
     return open_
 
 
-def _remote(url: str, name: str) -> Callable[[], Awaitable[Backend]]:
-    async def open_() -> Backend:
+def _remote(url: str, name: str) -> Callable[[], Awaitable[EvalBackend]]:
+    async def open_() -> EvalBackend:
         return await RemoteBackend.connect(url, name)
 
     return open_

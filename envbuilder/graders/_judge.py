@@ -235,11 +235,7 @@ class LLMJudgeGrader(Grader):
 
     def _payload(self, messages: list[dict[str, str]]) -> dict[str, Any]:
         cfg = self.config
-        payload: dict[str, Any] = {**cfg.extra_body, "model": cfg.model, "messages": messages}
-        payload["temperature"] = cfg.temperature
-        if cfg.max_tokens is not None:
-            payload["max_tokens"] = cfg.max_tokens
-        return payload
+        return chat_body(cfg.model, messages, cfg.temperature, cfg.max_tokens, cfg.extra_body)
 
     def _api_key(self, secrets: dict[str, str]) -> str | None:
         return api_key(self.config.api_key_secret, self.config.api_key_env, secrets)
@@ -401,6 +397,23 @@ def api_root(value: str) -> str:
     if not value.startswith(("http://", "https://")):
         raise ValueError("base_url must start with http:// or https://")
     return value.rstrip("/")
+
+
+def chat_body(
+    model: str,
+    messages: list[dict[str, str]],
+    temperature: float,
+    max_tokens: int | None,
+    extra_body: dict[str, Any],
+) -> dict[str, Any]:
+    """The body of an OpenAI-compatible ``/chat/completions`` request (the one shape of the
+    judge and the simulated user): ``extra_body`` first, so the model, the messages and the
+    sampling settings the spec names win over it."""
+    body: dict[str, Any] = {**extra_body, "model": model, "messages": messages}
+    body["temperature"] = temperature
+    if max_tokens is not None:
+        body["max_tokens"] = max_tokens
+    return body
 
 
 def api_key(secret: str | None, env: str | None, secrets: dict[str, str]) -> str | None:

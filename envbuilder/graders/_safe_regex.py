@@ -14,7 +14,8 @@ a grader with a longer budget tries a short match first and, past it, runs
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import regex
@@ -52,30 +53,33 @@ def check_pattern(pattern: str) -> str:
     return pattern
 
 
+@contextlib.contextmanager
+def _bounded(pattern: regex.Pattern[str]) -> Iterator[None]:
+    """The engine's ``TimeoutError`` as :class:`PatternTimeout`, naming the pattern."""
+    try:
+        yield
+    except TimeoutError:
+        raise PatternTimeout(pattern.pattern) from None
+
+
 def search(
     pattern: regex.Pattern[str], text: str, timeout: float = DEFAULT_TIMEOUT
 ) -> regex.Match[str] | None:
-    try:
+    with _bounded(pattern):
         return pattern.search(text, timeout=timeout, concurrent=True)
-    except TimeoutError:
-        raise PatternTimeout(pattern.pattern) from None
 
 
 def fullmatch(
     pattern: regex.Pattern[str], text: str, timeout: float = DEFAULT_TIMEOUT
 ) -> regex.Match[str] | None:
-    try:
+    with _bounded(pattern):
         return pattern.fullmatch(text, timeout=timeout, concurrent=True)
-    except TimeoutError:
-        raise PatternTimeout(pattern.pattern) from None
 
 
 def find_all(pattern: regex.Pattern[str], text: str, *, timeout: float = DEFAULT_TIMEOUT) -> list[Any]:
     """Every match of ``pattern`` in ``text``; the time bound covers the whole scan."""
-    try:
+    with _bounded(pattern):
         return list(pattern.finditer(text, timeout=timeout, concurrent=True))
-    except TimeoutError:
-        raise PatternTimeout(pattern.pattern) from None
 
 
 def first_match(pattern: str, flags: int, text: str, full: bool) -> str | None:

@@ -40,7 +40,19 @@ async def run_process(
     Raises ``OSError`` when ``argv[0]`` cannot be started.
     """
     started = time.monotonic()
-    proc = await asyncio.create_subprocess_exec(
+    proc = await _start(argv, stdin, pass_fds, env)
+    if after_start is not None:
+        after_start()
+    output = _Output(limits.output_bytes)
+    status = await _supervise(proc, output, stdin, limits.wall_seconds, on_kill)
+    return _result(proc, output, status, started)
+
+
+async def _start(
+    argv: Sequence[str], stdin: bytes | int | None, pass_fds: Sequence[int], env: dict[str, str] | None
+) -> asyncio.subprocess.Process:
+    """The launcher, in its own session, with piped output and only the given environment."""
+    return await asyncio.create_subprocess_exec(
         *argv,
         stdin=stdin if isinstance(stdin, int) else DEVNULL if stdin is None else PIPE,
         stdout=asyncio.subprocess.PIPE,
@@ -49,39 +61,57 @@ async def run_process(
         start_new_session=True,  # the server's terminal signals (Ctrl-C) are not the run's
         env=env if env is not None else {"PATH": os.environ.get("PATH", os.defpath)},
     )
-    if after_start is not None:
-        after_start()
-    budget = [limits.output_bytes]
-    over = asyncio.Event()
-    out, err = bytearray(), bytearray()
 
-    async def pump(stream: asyncio.StreamReader | None, buf: bytearray) -> None:
+
+class _Output:
+    """stdout and stderr kept up to one shared byte budget; ``over`` is set once it is passed."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.over = asyncio.Event()
+        self.out = bytearray()
+        self.err = bytearray()
+
+    async def pump(self, stream: asyncio.StreamReader | None, buf: bytearray) -> None:
         assert stream is not None
         while chunk := await stream.read(_CHUNK):
-            buf += chunk[: max(0, budget[0])]
-            budget[0] -= len(chunk)
-            if budget[0] < 0:
-                over.set()  # the run is killed; read on (discarding) to the pipe's end
+            buf += chunk[: max(0, self.budget)]
+            self.budget -= len(chunk)
+            if self.budget < 0:
+                self.over.set()  # the run is killed; read on (discarding) to the pipe's end
 
-    async def feed() -> None:
-        if not isinstance(stdin, bytes) or proc.stdin is None:
-            return
-        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-            proc.stdin.write(stdin)
-            await proc.stdin.drain()
-            proc.stdin.close()
+
+async def _feed(proc: asyncio.subprocess.Process, stdin: bytes | int | None) -> None:
+    """Write ``stdin`` bytes to the process (a run that stops reading is not an error)."""
+    if not isinstance(stdin, bytes) or proc.stdin is None:
+        return
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        proc.stdin.write(stdin)
+        await proc.stdin.drain()
+        proc.stdin.close()
+
+
+async def _supervise(
+    proc: asyncio.subprocess.Process,
+    output: _Output,
+    stdin: bytes | int | None,
+    wall_seconds: float,
+    on_kill: Callable[[], Awaitable[None]] | None,
+) -> Status | None:
+    """Wait for the run to end, pass its output limit, or pass its wall time; kill it in the
+    last two cases (or when cancelled). None when it ended by itself."""
 
     async def finish() -> None:
-        await asyncio.gather(feed(), pump(proc.stdout, out), pump(proc.stderr, err))
+        await asyncio.gather(
+            _feed(proc, stdin), output.pump(proc.stdout, output.out), output.pump(proc.stderr, output.err)
+        )
         await proc.wait()
 
     work = asyncio.ensure_future(finish())
-    overflow = asyncio.ensure_future(over.wait())
+    overflow = asyncio.ensure_future(output.over.wait())
     status: Status | None = None
     try:
-        done, _ = await asyncio.wait(
-            {work, overflow}, timeout=limits.wall_seconds, return_when="FIRST_COMPLETED"
-        )
+        done, _ = await asyncio.wait({work, overflow}, timeout=wall_seconds, return_when="FIRST_COMPLETED")
         if overflow in done:
             status = Status.OUTPUT_LIMIT
         elif work not in done:
@@ -96,14 +126,21 @@ async def run_process(
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await asyncio.wait_for(asyncio.shield(work), timeout=_DRAIN_SECONDS)
         work.cancel()
+    return status
+
+
+def _result(
+    proc: asyncio.subprocess.Process, output: _Output, status: Status | None, started: float
+) -> tuple[RunResult, int]:
+    """The run's result, and the launcher's exit status as a shell reports it."""
     code = proc.returncode if proc.returncode is not None else -1
     # A launcher killed by a signal shows as -N; report it as a shell would, 128 + N.
     shown = 128 - code if code < 0 else code
-    stderr = err.decode("utf-8", "replace")
+    stderr = output.err.decode("utf-8", "replace")
     result = RunResult(
         status=status if status is not None else classify(shown, stderr),
         exit_code=None if status is not None else shown,
-        stdout=out.decode("utf-8", "replace"),
+        stdout=output.out.decode("utf-8", "replace"),
         stderr=stderr,
         seconds=time.monotonic() - started,
     )

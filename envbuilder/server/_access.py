@@ -13,7 +13,7 @@ import hmac
 from collections.abc import Collection, Iterable
 from pathlib import Path
 
-from envbuilder.errors import DataError, EnvbuilderError, RequestError
+from envbuilder.errors import DataError, EnvbuilderError, RequestRejected
 from envbuilder.server import _ops
 
 _SECRET_NAMES = frozenset({"api_key", "openreward_api_key"})
@@ -76,7 +76,7 @@ class Keys:
         if secrets:
             try:
                 parsed = _ops.parse_secrets(secrets.decode("latin-1"), None)
-            except RequestError:
+            except RequestRejected:
                 return None
             for name, value in parsed.items():
                 if name.lower() in _SECRET_NAMES and self._known(value.encode()):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -17,7 +17,7 @@ from starlette.types import Receive, Scope, Send
 
 from envbuilder import __version__
 from envbuilder.environment import Environment
-from envbuilder.errors import RequestError
+from envbuilder.errors import RequestRejected
 from envbuilder.server import _ops
 from envbuilder.server._catalog import router as catalog
 from envbuilder.server._discovery import router as discovery
@@ -55,6 +55,22 @@ def _located(error: Any) -> dict[str, Any]:
 def create_app(envs: list[Environment], settings: ServerSettings | None = None) -> FastAPI:
     """The ORS application for ``envs`` (the first is the default environment)."""
     state = State(envs, settings or ServerSettings())
+    app = ORSApp(
+        title="envbuilder",
+        version=__version__,
+        description="Environments served over the Open Reward Standard (ORS). "
+        f"Environments: {', '.join(state.envs)}.",
+        lifespan=_lifespan(state),
+    )
+    app.state.ors = state
+    _add_error_handlers(app)
+    _add_routes(app, state)
+    app.openapi = _openapi(app, state)  # type: ignore[method-assign]
+    return app
+
+
+def _lifespan(state: State) -> Callable[[FastAPI], contextlib.AbstractAsyncContextManager[None]]:
+    """Start the reaper; on shutdown stop it, finish the calls in flight and close everything."""
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -76,17 +92,14 @@ def create_app(envs: list[Environment], settings: ServerSettings | None = None) 
                 await env.aclose()
             await state.sessions.aclose()
 
-    app = ORSApp(
-        title="envbuilder",
-        version=__version__,
-        description="Environments served over the Open Reward Standard (ORS). "
-        f"Environments: {', '.join(state.envs)}.",
-        lifespan=lifespan,
-    )
-    app.state.ors = state
+    return lifespan
 
-    @app.exception_handler(RequestError)
-    async def _request_error(request: Request, exc: RequestError) -> Response:
+
+def _add_error_handlers(app: FastAPI) -> None:
+    """The one JSON error shape, ``{"detail": ...}``, for every error a request can meet."""
+
+    @app.exception_handler(RequestRejected)
+    async def _request_error(request: Request, exc: RequestRejected) -> Response:
         return json_response({"detail": exc.message}, exc.status, exc.headers)
 
     @app.exception_handler(StarletteHTTPException)
@@ -103,6 +116,9 @@ def create_app(envs: list[Environment], settings: ServerSettings | None = None) 
     async def _unhandled(request: Request, exc: Exception) -> Response:
         return ReplyResponse(_ops.internal_error(exc, request.method, request.url.path), _ops.CLOSE)
 
+
+def _add_routes(app: ORSApp, state: State) -> None:
+    """Include the routers and build the front door from the same route declarations."""
     routers = (discovery, episodes, catalog)
     for router in routers:
         app.include_router(router)
@@ -111,8 +127,12 @@ def create_app(envs: list[Environment], settings: ServerSettings | None = None) 
     routes = [*app.routes, *(route for router in routers for route in router.routes)]
     app.front = FastFront(state, app.fastapi_call, routes)
 
+
+def _openapi(app: FastAPI, state: State) -> Callable[[], dict[str, Any]]:
+    """The OpenAPI schema with ``env_name`` limited to the served names (others are
+    redirected to the default environment)."""
+
     def openapi() -> dict[str, Any]:
-        # `env_name` takes the served names (others are redirected to the default environment).
         if app.openapi_schema is None:
             schema = FastAPI.openapi(app)
             for operations in schema["paths"].values():
@@ -126,5 +146,4 @@ def create_app(envs: list[Environment], settings: ServerSettings | None = None) 
                             }
         return app.openapi_schema  # type: ignore[return-value]
 
-    app.openapi = openapi  # type: ignore[method-assign]
-    return app
+    return openapi

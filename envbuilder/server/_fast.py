@@ -20,7 +20,7 @@ from fastapi.routing import APIRoute
 from pydantic import ValidationError
 from starlette.routing import BaseRoute
 
-from envbuilder.errors import RequestError
+from envbuilder.errors import RequestRejected
 from envbuilder.protocol import CallRequest, CreateRequest, SplitRequest, TaskRangeRequest, TaskRequest
 from envbuilder.server import _access, _ops
 from envbuilder.server._responses import reply_headers, send_reply
@@ -112,7 +112,7 @@ class FastFront:
         if first not in self.roots and first not in self.state.envs:
             try:
                 named = self.state.deployment(headers.get(b"x-deployment", b"").decode("latin-1"))
-            except RequestError as exc:
+            except RequestRejected as exc:
                 return await _answer(send, _ops.error_reply(exc.status, exc.message))
             if named is None:  # no name given: the reference servers' redirect (PROTOCOL.md §1.2)
                 return await _redirect(self.state.default, scope, send)
@@ -145,7 +145,7 @@ class FastFront:
             reply = await handler(headers, body, *args)
         except _Fallback:
             return await self._fastapi(scope, body, receive, send)
-        except RequestError as exc:
+        except RequestRejected as exc:
             reply = _ops.error_reply(exc.status, exc.message)
             extra = dict(exc.headers or {})
         except Exception as exc:

@@ -2,7 +2,7 @@
 
 Both front doors call these: the FastAPI routes (full validation, OpenAPI, error shapes) and the
 lean ASGI fast path that serves the ordinary requests of an episode (``_fast.py``). Each
-returns a :class:`Reply` of pre-encoded bytes or raises :class:`RequestError`.
+returns a :class:`Reply` of pre-encoded bytes or raises :class:`RequestRejected`.
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from envbuilder import budget
 from envbuilder.data import SplitView
 from envbuilder.environment import Environment
 from envbuilder.episode import Episode
-from envbuilder.errors import DataError, EnvbuilderError, RequestError, TaskNotFound
+from envbuilder.errors import DataError, EnvbuilderError, RequestRejected, TaskNotFound
 from envbuilder.protocol import CallRequest, CreateRequest
 from envbuilder.server import _sse
-from envbuilder.server._sessions import Session
+from envbuilder.server._sessions import SessionRecord
 from envbuilder.server._state import ServerSettings, State, log
 
 JSON = b"application/json"
@@ -79,7 +79,7 @@ def split_of(env: Environment, name: str) -> SplitView:
     try:
         return env.split(name)
     except TaskNotFound:
-        raise RequestError(400, "Invalid split") from None
+        raise RequestRejected(400, "Invalid split") from None
 
 
 def num_tasks(state: State, env_name: str, split: str) -> Reply:
@@ -92,7 +92,7 @@ def get_task(state: State, env_name: str, split: str, index: int) -> Reply:
     try:
         task = view.task(index)
     except TaskNotFound:
-        raise RequestError(400, "Invalid index") from None
+        raise RequestRejected(400, "Invalid index") from None
     if env.private_fields:
         state.served.record(env.name, task.get("id"), split, index % len(view))
         task = env.public(task)
@@ -110,7 +110,7 @@ def task_range_span(state: State, env_name: str, split: str, start: int | None, 
     span = range(len(view))[start:stop]
     cap = state.settings.max_task_range
     if len(span) > cap:
-        raise RequestError(
+        raise RequestRejected(
             400,
             f"task_range lists at most {cap:,} tasks at once and this range has {len(span):,}: "
             f'page with start and stop ({{"start": {span.start}, "stop": {span.start + cap}}}, then '
@@ -175,17 +175,17 @@ def require_sid(header: str | None) -> str:
     """The ``X-Session-ID`` header, stripped; 400 when absent, too long or not printable ASCII."""
     sid = (header or "").strip()
     if not sid:
-        raise RequestError(400, "X-Session-ID header is required")
+        raise RequestRejected(400, "X-Session-ID header is required")
     if len(sid) > MAX_SID or not sid.isascii() or not sid.isprintable():
-        raise RequestError(400, f"X-Session-ID must be at most {MAX_SID} printable ASCII characters")
+        raise RequestRejected(400, f"X-Session-ID must be at most {MAX_SID} printable ASCII characters")
     return sid
 
 
-async def session_of(state: State, sid: str) -> Session:
+async def session_of(state: State, sid: str) -> SessionRecord:
     """The session (its timeout renewed); 404 when unknown."""
     session = await state.sessions.get(sid)
     if session is None:
-        raise RequestError(404, "Active environment not found")
+        raise RequestRejected(404, "Active environment not found")
     return session
 
 
@@ -205,7 +205,7 @@ def parse_secrets(header: str | None, body: dict[str, str] | None) -> dict[str, 
                 secrets[str(name)] = value
         except (ValueError, binascii.Error, orjson.JSONDecodeError):
             # Say what is wrong without echoing anything of the header.
-            raise RequestError(
+            raise RequestRejected(
                 400,
                 "X-Secrets header is invalid: expected base64 of a JSON object "
                 '{"NAME": {"value": "...", "allowed_domains": [...]}}',
@@ -240,32 +240,32 @@ async def create(
     else:
         env = state.envs[(state.deployment(x_deployment) if x_deployment else None) or state.default]
     if body.toolset_name is not None:
-        raise RequestError(400, f"unknown toolset {body.toolset_name!r}; this environment has no toolsets")
+        raise RequestRejected(400, f"unknown toolset {body.toolset_name!r}; this environment has no toolsets")
     if body.task_spec is not None:
         if not settings.accept_task_spec:
-            raise RequestError(403, "this server takes tasks only by split and index, not task_spec")
+            raise RequestRejected(403, "this server takes tasks only by split and index, not task_spec")
         if len(orjson.dumps(body.task_spec)) > settings.max_task_spec_bytes:
             limit = settings.max_task_spec_bytes
-            raise RequestError(413, f"task_spec is larger than {limit:,} bytes of JSON")
+            raise RequestRejected(413, f"task_spec is larger than {limit:,} bytes of JSON")
         task = _served_task(state, env, body.task_spec)
         if task is None:
             task = _client_task(settings, body.task_spec)
         try:
             env.check_task(task)
         except DataError as exc:
-            raise RequestError(400, str(exc)) from None
+            raise RequestRejected(400, str(exc)) from None
     else:
         assert body.split is not None and body.index is not None
         try:
             task = split_of(env, body.split).task(body.index)
         except TaskNotFound:
-            raise RequestError(400, "Invalid index") from None
+            raise RequestRejected(400, "Invalid index") from None
     secrets = parse_secrets(x_secrets, body.secrets)
-    session = Session(
+    session = SessionRecord(
         sid=sid, env=env.name.lower(), episode=Episode(task=task, secrets=secrets), client=client_name()
     )
     if not await state.sessions.add(session, state.caps):
-        raise RequestError(400, "Session already exists")
+        raise RequestRejected(400, "Session already exists")
     return Reply(orjson.dumps({"sid": sid}))
 
 
@@ -291,7 +291,7 @@ def _client_task(settings: ServerSettings, task: Any) -> Any:
     """A task the client wrote, when the server takes those (``--client-tasks``), its id
     marked as the client's; else 403."""
     if not settings.client_tasks:
-        raise RequestError(
+        raise RequestRejected(
             403,
             "task_spec names no task this environment serves (send a task as /task or /tasks "
             "returns it, id included); tasks a client writes are graded only on a server "
@@ -326,7 +326,7 @@ async def _render(env: Environment, fn: Any, arg: Any) -> Any:
     try:
         return fn(arg) if env.inline_prompt else await budget.offload(fn, arg)
     except EnvbuilderError as exc:  # a template or the task's data cannot be rendered
-        raise RequestError(500, str(exc)) from None
+        raise RequestRejected(500, str(exc)) from None
 
 
 async def prompt(state: State, sid: str) -> Reply:
@@ -352,7 +352,7 @@ async def task_tools(state: State, sid: str) -> Reply:
 
 async def score_group(state: State, sid: str) -> Reply:
     session = await session_of(state, sid)
-    raise RequestError(404, f"Environment {session.env!r} does not implement score_group")
+    raise RequestRejected(404, f"Environment {session.env!r} does not implement score_group")
 
 
 class SessionDeleted(Exception):
@@ -369,7 +369,7 @@ def _outcome(result: Any) -> str | None:
 
 
 async def run_call(
-    state: State, session: Session, name: str, tool_input: dict[str, Any], task_id: str
+    state: State, session: SessionRecord, name: str, tool_input: dict[str, Any], task_id: str
 ) -> bytes:
     """Run one tool call under the session's lock and save the episode with the call's result;
     the SSE frames that follow ``task_id``. A save lost to a call on another worker (the
@@ -398,10 +398,10 @@ async def run_call(
             if not store.shared:
                 raise SessionDeleted  # in memory a save fails only for a deleted (or replaced) session
             current = await store.get(session.sid)
-    raise RequestError(503, "too many concurrent calls on this session", headers={"Retry-After": "1"})
+    raise RequestRejected(503, "too many concurrent calls on this session", headers={"Retry-After": "1"})
 
 
-def streamed(state: State, session: Session, name: str) -> bool:
+def streamed(state: State, session: SessionRecord, name: str) -> bool:
     """Whether a new call on ``session`` is answered as a stream (``task_id`` first, then keep-
     alive pings): a grader that waits on I/O, or any call with a shared store, where a client
     whose worker dies re-attaches to the call on another worker (which replays or takes it over)."""
@@ -430,13 +430,13 @@ async def open_call(
         task_id = uuid.uuid4().hex
         session = await state.sessions.begin(sid, task_id, name, tool_input)
         if session is None:
-            raise RequestError(404, "Active environment not found")
+            raise RequestRejected(404, "Active environment not found")
         return task_id, state.calls.start(task_id, _leased(state, session, name, tool_input, task_id, True))
     return await start_call(state, await session_of(state, sid), name, tool_input, task_id)
 
 
 async def start_call(
-    state: State, session: Session, name: str, tool_input: dict[str, Any], task_id: str | None
+    state: State, session: SessionRecord, name: str, tool_input: dict[str, Any], task_id: str | None
 ) -> tuple[str, Awaitable[bytes] | bytes | None]:
     """Begin a ``/call``: its task id and either the finished frames (bytes), a future of them
     (a running call re-attached to, or a blocking one), a coroutine of them (an ordinary call),
@@ -450,17 +450,17 @@ async def start_call(
 
 
 async def _ordinary(
-    state: State, session: Session, name: str, tool_input: dict[str, Any], task_id: str
+    state: State, session: SessionRecord, name: str, tool_input: dict[str, Any], task_id: str
 ) -> bytes:
     try:
         return await run_call(state, session, name, tool_input, task_id)
     except SessionDeleted:
-        raise RequestError(410, "Session deleted") from None
+        raise RequestRejected(410, "Session deleted") from None
 
 
 async def _leased(
     state: State,
-    session: Session,
+    session: SessionRecord,
     name: str,
     tool_input: dict[str, Any],
     task_id: str,
@@ -477,7 +477,7 @@ async def _leased(
     async def renew() -> None:
         while True:
             await asyncio.sleep(LEASE_RENEW)
-            with contextlib.suppress(RequestError):
+            with contextlib.suppress(RequestRejected):
                 await store.renew(task_id)
 
     renewer = asyncio.ensure_future(renew())
@@ -536,7 +536,7 @@ def final_frames(fut: asyncio.Future[bytes]) -> bytes:
         return fut.result()
     if isinstance(exc, SessionDeleted):
         return _sse.event("error", "Session deleted")
-    if isinstance(exc, RequestError):
+    if isinstance(exc, RequestRejected):
         return _sse.event("error", exc.message)
     return _sse.event("error", type(exc).__name__)
 

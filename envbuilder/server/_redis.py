@@ -3,7 +3,7 @@ sessions.
 
 Keys (all under ``eb:``):
 
-``s:<sid>``       ``b"<version>:" + JSON of Session.to_dict()``, expiring after the session
+``s:<sid>``       ``b"<version>:" + JSON of SessionRecord.to_dict()``, expiring after the session
                   timeout; every read renews it (``GETEX``), so the TTL is the reaper.
 ``c:<task_id>``   the SSE frames of a finished call, for the re-attach window (``call_linger``).
 ``q:<task_id>``   a running call that a client may re-attach to: ``{"sid", "name", "input"}``,
@@ -34,9 +34,9 @@ from typing import Any
 
 import orjson
 
-from envbuilder.errors import RequestError
+from envbuilder.errors import RequestRejected
 from envbuilder.server._resp import Address, Connection, StoreDown, StoreReplyError
-from envbuilder.server._sessions import Caps, Session, too_many
+from envbuilder.server._sessions import Caps, SessionRecord, too_many
 
 PREFIX = "eb:"
 LEASE_MS = 3000
@@ -59,13 +59,13 @@ return 1
 """
 
 
-def _session(raw: bytes) -> Session:
+def _session(raw: bytes) -> SessionRecord:
     version, _, record = raw.partition(b":")
-    return Session.from_dict(orjson.loads(record), int(version))
+    return SessionRecord.from_dict(orjson.loads(record), int(version))
 
 
-def _down() -> RequestError:
-    return RequestError(
+def _down() -> RequestRejected:
+    return RequestRejected(
         503, "the session store is unavailable; retry shortly", headers={"Retry-After": RETRY_AFTER}
     )
 
@@ -192,7 +192,7 @@ class RedisStore:
         if reason not in _REFUSALS:
             return exc
         self.problem = _PROBLEMS.get(reason, "refusing writes")
-        return RequestError(
+        return RequestRejected(
             503,
             f"the session store refuses writes ({self.problem}); retry shortly",
             headers={"Retry-After": RETRY_AFTER},
@@ -200,11 +200,13 @@ class RedisStore:
 
     # -- sessions ---------------------------------------------------------------------------------
 
-    async def get(self, sid: str) -> Session | None:
+    async def get(self, sid: str) -> SessionRecord | None:
         raw = await self._do(b"GETEX", PREFIX + "s:" + sid, b"PX", self._ttl_ms)
         return None if raw is None else _session(raw)
 
-    async def begin(self, sid: str, task_id: str, name: str, tool_input: dict[str, Any]) -> Session | None:
+    async def begin(
+        self, sid: str, task_id: str, name: str, tool_input: dict[str, Any]
+    ) -> SessionRecord | None:
         """The session of a new call, with the call announced and leased (:meth:`claim`)."""
         request = orjson.dumps({"sid": sid, "name": name, "input": tool_input})
         keys = [PREFIX + "s:" + sid, PREFIX + "q:" + task_id, PREFIX + "l:" + task_id]
@@ -218,7 +220,7 @@ class RedisStore:
         raw = await self._eval(_BEGIN, keys, args)
         return None if raw is None else _session(raw)
 
-    async def add(self, session: Session, caps: Caps | None = None) -> bool:
+    async def add(self, session: SessionRecord, caps: Caps | None = None) -> bool:
         """Store a new session within ``caps`` (429 or 503 past them, as the memory store);
         True too for a retried create whose first try was saved but not answered (a worker
         killed meanwhile): the stored record is equal (untouched)."""
@@ -250,10 +252,10 @@ class RedisStore:
         stored = await self._do(b"GET", key)
         return stored is not None and stored.partition(b":")[2] == record
 
-    async def latest(self, session: Session) -> Session | None:
+    async def latest(self, session: SessionRecord) -> SessionRecord | None:
         return session  # just read; ``save`` checks its version
 
-    async def save(self, session: Session, task_id: str, frames: bytes, outcome: str | None) -> bool:
+    async def save(self, session: SessionRecord, task_id: str, frames: bytes, outcome: str | None) -> bool:
         new = b"%d:" % (session.version + 1) + session.to_json()
         keys = [
             PREFIX + "s:" + session.sid,
@@ -330,7 +332,7 @@ class RedisStore:
             return False
         except StoreReplyError as exc:
             refused = self._refused(exc)
-            if not isinstance(refused, RequestError):
+            if not isinstance(refused, RequestRejected):
                 raise refused from None
             return False
         self.problem = None
@@ -339,5 +341,5 @@ class RedisStore:
     async def aclose(self) -> None:
         await self._redis.aclose()
 
-    def sweep(self, seconds: float) -> list[Session]:
+    def sweep(self, seconds: float) -> list[SessionRecord]:
         return []  # keys expire by themselves

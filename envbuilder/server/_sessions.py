@@ -1,6 +1,6 @@
 """Sessions: small serialisable records in a store, and the in-process store.
 
-A store keeps :meth:`Session.to_dict` records and the finished results of tool calls (for the
+A store keeps :meth:`SessionRecord.to_dict` records and the finished results of tool calls (for the
 re-attach window). Its methods are coroutines so that a shared store (``_redis.RedisStore``,
 for several workers or replicas) can wait on the network; the in-process store never
 suspends, so on the default path each method costs one coroutine call and a dict operation.
@@ -25,13 +25,14 @@ from typing import Any, Protocol
 import orjson
 
 from envbuilder.episode import Episode
-from envbuilder.errors import RequestError
+from envbuilder.errors import RequestRejected
 from envbuilder.server._calls import CallRegistry
 
 
 @dataclass
-class Session:
-    """One ORS session: which environment, and the episode's state."""
+class SessionRecord:
+    """The server's record of one ORS session: which environment, and the episode's state
+    (kept in the session store; the client's handle is :class:`envbuilder.client.Session`)."""
 
     sid: str
     env: str
@@ -65,7 +66,7 @@ class Session:
         )
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], version: int = 0) -> Session:
+    def from_dict(cls, data: dict[str, Any], version: int = 0) -> SessionRecord:
         return cls(
             sid=data["sid"],
             env=data["env"],
@@ -84,9 +85,9 @@ class Caps:
     per_client: int
 
 
-def too_many(what: str, limit: int, status: int) -> RequestError:
+def too_many(what: str, limit: int, status: int) -> RequestRejected:
     """The answer to a session over a cap: 503 for the server's, 429 for a client's share."""
-    return RequestError(status, f"{what} {limit:,} sessions; retry later", headers={"Retry-After": "5"})
+    return RequestRejected(status, f"{what} {limit:,} sessions; retry later", headers={"Retry-After": "5"})
 
 
 def refuse_over(caps: Caps, total: int, of_client: int) -> None:
@@ -104,14 +105,16 @@ class Sessions(Protocol):
 
     shared: bool
 
-    async def get(self, sid: str) -> Session | None: ...
-    async def add(self, session: Session, caps: Caps | None = None) -> bool: ...
-    async def latest(self, session: Session) -> Session | None: ...
-    async def save(self, session: Session, task_id: str, frames: bytes, outcome: str | None) -> bool: ...
+    async def get(self, sid: str) -> SessionRecord | None: ...
+    async def add(self, session: SessionRecord, caps: Caps | None = None) -> bool: ...
+    async def latest(self, session: SessionRecord) -> SessionRecord | None: ...
+    async def save(
+        self, session: SessionRecord, task_id: str, frames: bytes, outcome: str | None
+    ) -> bool: ...
     async def delete(self, sid: str) -> None: ...
     async def begin(
         self, sid: str, task_id: str, name: str, tool_input: dict[str, Any]
-    ) -> Session | None: ...
+    ) -> SessionRecord | None: ...
     async def claim(self, task_id: str, sid: str, name: str, tool_input: dict[str, Any]) -> None: ...
     async def renew(self, task_id: str) -> None: ...
     async def pending(self, task_id: str) -> Any: ...
@@ -119,7 +122,7 @@ class Sessions(Protocol):
     async def result(self, task_id: str) -> bytes | None: ...
     async def healthy(self) -> bool: ...
     async def aclose(self) -> None: ...
-    def sweep(self, seconds: float) -> list[Session]: ...
+    def sweep(self, seconds: float) -> list[SessionRecord]: ...
 
 
 class SessionStore:
@@ -131,20 +134,20 @@ class SessionStore:
     """Whether several processes can serve the same sessions through this store."""
 
     def __init__(self, calls: CallRegistry) -> None:
-        self._sessions: dict[str, Session] = {}
+        self._sessions: dict[str, SessionRecord] = {}
         self._calls = calls
         self._per_client: dict[str, int] = {}
 
     def __len__(self) -> int:
         return len(self._sessions)
 
-    async def get(self, sid: str) -> Session | None:
+    async def get(self, sid: str) -> SessionRecord | None:
         session = self._sessions.get(sid)
         if session is not None:
             session.last_seen = time.monotonic()
         return session
 
-    async def add(self, session: Session, caps: Caps | None = None) -> bool:
+    async def add(self, session: SessionRecord, caps: Caps | None = None) -> bool:
         if session.sid in self._sessions:
             return False
         held = self._per_client.get(session.client, 0)
@@ -155,17 +158,17 @@ class SessionStore:
         self._per_client[session.client] = held + 1
         return True
 
-    def _forget(self, session: Session) -> None:
+    def _forget(self, session: SessionRecord) -> None:
         held = self._per_client.get(session.client, 0) - 1
         if held > 0:
             self._per_client[session.client] = held
         else:
             self._per_client.pop(session.client, None)
 
-    async def latest(self, session: Session) -> Session | None:
+    async def latest(self, session: SessionRecord) -> SessionRecord | None:
         return session if self._sessions.get(session.sid) is session else None
 
-    async def save(self, session: Session, task_id: str, frames: bytes, outcome: str | None) -> bool:
+    async def save(self, session: SessionRecord, task_id: str, frames: bytes, outcome: str | None) -> bool:
         if self._sessions.get(session.sid) is not session:
             return False
         session.last_seen = time.monotonic()
@@ -183,7 +186,9 @@ class SessionStore:
         if session is not None:
             self._forget(session)
 
-    async def begin(self, sid: str, task_id: str, name: str, tool_input: dict[str, Any]) -> Session | None:
+    async def begin(
+        self, sid: str, task_id: str, name: str, tool_input: dict[str, Any]
+    ) -> SessionRecord | None:
         return await self.get(sid)  # (used with shared stores only)
 
     async def claim(self, task_id: str, sid: str, name: str, tool_input: dict[str, Any]) -> None:
@@ -206,7 +211,7 @@ class SessionStore:
         cutoff = time.monotonic() - seconds
         return [sid for sid, s in self._sessions.items() if s.last_seen < cutoff]
 
-    def sweep(self, seconds: float) -> list[Session]:
+    def sweep(self, seconds: float) -> list[SessionRecord]:
         """Delete the sessions idle for more than ``seconds``; return them."""
         gone = [self._sessions.pop(sid) for sid in self.idle(seconds)]
         for session in gone:

@@ -10,7 +10,7 @@ from typing import Any
 
 from envbuilder.environment import Environment
 from envbuilder.episode import Episode
-from envbuilder.errors import RequestError, did_you_mean
+from envbuilder.errors import RequestRejected, did_you_mean
 from envbuilder.server._calls import CallRegistry
 from envbuilder.server._redis import RedisStore
 from envbuilder.server._sessions import Caps, Sessions, SessionStore
@@ -134,7 +134,7 @@ class State:
     def env(self, name: str) -> Environment:
         env = self.envs.get(name.lower())
         if env is None:
-            raise RequestError(404, self.unknown(name))
+            raise RequestRejected(404, self.unknown(name))
         return env
 
     def unknown(self, name: str) -> str:
@@ -163,7 +163,7 @@ class State:
             return key
         if len(self.envs) == 1:
             return self.default
-        raise RequestError(404, self.unknown(value))
+        raise RequestRejected(404, self.unknown(value))
 
     async def delete(self, sid: str) -> None:
         # The session is read first only when a tool may have to clean up after it.

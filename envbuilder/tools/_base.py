@@ -22,7 +22,7 @@ The life of a tool:
   is a bug in the tool; the server reports it on the call's stream and keeps serving.
 * **Per-session state.** ``call.state`` is stored in the session (``Episode.tool_state[name]``)
   and must hold plain JSON types only, and stay small: sessions are serialised with
-  ``Session.to_dict`` (a shared store such as Redis keeps them between calls). Keep handles, not
+  ``SessionRecord.to_dict`` (a shared store such as Redis keeps them between calls). Keep handles, not
   contents (a sandbox directory's path, not its files). Mutate it in place.
 * **Blocking.** ``blocking`` (a class default; an instance may set it) says a call may wait on
   I/O or long work: such calls run as background tasks and stream SSE keep-alives. A

@@ -231,3 +231,28 @@ def test_a_malformed_catalog_is_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / "catalog.json").write_text(json.dumps({"environments": [{"name": "x", "versions": [{}]}]}))
     with pytest.raises(DataError, match=r"is not a valid envbuilder catalog: KeyError: 'version'"):
         pull(str(tmp_path / "catalog.json"), cache_dir=tmp_path / "cache")
+
+
+def test_a_key_of_the_wrong_kind_or_unreadable_is_refused_with_a_hint(
+    keys: dict[str, Path], tmp_path: Path
+) -> None:
+    from envbuilder.catalog._trust import sign_lock
+
+    # A public key where the signing key belongs, and a private key where the trusted key belongs.
+    with pytest.raises(DataError) as signing:
+        sign_lock(b"lock", keys["publisher.pub"])
+    assert (signing.value.code, signing.value.hint) == (
+        "signature_key",
+        "Give an unencrypted Ed25519 key (PEM): openssl genpkey -algorithm ed25519 -out key.pem",
+    )
+    assert str(keys["publisher.pub"]) in signing.value.message
+    with pytest.raises(DataError) as trusted:
+        TrustPolicy(keys["publisher"])
+    assert (trusted.value.code, trusted.value.hint) == (
+        "signature_key",
+        "Give an Ed25519 public key in PEM: openssl pkey -in key.pem -pubout -out key.pub",
+    )
+    assert trusted.value.message.startswith(f"cannot read the trusted key {str(keys['publisher'])!r}")
+    with pytest.raises(DataError, match="cannot read the signing key"):
+        sign_lock(b"lock", tmp_path / "missing.pem")
+    assert len(sign_lock(b"lock", keys["publisher"])) == 64

@@ -15,7 +15,7 @@ from envbuilder.environment import Environment
 from envbuilder.episode import Episode
 from envbuilder.server import ServerSettings, create_app
 from envbuilder.server._redis import RedisStore
-from envbuilder.server._sessions import Session
+from envbuilder.server._sessions import SessionRecord
 from tests.redisd import RedisServer
 from tests.servers import serve_app
 
@@ -92,9 +92,9 @@ async def test_a_save_checks_the_version_it_read(redis_url: str, gsm8k: Environm
     store = RedisStore(redis_url, session_timeout=60, call_linger=60)
     try:
         task = gsm8k.split("test").task(0)
-        assert await store.add(Session("s", "gsm8k", Episode(task=task)))
-        assert await store.add(Session("s", "gsm8k", Episode(task=task)))  # a retry: equal
-        assert not await store.add(Session("s", "gsm8k", Episode(task=task, attempts=1)))
+        assert await store.add(SessionRecord("s", "gsm8k", Episode(task=task)))
+        assert await store.add(SessionRecord("s", "gsm8k", Episode(task=task)))  # a retry: equal
+        assert not await store.add(SessionRecord("s", "gsm8k", Episode(task=task, attempts=1)))
         one, two = await store.get("s"), await store.get("s")
         assert one is not None and two is not None and one.version == two.version
         first = one.version
@@ -110,8 +110,8 @@ async def test_a_save_checks_the_version_it_read(redis_url: str, gsm8k: Environm
         # Deleted and created again while a call on the old session ran: its save must not land.
         old = await store.get("s")
         assert old is None
-        assert await store.add(Session("s", "gsm8k", Episode(task=task)))
-        stale = Session("s", "gsm8k", Episode(task=task, attempts=1), version=first)
+        assert await store.add(SessionRecord("s", "gsm8k", Episode(task=task)))
+        stale = SessionRecord("s", "gsm8k", Episode(task=task, attempts=1), version=first)
         assert not await store.save(stale, "t4", b"", "correct")
         assert await store.grades() == {"correct": 1}
     finally:
@@ -176,11 +176,11 @@ def test_workers_without_a_shared_store_are_refused() -> None:
 
 
 def test_the_stored_json_is_the_session_record(gsm8k: Environment) -> None:
-    """``Session.to_json`` (orjson of the episode dataclass, the store's fast path) must stay
-    the JSON of ``Session.to_dict`` whatever ``Episode`` grows."""
+    """``SessionRecord.to_json`` (orjson of the episode dataclass, the store's fast path) must stay
+    the JSON of ``SessionRecord.to_dict`` whatever ``Episode`` grows."""
     import orjson
 
     episode = Episode(task=gsm8k.split("test").task(3), secrets={"K": "v"}, attempts=2, ungradeable=1)
-    session = Session("s", "gsm8k", episode, last_seen=1.5)
+    session = SessionRecord("s", "gsm8k", episode, last_seen=1.5)
     assert orjson.loads(session.to_json()) == orjson.loads(orjson.dumps(session.to_dict()))
-    assert Session.from_dict(orjson.loads(session.to_json())) == session
+    assert SessionRecord.from_dict(orjson.loads(session.to_json())) == session

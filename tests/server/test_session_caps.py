@@ -9,15 +9,15 @@ from typing import Any
 import pytest
 
 from envbuilder.episode import Episode
-from envbuilder.errors import RequestError
+from envbuilder.errors import RequestRejected
 from envbuilder.server._calls import CallRegistry
-from envbuilder.server._sessions import Caps, Session, SessionStore
+from envbuilder.server._sessions import Caps, SessionRecord, SessionStore
 
 CAPS = Caps(total=5, per_client=3)
 
 
-def _session(sid: str, client: str) -> Session:
-    return Session(sid=sid, env="gsm8k", episode=Episode(task={"id": "test-0"}), client=client)
+def _session(sid: str, client: str) -> SessionRecord:
+    return SessionRecord(sid=sid, env="gsm8k", episode=Episode(task={"id": "test-0"}), client=client)
 
 
 @pytest.fixture(params=["memory", "redis"])
@@ -32,8 +32,8 @@ async def store(request: pytest.FixtureRequest) -> AsyncIterator[Any]:
     await redis.aclose()
 
 
-async def _refused(store: Any, session: Session) -> RequestError:
-    with pytest.raises(RequestError) as info:
+async def _refused(store: Any, session: SessionRecord) -> RequestRejected:
+    with pytest.raises(RequestRejected) as info:
         await store.add(session, CAPS)
     return info.value
 
@@ -108,8 +108,8 @@ async def test_deleting_one_of_a_clients_sessions_frees_one_place_only() -> None
 def test_a_sessions_client_survives_its_record() -> None:
     """The record keeps who opened it (the Redis store frees that client's place on delete)."""
     session = _session("s", "key:abc")
-    assert Session.from_dict(session.to_dict()).client == "key:abc"
+    assert SessionRecord.from_dict(session.to_dict()).client == "key:abc"
     import orjson
 
     assert orjson.loads(session.to_json())["client"] == "key:abc"
-    assert Session.from_dict({k: v for k, v in session.to_dict().items() if k != "client"}).client == ""
+    assert SessionRecord.from_dict({k: v for k, v in session.to_dict().items() if k != "client"}).client == ""

@@ -14,7 +14,7 @@ import pytest
 from envbuilder.environment import Environment
 from envbuilder.episode import Episode
 from envbuilder.protocol import RunToolSuccess
-from envbuilder.server._sessions import Session
+from envbuilder.server._sessions import SessionRecord
 from envbuilder.spec import parse_spec
 from envbuilder.tools._code import WORKDIRS_ENV
 
@@ -62,7 +62,7 @@ async def test_a_session_keeps_its_folder_until_it_ends(env: Environment, workdi
     assert await _call(env, episode, "python", "print(open('notes.txt').read())") == "kept"
     # The state is the folder's name only: the session stays small, plain JSON.
     name = episode.tool_state["python"]["workdir"]
-    data = json.loads(json.dumps(Session(sid="s", env="code-tools", episode=episode).to_dict()))
+    data = json.loads(json.dumps(SessionRecord(sid="s", env="code-tools", episode=episode).to_dict()))
     assert data["episode"]["tool_state"]["python"] == {"workdir": name}
     folder = workdirs / name
     assert (folder / "notes.txt").read_text() == "kept"

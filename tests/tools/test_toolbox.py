@@ -9,7 +9,7 @@ from typing import Any
 from envbuilder.environment import Environment
 from envbuilder.episode import Episode
 from envbuilder.protocol import RunToolError, RunToolSuccess
-from envbuilder.server._sessions import Session
+from envbuilder.server._sessions import SessionRecord
 
 
 def _episode(env: Environment, index: int = 0) -> Episode:
@@ -131,9 +131,9 @@ async def test_messages_show_every_call_in_place_and_the_session_round_trips(qa_
     ]
     assert messages[4]["blocks"][0]["is_error"] is True
     assert messages[6]["blocks"][0]["blocks"][0]["text"] == "Right."
-    session = Session(sid="s", env="qa-tools", episode=episode)
+    session = SessionRecord(sid="s", env="qa-tools", episode=episode)
     data = json.loads(json.dumps(session.to_dict()))  # plain JSON types only
-    assert Session.from_dict(data).to_dict() == session.to_dict()
+    assert SessionRecord.from_dict(data).to_dict() == session.to_dict()
     assert len(json.dumps(data)) < 2000
 
 
