@@ -62,6 +62,12 @@ class ReasoningGymGraderConfig(GraderConfig):
     without it their answers are ungradeable."""
     timeout: float = Field(default=10.0, gt=0, le=120)
     """Seconds a family's checker may take before the answer is ungradeable."""
+    partial_credit: bool = True
+    """Pay the family checker's partial credit (a score between 0 and 1). `false`: only full
+    marks earn reward. Several checkers pay answers that are not right: the default one gives
+    `len(gold) / len(answer)` to any answer that merely contains the gold answer (another task's
+    `11` for a gold `1` earns 0.5), and `spell_backward` pays each letter in place (a random
+    string earns about 1/26 a letter), so a policy trained on them learns to spray."""
 
 
 def extract_answer(response: str, mode: str) -> str | None:
@@ -161,6 +167,12 @@ class ReasoningGymGrader(Grader):
             return Grade.correct("", **details)
         if score <= 0.0:
             return Grade.incorrect("", **details)
+        if not self.config.partial_credit:
+            return Grade.incorrect(
+                f"the {family} checker's partial credit ({score:.2f}) is not paid (partial_credit: false)",
+                family_score=score,
+                **details,
+            )
         return Grade(Outcome.CORRECT, score, f"partial credit {score:.2f}", details)
 
     async def aclose(self) -> None:

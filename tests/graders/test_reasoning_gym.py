@@ -71,6 +71,22 @@ def test_the_family_checker_scores_with_partial_credit(tmp_path: Path) -> None:
     assert _grade(grader, "3", {"question": "1+2", "answer": "3"}).outcome is Outcome.UNGRADEABLE
 
 
+def test_partial_credit_false_pays_full_marks_only_and_sprays_earn_nothing(tmp_path: Path) -> None:
+    env = make_env(RG, {"easy": {}}, tmp_path)
+    strict = _grader(partial_credit=False)
+    task = next(t for t in env.split("easy").task_range(0, 50) if t["family"] == "spell_backward")
+    answer = task["answer"]
+    assert _grade(strict, answer, task).score == 1.0
+    near = _grade(strict, answer[:-1] + ("a" if answer[-1] != "a" else "b"), task)
+    assert (near.outcome, near.score) == (Outcome.INCORRECT, 0.0)
+    assert near.details["family_score"] == pytest.approx((len(answer) - 1) / len(answer))
+    # Several different boxed answers are a hedge whatever partial_credit says.
+    spray = " ".join(f"\\boxed{{{v}}}" for v in ("zzz", answer, "0", "1"))
+    for grader in (strict, _grader()):
+        hedge = _grade(grader, spray, task)
+        assert (hedge.outcome, hedge.score) == (Outcome.INCORRECT, 0.0), hedge.reason
+
+
 def test_otherwise_grades_rows_that_reasoning_gym_did_not_make() -> None:
     grader = _grader(otherwise={"type": "exact_match", "target": "{{ answer }}", "extract": "number"})
     assert grader.fields >= {"rg", "answer"}
