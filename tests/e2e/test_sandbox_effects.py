@@ -136,7 +136,9 @@ def test_one_clients_looping_answers_do_not_hold_anothers_grade(url: str) -> Non
     def hostile() -> None:
         out = _submit(url, HOARDER, LOOP)
         with lock:
-            finished.append("hoarder:" + out["metadata"]["reason"][:7])
+            # Its loop is stopped by the wall time or by the CPU limit of the answer's own
+            # process (whichever the loaded machine reaches first): no reward either way.
+            finished.append(f"hoarder:{out['reward']}:{out['metadata']['reason']}")
 
     threads = [threading.Thread(target=hostile, daemon=True) for _ in range(8)]
     for t in threads:
@@ -150,4 +152,4 @@ def test_one_clients_looping_answers_do_not_hold_anothers_grade(url: str) -> Non
     assert honest["reward"] == 1.0
     # Its turn came when the first slot freed: at most the two running loops ended before it.
     assert before <= 3, finished
-    assert finished == ["hoarder:timeout"] * 8
+    assert len(finished) == 8 and all(f.startswith("hoarder:0.0:") for f in finished), finished
