@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from envbuilder import budget
-from envbuilder.data import SplitView
+from envbuilder.data import SplitView, Task
 from envbuilder.environment import Environment
 from envbuilder.episode import Episode
 from envbuilder.errors import DataError, EnvbuilderError, RequestRejected, TaskNotFound
@@ -124,12 +124,19 @@ def get_task_range(state: State, env_name: str, split: str, start: int | None, s
     span = task_range_span(state, env_name, split, start, stop)
     assert len(span) <= TASK_PAGE
     env = state.env(env_name)
-    tasks = split_of(env, split).task_range(span.start, span.stop)
+    tasks = _public_page(state, env, split, span.start, span.stop)
+    return Reply(orjson.dumps({"tasks": tasks, "env_name": env_name}))
+
+
+def _public_page(state: State, env: Environment, split: str, start: int, stop: int) -> list[Task]:
+    """Tasks ``start:stop`` of a split as clients see them: private fields left out, and each
+    served id recorded so a task sent back to ``/create`` is found by it."""
+    tasks = split_of(env, split).task_range(start, stop)
     if env.private_fields:
         for i, task in enumerate(tasks):
-            state.served.record(env.name, task.get("id"), split, span.start + i)
+            state.served.record(env.name, task.get("id"), split, start + i)
         tasks = [env.public(t) for t in tasks]
-    return Reply(orjson.dumps({"tasks": tasks, "env_name": env_name}))
+    return tasks
 
 
 async def stream_tasks(state: State, env_name: str, split: str, span: range) -> AsyncIterator[bytes]:
@@ -137,19 +144,13 @@ async def stream_tasks(state: State, env_name: str, split: str, span: range) -> 
     memory stays bounded by a batch whatever the split's size, and reading and encoding run in
     a worker thread so the event loop stays free."""
     env = state.env(env_name)
-    view = split_of(env, split)
     batches = iter(range(span.start, span.stop, TASK_PAGE))
 
     def next_chunk() -> bytes | None:
         for lo in batches:
-            tasks = view.task_range(lo, min(span.stop, lo + TASK_PAGE))
-            if not tasks:
-                continue
-            if env.private_fields:
-                for i, task in enumerate(tasks):
-                    state.served.record(env.name, task.get("id"), split, lo + i)
-                tasks = [env.public(t) for t in tasks]
-            return orjson.dumps(tasks)[1:-1]
+            tasks = _public_page(state, env, split, lo, min(span.stop, lo + TASK_PAGE))
+            if tasks:
+                return orjson.dumps(tasks)[1:-1]
         return None
 
     yield b'{"tasks":['
