@@ -165,7 +165,8 @@ _WORKERS = _Workers(min(32, (os.cpu_count() or 1) + 4))
 async def offload(fn: Callable[..., T], *args: Any) -> T:
     """Run ``fn(*args)`` on a daemon worker thread and await its result."""
     fut: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-    _WORKERS.submit(lambda: fn(*args), fut)
+    context = contextvars.copy_context()  # the party and limits of the caller go with the work
+    _WORKERS.submit(lambda: context.run(fn, *args), fut)
     return await fut
 
 

@@ -195,13 +195,13 @@ class SubmitTool:
         if self.user is not None:
             return RunToolSuccess(output=await self._converse(episode, answer, self.user))
         grade = await self._grade(self.grader, answer, self.context(episode, answer), episode.secrets)
-        return RunToolSuccess(output=self.output(episode, grade, answer))
+        return RunToolSuccess(output=await self._output(episode, grade, answer))
 
     async def conclude(self, episode: Episode, answer: str) -> ToolOutput:
         """Grade ``episode`` now with ``answer`` as its last message, without asking the
         simulated user for a turn (``check`` replays gold trajectories this way)."""
         grade = await self._grade(self.grader, answer, self.context(episode, answer), episode.secrets)
-        return self.output(episode, grade, answer)
+        return await self._output(episode, grade, answer)
 
     def context(self, episode: Episode, message: str | None = None, reply: str | None = None) -> Task:
         """The grading context of ``episode``: its task and, when the toolbox gives one, its
@@ -235,7 +235,7 @@ class SubmitTool:
             )
         context = self.context(episode, message, turn.text)
         grade = await self._grade(self.grader, message, context, episode.secrets)
-        output = self.output(episode, grade, message)
+        output = await self._output(episode, grade, message)
         why = (
             "The user ended the conversation." if turn.stopped else "The conversation reached its turn limit."
         )
@@ -337,6 +337,13 @@ class SubmitTool:
             if reward is not None:
                 return reward - episode.cost
         return reward
+
+    async def _output(self, episode: Episode, grade: Grade, answer: str) -> ToolOutput:
+        """:meth:`output`, off the event loop when the spec's feedback template does more than
+        show fields (its render waits for a render process)."""
+        if self.feedback is None or self.feedback.bounded:
+            return self.output(episode, grade, answer)
+        return await budget.offload(self.output, episode, grade, answer)
 
     def output(self, episode: Episode, grade: Grade, answer: str = "") -> ToolOutput:
         """Count the attempt, apply the rewards and the ungradeable policy, say what happened."""

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from envbuilder import budget
 from envbuilder.data import Task
 from envbuilder.errors import EnvbuilderError
 from envbuilder.graders._judge import api_key, chat_body
@@ -106,7 +107,11 @@ class SimulatedUser:
         """
         from envbuilder.eval._model import ChatModel, ModelError, Sampling
 
-        body = self.request(task, dialogue, message)
+        body = (
+            self.request(task, dialogue, message)
+            if self._template.bounded
+            else await budget.offload(self.request, task, dialogue, message)
+        )
         key = cache_key({"base_url": self.spec.base_url, **body})
         if self._cache is not None:
             cached = await self._cache.get(key)

@@ -71,3 +71,11 @@ def test_an_overrun_in_a_worker_is_a_timeout_for_the_caller() -> None:
             await budget.offload(slow)
 
     asyncio.run(main())
+
+
+def test_offloaded_work_runs_for_the_caller_s_party() -> None:
+    async def main() -> object:
+        with budget.party("session-1"):
+            return await budget.offload(budget.current_party)
+
+    assert asyncio.run(main()) == "session-1"

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
 
 from envbuilder.errors import TemplateError
 from envbuilder.templating import Template, render_limits
+from envbuilder.templating._isolated import render_pool
 
 
 def _render(source: str, **context: object) -> str:
@@ -190,6 +192,49 @@ def test_a_spec_sets_its_render_budget() -> None:
 )
 def test_only_templates_that_show_fields_render_untimed_on_the_loop(source: str, inline: bool) -> None:
     assert Template(source, name="prompt.template").bounded is inline
+
+
+def test_a_filter_that_holds_the_interpreter_renders_in_a_process_killed_at_its_budget() -> None:
+    # One regular-expression split over 3.8M characters: seconds inside one C call, which holds
+    # the interpreter lock and which no deadline in the server's own threads can stop.
+    with render_limits(0.3, None):
+        template = Template("{% set q = question*20 %}{{ (q~q~q~q) | wordwrap(2) }}", name="t")
+    assert not template.bounded
+    killed = render_pool().killed
+    ticks, stop = [0], threading.Event()
+
+    def tick() -> None:  # Python in another thread of the server
+        while not stop.is_set():
+            ticks[0] += 1
+            stop.wait(0.002)
+
+    ticker = threading.Thread(target=tick)
+    ticker.start()
+    try:
+        with pytest.raises(TemplateError) as info:
+            template.render({"question": "ab " * 16000})
+    finally:
+        stop.set()
+        ticker.join()
+    assert info.value.code == "template_budget"
+    assert info.value.message == "t: rendering took longer than 0.3 s and was stopped"
+    assert render_pool().killed == killed + 1  # its process was killed, not waited for
+    assert ticks[0] >= 50  # the server's interpreter stayed free while it rendered
+    assert template.render({"question": "ab"}) == "\n".join(["ab"] * 80)  # a fresh process renders
+
+
+def test_a_loop_stopped_by_its_deadline_keeps_its_render_process() -> None:
+    with render_limits(0.2, None):
+        template = Template("{% for i in range(10**5) %}{% for j in range(10**5) %}{% endfor %}{% endfor %}")
+    killed = render_pool().killed
+    with pytest.raises(TemplateError, match=r"longer than 0\.2 s"):
+        template.render({})
+    assert render_pool().killed == killed
+
+
+def test_fields_a_process_cannot_receive_render_here_under_the_deadline() -> None:
+    template = Template("{% for x in xs %}{{ x }}{% endfor %}")
+    assert template.render({"xs": [1, 2], "lock": threading.Lock()}) == "12"
 
 
 def test_a_loop_free_template_is_stopped_at_its_deadline() -> None:

@@ -15,7 +15,7 @@ math-verify's own extraction.
 every shipped environment; it is imported when a spec uses this grader, so other specs never
 pay for its import time. Its own timeouts use ``signal.alarm`` (main thread only), so they are
 off. An answer decided without SymPy (the same text, plain numbers) is graded in the server;
-any other goes to a grading process (``_pool``) that is killed at ``timeout``: one C call of
+any other goes to a grading process (``envbuilder.processes``) that is killed at ``timeout``: one C call of
 SymPy on ``9^{9^{9^{9}}}`` holds the interpreter for minutes, which no thread could interrupt.
 """
 
@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from envbuilder.graders import _pool
+from envbuilder import processes
 from envbuilder.graders._base import (
     Grade,
     Grader,
@@ -274,12 +274,12 @@ class MathGrader(Grader):
         decided = self._plain(answer, target) if len(answer) <= MAX_INLINE_CHARS else None
         try:
             if decided is None:
-                decided = await _pool.run_checked(
+                decided = await processes.run_checked(
                     check, cfg.extract, cfg.float_rounding, answer, target, timeout=cfg.timeout
                 )
-        except _pool.CheckTimeout:
+        except processes.CheckTimeout:
             return Grade.ungradeable(f"checking the answer took over {cfg.timeout:g} s", target=target)
-        except _pool.WorkerFailed as exc:
+        except processes.WorkerFailed as exc:
             return Grade.ungradeable(f"the answer could not be checked: {exc}", target=target)
         equal, extracted, why = decided
         if equal is None:

@@ -7,8 +7,8 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from envbuilder import budget
-from envbuilder.graders import _pool, _safe_regex
+from envbuilder import budget, processes
+from envbuilder.graders import _safe_regex
 from envbuilder.graders._base import (
     Grade,
     Grader,
@@ -115,7 +115,7 @@ class RegexGrader(Grader):
             if cfg.timeout <= _safe_regex.DEFAULT_TIMEOUT:
                 return slow
             try:  # a slow one: in a grading process, killed at the budget
-                matched = await _pool.run_checked(
+                matched = await processes.run_checked(
                     _safe_regex.first_match,
                     compiled.pattern,
                     compiled.flags,
@@ -123,7 +123,7 @@ class RegexGrader(Grader):
                     cfg.mode == "fullmatch",
                     timeout=cfg.timeout,
                 )
-            except (_pool.CheckTimeout, _pool.WorkerFailed):
+            except (processes.CheckTimeout, processes.WorkerFailed):
                 return slow
         if matched is None:
             return Grade.incorrect("the answer does not match the pattern", pattern=source)

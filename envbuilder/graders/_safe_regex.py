@@ -9,7 +9,7 @@ Matches pass ``concurrent=True`` (the GIL is released while the engine runs) and
 them through :func:`envbuilder.budget.offload`, so a slow match never holds the event loop.
 The engine's own timeout is only checked now and then (``timeout=5`` stops after 15-20 s), so
 a grader with a longer budget tries a short match first and, past it, runs
-:func:`first_match` in a grading process that is killed at the budget (``_pool``).
+:func:`first_match` in a grading process that is killed at the budget (``envbuilder.processes``).
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ this process may use) bounds every grader and tool together. Waiters queue per k
 session, say) and keys take turns: one session sending 32 answers at once does not make
 another session's single answer wait for all 32. Without a key, waiters share one FIFO
 queue. It is thread-safe and works across event loops (tests and tools may run several):
-a slot is handed to a waiter on the waiter's own loop.
+a slot is handed to a waiter on the waiter's own loop, or to a thread that waits in
+:meth:`Slots.hold`.
 """
 
 from __future__ import annotations
@@ -16,11 +17,11 @@ import contextlib
 import os
 import threading
 from collections import OrderedDict, deque
-from collections.abc import AsyncIterator, Hashable
+from collections.abc import AsyncIterator, Hashable, Iterator
 
 CONCURRENCY_ENV = "ENVBUILDER_SANDBOX_CONCURRENCY"
 
-_Waiter = tuple[asyncio.AbstractEventLoop, "asyncio.Future[None]"]
+_Waiter = tuple[asyncio.AbstractEventLoop, "asyncio.Future[None]"] | threading.Event
 
 
 def default_concurrency() -> int:
@@ -73,6 +74,23 @@ class Slots:
         finally:
             self._release()
 
+    @contextlib.contextmanager
+    def hold(self, key: Hashable = None) -> Iterator[None]:
+        """:meth:`slot` for a thread that may block: waits in this thread, in the same queues."""
+        with self._lock:
+            if self._free and not self._queues:
+                self._free -= 1
+                event = None
+            else:
+                event = threading.Event()
+                self._queues.setdefault(key, deque()).append(event)
+        if event is not None:
+            event.wait()
+        try:
+            yield
+        finally:
+            self._release()
+
     async def _acquire(self, key: Hashable) -> None:
         loop = asyncio.get_running_loop()
         with self._lock:
@@ -80,7 +98,7 @@ class Slots:
                 self._free -= 1
                 return
             fut: asyncio.Future[None] = loop.create_future()
-            waiter = (loop, fut)
+            waiter: _Waiter = (loop, fut)
             self._queues.setdefault(key, deque()).append(waiter)
         try:
             await fut
@@ -101,11 +119,15 @@ class Slots:
         with self._lock:
             while self._queues:
                 key, queue = next(iter(self._queues.items()))
-                loop, fut = queue.popleft()
+                waiter = queue.popleft()
                 if queue:
                     self._queues.move_to_end(key)  # the next key's turn
                 else:
                     del self._queues[key]
+                if isinstance(waiter, threading.Event):
+                    waiter.set()
+                    return
+                loop, fut = waiter
                 try:
                     loop.call_soon_threadsafe(self._hand_over, fut)
                 except RuntimeError:  # that loop is closed: its waiter is gone

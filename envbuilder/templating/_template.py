@@ -17,6 +17,7 @@ from jinja2.sandbox import SecurityError
 
 from envbuilder import budget
 from envbuilder.errors import TemplateError
+from envbuilder.templating import _isolated
 from envbuilder.templating._sandbox import (
     MAX_RENDER_CHARS,
     RENDER_SECONDS,
@@ -111,10 +112,21 @@ class Template:
         base_dir: Path | None = None,
         from_file: bool = False,
     ):
-        env = jinja_env(base_dir, *(f for f in _folders.get() if f != base_dir))
+        folders = _folders.get()
+        env = jinja_env(base_dir, *(f for f in folders if f != base_dir))
         self.name = name
         self.seconds, self.max_chars = _limits.get()
         """This template's render budget: the defaults, or its spec's ``limits:``."""
+        self.recipe: _isolated.Recipe = (
+            source,
+            from_file,
+            name,
+            None if base_dir is None else str(base_dir),
+            tuple(str(f) for f in folders),
+            self.seconds,
+            self.max_chars,
+        )
+        """What a render process needs to compile this template again (``_isolated``)."""
         try:
             if from_file:
                 self.source = env.loader.get_source(env, source)[0]  # type: ignore[union-attr]
@@ -154,11 +166,34 @@ class Template:
         )
         self.bounded: bool = next(ast.find_all(UNBOUNDED_NODES), None) is None and inline(ast)
         """It only shows fields (``_sandbox.inline``): a render is one pass over them, so it may
-        run on the event loop, untimed. Every other template renders under the deadline, and the
-        server renders it off the loop."""
+        run on the event loop, untimed. Every other template renders in a render process under
+        the deadline (``_isolated``), and the server waits for it off the loop."""
 
     def render(self, context: Mapping[str, Any]) -> str:
         """Render over ``context`` within the budgets; any failure is a :class:`TemplateError`."""
+        if not self.bounded and not _isolated.in_worker:
+            texts = _isolated.render_elsewhere(self, [context])
+            if texts is not None:
+                return texts[0]
+        return self._render_here(context)
+
+    def render_each(self, contexts: Iterable[Mapping[str, Any]]) -> list[str]:
+        """:meth:`render` over each of ``contexts``, a batch at a time for a template that renders
+        in a render process (so many small renders do not cost a round trip each)."""
+        if self.bounded or _isolated.in_worker:
+            return [self._render_here(c) for c in contexts]
+        out: list[str] = []
+        batch: list[Mapping[str, Any]] = []
+        for context in (*contexts, None):
+            if context is not None:
+                batch.append(context)
+            if batch and (context is None or len(batch) == _isolated.BATCH):
+                texts = _isolated.render_elsewhere(self, batch)
+                out.extend(texts if texts is not None else [self._render_here(c) for c in batch])
+                batch = []
+        return out
+
+    def _render_here(self, context: Mapping[str, Any]) -> str:
         outer = getattr(render_budget, "left", None)
         if outer is None:
             render_budget.left = render_budget.limit = self.max_chars

@@ -98,19 +98,17 @@ class RetrieveTool(Tool):
         if self.config.split is not None:
             hits = await asyncio.to_thread(self._search_split, query, k)
         else:
-            passages = self._task_passages(call.task)
-            hits = await asyncio.to_thread(lambda: _index_of(passages).search(query, k))
+            hits = await asyncio.to_thread(lambda: _index_of(self._task_passages(call.task)).search(query, k))
         if not hits:
             raise ToolError(f"no passage matches {query!r}")
         text = self.config.separator.join(f"[{rank}] {passage}" for rank, passage in enumerate(hits, 1))
         return ToolReply.text(text)
 
-    def _passage(self, item: Any) -> str:
+    def _passages(self, items: Sequence[Any]) -> tuple[str, ...]:
         if self._text is not None:
-            return self._text.render(item if isinstance(item, dict) else {"passage": item}).strip()
-        if isinstance(item, dict):
-            return str(item.get("text", ""))
-        return str(item)
+            contexts = [item if isinstance(item, dict) else {"passage": item} for item in items]
+            return tuple(text.strip() for text in self._text.render_each(contexts))
+        return tuple(str(item.get("text", "")) if isinstance(item, dict) else str(item) for item in items)
 
     def _task_passages(self, task: dict[str, Any]) -> tuple[str, ...]:
         assert self.config.field is not None
@@ -120,7 +118,7 @@ class RetrieveTool(Tool):
                 f"this task has no passages to search (field {self.config.field!r} is not a list)"
             )
         try:
-            return tuple(self._passage(item) for item in value[:MAX_CORPUS])
+            return self._passages(value[:MAX_CORPUS])
         except EnvbuilderError as exc:
             raise ToolError(exc.message) from None
 
@@ -130,7 +128,7 @@ class RetrieveTool(Tool):
                 assert self.config.split is not None
                 view = self.context.splits[self.config.split]
                 rows = view.task_range(0, min(len(view), MAX_CORPUS))
-                self._split_index = _Index(tuple(self._passage(row) for row in rows))
+                self._split_index = _Index(self._passages(rows))
         return self._split_index.search(query, k)
 
 

@@ -60,10 +60,10 @@ async def test_a_long_timeout_is_honoured_by_killing_the_match() -> None:
     short try, the match runs in a grading process killed at the budget."""
     import asyncio
 
-    from envbuilder.graders._pool import shared_pool
+    from envbuilder.processes import grading_pool
 
     g = make({"type": "regex", "pattern": r"^(a|aa)+$", "mode": "fullmatch", "timeout": 4})
-    killed = shared_pool().killed
+    killed = grading_pool().killed
     graded = asyncio.ensure_future(grade(g, "a" * 60 + "!", {}))
     reference = asyncio.ensure_future(asyncio.sleep(14))  # well under the old ~16 s
     done, _ = await asyncio.wait({graded, reference}, return_when=asyncio.FIRST_COMPLETED)
@@ -71,6 +71,6 @@ async def test_a_long_timeout_is_honoured_by_killing_the_match() -> None:
     assert graded in done
     result = graded.result()
     assert result.outcome is Outcome.UNGRADEABLE and "took too long" in result.reason
-    assert shared_pool().killed == killed + 1
+    assert grading_pool().killed == killed + 1
     # An ordinary answer stays in the server (no process) and is graded as before.
     assert (await grade(g, "aaaa", {})).outcome is Outcome.CORRECT

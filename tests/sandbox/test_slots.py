@@ -72,6 +72,33 @@ def test_loops_in_other_threads_share_the_bound() -> None:
     assert peak[0] == 2 and slots.in_use == 0
 
 
+def test_threads_that_block_queue_with_the_loops_and_keys_take_turns() -> None:
+    slots = Slots(1)
+    order: list[str] = []
+
+    def run(key: str, tag: str) -> None:
+        with slots.hold(key):
+            order.append(tag)
+
+    async def holder() -> None:
+        async with slots.slot("a"):
+            threads = [threading.Thread(target=run, args=("a", f"a{i}")) for i in range(3)]
+            for t in threads:
+                t.start()
+            while slots.waiting < 3:
+                await asyncio.sleep(0.005)
+            threads.append(threading.Thread(target=run, args=("b", "b0")))
+            threads[-1].start()
+            while slots.waiting < 4:
+                await asyncio.sleep(0.005)
+        for t in threads:
+            await asyncio.to_thread(t.join)
+
+    asyncio.run(holder())
+    assert order[:2] == ["a0", "b0"] and sorted(order) == ["a0", "a1", "a2", "b0"]
+    assert slots.in_use == 0 and slots.waiting == 0
+
+
 def test_default_concurrency(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(CONCURRENCY_ENV, "3")
     assert default_concurrency() == 3

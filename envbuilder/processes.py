@@ -1,22 +1,27 @@
-"""CPU-bound grading in worker processes that are killed and replaced when their deadline passes.
+"""Work an agent or a spec controls, run in worker processes that are killed and replaced when
+their deadline passes.
 
 A symbolic check (SymPy) on an agent's answer can run for minutes inside one C call that holds
-the interpreter lock (``9^{9^{9^{9}}}`` is one big-integer power): no thread, watchdog or
+the interpreter lock (``9^{9^{9^{9}}}`` is one big-integer power), and so can a template's
+``wordwrap`` over a long row (one regular-expression split): no thread, watchdog or
 ``wait_for`` can stop it, and while it runs the server answers nothing, not even SIGTERM. So
 that work runs here, in separate processes:
 
-- :func:`run_checked` sends a picklable module-level function and its arguments to an idle
-  worker and waits off the event loop; past ``timeout`` the worker is killed (SIGKILL) and a
-  fresh one is started in its place, and the caller gets :class:`CheckTimeout`.
+- :meth:`ProcessPool.run` (awaited on the event loop) and :meth:`ProcessPool.call` (from a
+  worker thread) send a picklable module-level function and its arguments to an idle worker;
+  past ``timeout`` the worker is killed (SIGKILL) and a fresh one is started in its place, and
+  the caller gets :class:`CheckTimeout`.
 - Workers are taken through a fair :class:`~envbuilder.sandbox.Slots` queue keyed by
-  :func:`envbuilder.budget.current_party` (the session): one session's expensive answers wait
-  behind each other, never in front of another session's; each session holds at most one
-  worker at a time.
+  :func:`envbuilder.budget.current_party` (the session): one session's expensive work waits
+  behind its own, never in front of another session's; each session holds at most one worker
+  of a pool at a time.
 - A worker dies with the server: it asks the kernel for SIGKILL when the thread that started
   it ends (``PR_SET_PDEATHSIG``; the spawning thread lives as long as the process), and it
   runs under an address-space limit so an answer cannot take the host's memory.
 
-Size: ``$ENVBUILDER_GRADING_PROCESSES``, default the cores this process may use (at least 2).
+Two pools use this: grading (:func:`grading_pool`, size ``$ENVBUILDER_GRADING_PROCESSES``,
+default the cores this process may use, at least 2) and rendering
+(``envbuilder.templating``'s templates that do more than show fields).
 """
 
 from __future__ import annotations
@@ -38,10 +43,9 @@ from concurrent.futures import Future
 from typing import Any, TypeVar
 
 from envbuilder import budget
-from envbuilder.sandbox import Slots
-from envbuilder.sandbox._slots import count_setting
+from envbuilder.sandbox._slots import Slots, count_setting
 
-__all__ = ["CheckTimeout", "GradingPool", "WorkerFailed", "run_checked", "shared_pool"]
+__all__ = ["CheckTimeout", "ProcessPool", "WorkerFailed", "grading_pool", "run_checked"]
 
 T = TypeVar("T")
 
@@ -114,8 +118,8 @@ def _death(proc: subprocess.Popen[bytes]) -> str:
         proc.wait(1)
     code = proc.returncode
     if code is not None and code < 0:
-        return f"the grading process was killed by signal {-code} (out of memory?)"
-    return f"the grading process exited (status {code})"
+        return f"the worker process was killed by signal {-code} (out of memory?)"
+    return f"the worker process exited (status {code})"
 
 
 class _Spawner:
@@ -133,7 +137,7 @@ class _Spawner:
         with self._lock:
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(
-                    target=self._run, name="envbuilder-grading-spawner", daemon=True
+                    target=self._run, name="envbuilder-process-spawner", daemon=True
                 )
                 self._thread.start()
         self._jobs.put(fut)
@@ -143,7 +147,7 @@ class _Spawner:
         while True:
             fut = self._jobs.get()
             try:
-                code = f"from envbuilder.graders._pool import serve; serve({fut.memory_limit})"  # type: ignore[attr-defined]
+                code = f"from envbuilder.processes import serve; serve({fut.memory_limit})"  # type: ignore[attr-defined]
                 proc = subprocess.Popen(
                     [sys.executable, "-c", code],
                     stdin=subprocess.PIPE,
@@ -153,7 +157,7 @@ class _Spawner:
                     close_fds=True,
                 )
             except OSError as exc:
-                fut.set_exception(WorkerFailed(f"the grading process could not start: {exc}"))
+                fut.set_exception(WorkerFailed(f"the worker process could not start: {exc}"))
             else:
                 fut.set_result(proc)
 
@@ -161,7 +165,7 @@ class _Spawner:
 _SPAWNER = _Spawner()
 
 
-class GradingPool:
+class ProcessPool:
     """``size`` worker processes, taken fairly by party, each call under a hard deadline."""
 
     def __init__(self, size: int, *, memory_limit: int = MEMORY_LIMIT):
@@ -191,6 +195,12 @@ class GradingPool:
                 cancelled.set()  # the worker is killed at its next look, then the slot freed
                 raise
 
+    def call(self, fn: Callable[..., T], *args: Any, timeout: float) -> T:
+        """:meth:`run` for a thread that may block (a render on a worker thread): waits for its
+        turn and for the result in this thread. Raises as :meth:`run` does."""
+        with self._slots.hold(budget.current_party()):
+            return self._call(fn, args, timeout, None)
+
     def _take(self) -> _Worker:
         with self._lock:
             if self._idle:
@@ -202,7 +212,7 @@ class GradingPool:
         return worker
 
     def _call(
-        self, fn: Callable[..., T], args: tuple[Any, ...], timeout: float, cancelled: threading.Event
+        self, fn: Callable[..., T], args: tuple[Any, ...], timeout: float, cancelled: threading.Event | None
     ) -> T:
         worker = self._take()
         module = getattr(fn, "__module__", None)
@@ -222,7 +232,7 @@ class GradingPool:
             self._discard(worker)
             if isinstance(exc, WorkerFailed):
                 raise
-            raise WorkerFailed(f"the grading process failed: {type(exc).__name__}") from None
+            raise WorkerFailed(f"the worker process failed: {type(exc).__name__}") from None
         except BaseException:
             with self._lock:
                 self._idle.append(worker)  # fn raised: the worker itself is fine
@@ -281,7 +291,7 @@ async def _in_thread(fn: Callable[..., T], *args: Any) -> T:
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(settle, result, None)
 
-    threading.Thread(target=work, name="envbuilder-grading-call", daemon=True).start()
+    threading.Thread(target=work, name="envbuilder-process-call", daemon=True).start()
     return await fut
 
 
@@ -290,23 +300,23 @@ def default_size() -> int:
     return count_setting(PROCESSES_ENV, at_least=2)
 
 
-_shared: GradingPool | None = None
+_shared: ProcessPool | None = None
 _shared_lock = threading.Lock()
 
 
-def shared_pool() -> GradingPool:
+def grading_pool() -> ProcessPool:
     """The process-wide pool every grader's CPU-bound work goes through."""
     global _shared
     with _shared_lock:
         if _shared is None:
-            _shared = GradingPool(default_size())
+            _shared = ProcessPool(default_size())
             atexit.register(_shared.close)
         return _shared
 
 
 async def run_checked(fn: Callable[..., T], *args: Any, timeout: float) -> T:
-    """``fn(*args)`` in the shared pool under a hard deadline (see :meth:`GradingPool.run`)."""
-    return await shared_pool().run(fn, *args, timeout=timeout)
+    """``fn(*args)`` in the grading pool under a hard deadline (see :meth:`ProcessPool.run`)."""
+    return await grading_pool().run(fn, *args, timeout=timeout)
 
 
 # -- the worker's side ----------------------------------------------------------------------------
@@ -354,4 +364,4 @@ def _error(exc: Exception) -> bytes:
     try:
         return pickle.dumps(("error", exc), protocol=pickle.HIGHEST_PROTOCOL)
     except Exception:
-        return pickle.dumps(("error", RuntimeError(f"{type(exc).__name__} in the grading process")))
+        return pickle.dumps(("error", RuntimeError(f"{type(exc).__name__} in the worker process")))

@@ -1,4 +1,4 @@
-"""The grading processes: a check past its deadline is killed and replaced, errors come back
+"""The worker processes: a check past its deadline is killed and replaced, errors come back
 as they were raised, a dead worker is an error (never a hang), and parties take turns."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from envbuilder import budget
-from envbuilder.graders._pool import CheckTimeout, GradingPool, WorkerFailed
+from envbuilder.processes import CheckTimeout, ProcessPool, WorkerFailed
 
 
 def spin(seconds: float) -> str:
@@ -39,14 +39,14 @@ def hog() -> int:
 
 
 @pytest.fixture
-def pool() -> Iterator[GradingPool]:
-    pool = GradingPool(2)
+def pool() -> Iterator[ProcessPool]:
+    pool = ProcessPool(2)
     yield pool
     pool.close()
 
 
 @pytest.mark.asyncio
-async def test_a_check_past_its_deadline_is_killed_and_replaced(pool: GradingPool) -> None:
+async def test_a_check_past_its_deadline_is_killed_and_replaced(pool: ProcessPool) -> None:
     first = await pool.run(pid, timeout=30)
     with pytest.raises(CheckTimeout):
         await pool.run(spin, 1000.0, timeout=1)
@@ -57,7 +57,7 @@ async def test_a_check_past_its_deadline_is_killed_and_replaced(pool: GradingPoo
 
 
 @pytest.mark.asyncio
-async def test_the_loop_keeps_running_while_a_check_holds_its_worker(pool: GradingPool) -> None:
+async def test_the_loop_keeps_running_while_a_check_holds_its_worker(pool: ProcessPool) -> None:
     ticks = 0
 
     async def tick() -> None:
@@ -76,7 +76,7 @@ async def test_the_loop_keeps_running_while_a_check_holds_its_worker(pool: Gradi
 
 
 @pytest.mark.asyncio
-async def test_errors_come_back_and_the_worker_is_kept(pool: GradingPool) -> None:
+async def test_errors_come_back_and_the_worker_is_kept(pool: ProcessPool) -> None:
     before = await pool.run(pid, timeout=30)
     with pytest.raises(ValueError, match="bad answer"):
         await pool.run(fail, "bad answer", timeout=30)
@@ -84,7 +84,7 @@ async def test_errors_come_back_and_the_worker_is_kept(pool: GradingPool) -> Non
 
 
 @pytest.mark.asyncio
-async def test_a_worker_that_dies_is_an_error_then_replaced(pool: GradingPool) -> None:
+async def test_a_worker_that_dies_is_an_error_then_replaced(pool: ProcessPool) -> None:
     with pytest.raises(WorkerFailed, match="exited"):
         await pool.run(die, timeout=30)
     with pytest.raises((WorkerFailed, MemoryError)):
@@ -94,7 +94,7 @@ async def test_a_worker_that_dies_is_an_error_then_replaced(pool: GradingPool) -
 
 @pytest.mark.asyncio
 async def test_parties_take_turns() -> None:
-    pool = GradingPool(1)
+    pool = ProcessPool(1)
     order: list[str] = []
 
     async def run(party: str, seconds: float) -> None:
@@ -114,7 +114,7 @@ async def test_parties_take_turns() -> None:
 
 
 @pytest.mark.asyncio
-async def test_close_kills_every_worker(pool: GradingPool) -> None:
+async def test_close_kills_every_worker(pool: ProcessPool) -> None:
     await asyncio.gather(pool.run(spin, 0.2, timeout=30), pool.run(spin, 0.2, timeout=30))
     pids = pool.processes
     assert len(pids) == 2

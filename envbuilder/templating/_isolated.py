@@ -1,0 +1,129 @@
+"""Templates that do more than show fields render in worker processes, killed at their budget.
+
+A template's loop is stopped inside its own thread by the render deadline, but one filter over
+a long row (``wordwrap`` is one regular-expression split, ``q ~ q`` one copy) is a single C call
+that holds the interpreter lock for seconds: every other request waits, ``/health`` included.
+So :meth:`~envbuilder.templating.Template.render` sends such a template (its recipe: source,
+folders and budgets, never a compiled object) and the fields it reads to a worker of
+:func:`render_pool` (:mod:`envbuilder.processes`). The worker compiles the recipe once, renders
+under the same deadline and character budget as in the server, and answers with the text or
+the error; past the budget plus :data:`GRACE` the worker is killed and replaced. Templates that
+only show fields (``Template.bounded``) never leave the server: they are one pass over the row.
+
+Size: ``$ENVBUILDER_RENDER_PROCESSES``, default the cores this process may use (at least 2).
+"""
+
+from __future__ import annotations
+
+import atexit
+import pickle
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from envbuilder.errors import TemplateError
+from envbuilder.processes import CheckTimeout, ProcessPool, WorkerFailed
+from envbuilder.sandbox._slots import count_setting
+
+if TYPE_CHECKING:
+    from envbuilder.templating._template import Template
+
+__all__ = ["BATCH", "GRACE", "PROCESSES_ENV", "Recipe", "render_elsewhere", "render_pool"]
+
+PROCESSES_ENV = "ENVBUILDER_RENDER_PROCESSES"
+GRACE = 0.5
+"""Seconds past a template's render budget before its worker is killed: a loop is stopped by the
+worker's own deadline and keeps the worker; only a C call that ignores it costs a process."""
+BATCH = 64
+"""Contexts sent to a worker in one call by :meth:`~envbuilder.templating.Template.render_each`
+(a search tool's passages): one round trip for many small renders, still under one deadline."""
+_CACHED = 256
+"""Compiled templates a worker keeps (a spec has a handful; client-sent ones come and go)."""
+
+Recipe = tuple[str, bool, str, str | None, tuple[str, ...], float, int]
+"""What a worker needs to compile a template: source or file name, whether it is a file, its
+name, the spec's folder, the extra template folders, seconds and characters of budget."""
+
+in_worker = False
+"""True inside a render worker, where templates render in the worker's own thread."""
+
+_pool: ProcessPool | None = None
+_pool_lock = threading.Lock()
+
+
+def render_pool() -> ProcessPool:
+    """The process-wide pool of render workers."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ProcessPool(count_setting(PROCESSES_ENV, at_least=2))
+            atexit.register(_pool.close)
+        return _pool
+
+
+def render_elsewhere(template: Template, contexts: Sequence[Mapping[str, Any]]) -> list[str] | None:
+    """``template`` rendered over each of ``contexts`` (at most :data:`BATCH`) by a render
+    worker, within one render's budget in all; None when a context cannot be sent to another
+    process (the caller renders it here, under the deadline).
+
+    Raises:
+        TemplateError: a render failed, ran past the budget, or its worker died.
+    """
+    try:
+        reply = render_pool().call(
+            _render, template.recipe, [dict(c) for c in contexts], timeout=template.seconds + GRACE
+        )
+    except CheckTimeout:
+        raise TemplateError(
+            f"{template.name}: rendering took longer than {template.seconds:g} s and was stopped",
+            hint="One filter over a long field runs too long; show the task's fields "
+            "(or raise `limits.render_seconds` in the spec)",
+            code="template_budget",
+        ) from None
+    except WorkerFailed as exc:
+        message = (
+            f"{template.name}: the render stopped: {str(exc).replace('worker process', 'render process')}"
+        )
+        raise TemplateError(message, code="template_budget") from None
+    except (pickle.PicklingError, TypeError, AttributeError):
+        return None  # a field the pickle cannot carry (an open handle, a lambda)
+    kind, *rest = reply
+    if kind == "ok":
+        texts: list[str] = rest[0]
+        return texts
+    message, hint, code = rest
+    raise TemplateError(message, hint=hint, code=code)
+
+
+# -- the worker's side ----------------------------------------------------------------------------
+
+_compiled: OrderedDict[Recipe, Template] = OrderedDict()
+
+
+def _render(recipe: Recipe, contexts: list[dict[str, Any]]) -> tuple[Any, ...]:
+    """Run in a worker: compile ``recipe`` (once) and render it over each context; the texts or
+    the first error's parts."""
+    global in_worker
+    in_worker = True
+    try:
+        template = _compiled.get(recipe)
+        if template is None:
+            template = _compile(recipe)
+            _compiled[recipe] = template
+            if len(_compiled) > _CACHED:
+                _compiled.popitem(last=False)
+        else:
+            _compiled.move_to_end(recipe)
+        return ("ok", [template.render(context) for context in contexts])
+    except TemplateError as exc:
+        return ("error", exc.message, exc.hint, exc.code)
+
+
+def _compile(recipe: Recipe) -> Template:
+    from envbuilder.templating._template import Template, render_limits, template_folders
+
+    source, from_file, name, base_dir, folders, seconds, chars = recipe
+    with template_folders(Path(f) for f in folders), render_limits(seconds, chars):
+        return Template(source, name=name, base_dir=Path(base_dir) if base_dir else None, from_file=from_file)
