@@ -14,8 +14,8 @@ from pydantic import Field as PydanticField
 from envbuilder import budget
 from envbuilder.data import Task
 from envbuilder.dialogue import Dialogue
-from envbuilder.errors import EnvbuilderError
-from envbuilder.graders import TRAJECTORY, Grade, Grader, Outcome, Trajectory
+from envbuilder.errors import EnvbuilderError, TemplateError
+from envbuilder.graders import TRAJECTORY, Grade, Grader, Outcome, Trajectory, grade_off_loop
 from envbuilder.protocol import RunToolError, RunToolSuccess, TextBlock, ToolOutput, ToolSpec
 from envbuilder.simulated_user import SimulatedUser, UserUnavailable
 from envbuilder.spec import SubmitSpec
@@ -252,7 +252,10 @@ class SubmitTool:
 
     async def _grade(self, grader: Grader, answer: str, task: Task, secrets: dict[str, str]) -> Grade:
         try:
-            grade = await grader.grade(answer, task, secrets)
+            grade = await grade_off_loop(grader, answer, task, secrets)
+        except TemplateError as exc:  # a target that cannot render on this task (its budget)
+            log.warning("grader %s: %s", grader.type_name, exc.message)
+            grade = Grade.ungradeable(f"the grader's template failed: {exc.message}")
         except Exception as exc:  # a grader bug must not crash the server, nor score 0
             log.exception("grader %s failed", grader.type_name)
             grade = Grade.ungradeable(f"the grader failed: {type(exc).__name__}")

@@ -8,6 +8,7 @@ from envbuilder.graders._base import (
     GraderContext,
     Outcome,
     build_grader,
+    grade_off_loop,
     graders,
 )
 from envbuilder.graders._trajectory import TRAJECTORY, Trajectory
@@ -22,5 +23,6 @@ __all__ = [
     "Outcome",
     "Trajectory",
     "build_grader",
+    "grade_off_loop",
     "graders",
 ]

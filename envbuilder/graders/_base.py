@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import abc
+import contextvars
 import enum
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from envbuilder import budget
 from envbuilder.data import Task
-from envbuilder.errors import GraderError
+from envbuilder.errors import GraderError, TemplateError
 from envbuilder.plugins import ConfigModel, Plugin, Registry
 from envbuilder.templating import Template
 
@@ -73,7 +75,12 @@ def render_target(template: Template, task: Task, *, allow_empty: bool = False) 
     Raises:
         MissingTarget: the rendering is empty, or shows ``None`` from a null field.
     """
-    text = template.render(task)
+    done = _rendered.get()
+    text = done.get((id(template), id(task))) if done is not None else None
+    if isinstance(text, TemplateError):
+        raise text
+    if text is None:
+        text = template.render(task)
     nulls = sorted(name for name in template.variables if name in task and task[name] is None)
     if nulls and "None" in text:
         fields = ", ".join(f"`{n}`" for n in nulls)
@@ -81,6 +88,35 @@ def render_target(template: Template, task: Task, *, allow_empty: bool = False) 
     if not text.strip() and not allow_empty:
         raise MissingTarget(f"the task has no target: {template.name} renders empty")
     return text
+
+
+_rendered: contextvars.ContextVar[dict[tuple[int, int], str | TemplateError] | None] = contextvars.ContextVar(
+    "envbuilder_rendered_targets", default=None
+)
+
+
+async def grade_off_loop(grader: Grader, answer: str, task: Task, secrets: dict[str, str]) -> Grade:
+    """``grader.grade``, with the target templates that do more than show fields (they render in
+    a render process, for up to their budget) rendered over ``task`` on a worker thread first,
+    so the grade itself never waits for a render on the event loop."""
+    slow = grader.slow_targets()
+    if not slow:
+        return await grader.grade(answer, task, secrets)
+    token = _rendered.set(await budget.offload(_render_each, slow, task))
+    try:
+        return await grader.grade(answer, task, secrets)
+    finally:
+        _rendered.reset(token)
+
+
+def _render_each(templates: list[Template], task: Task) -> dict[tuple[int, int], str | TemplateError]:
+    out: dict[tuple[int, int], str | TemplateError] = {}
+    for template in templates:
+        try:
+            out[id(template), id(task)] = template.render(task)
+        except TemplateError as exc:
+            out[id(template), id(task)] = exc
+    return out
 
 
 def why_target_missing(templates: list[Template], task: Task, *, allow_empty: bool = False) -> str | None:
@@ -143,6 +179,15 @@ class Grader(Plugin, abc.ABC):
         for child in getattr(self, "children", ()):
             out.extend(child.walk())
         return out
+
+    def target_templates(self) -> list[Template]:
+        """The templates this grader renders over the task alone with :func:`render_target`."""
+        return []
+
+    def slow_targets(self) -> list[Template]:
+        """The target templates of this grader and those inside it that do more than show
+        fields (:func:`grade_off_loop` renders them off the event loop)."""
+        return [t for g in self.walk() for t in g.target_templates() if not t.bounded]
 
     def target(self, task: Task) -> Any:
         """The expected answer for ``task``, for previews and self-checks (None if unknown)."""

@@ -96,6 +96,9 @@ class ChoiceGrader(Grader):
             return None
         return string.ascii_uppercase[index] if 0 <= index < count else None
 
+    def target_templates(self) -> list[Template]:
+        return [self._target]
+
     def target(self, task: Task) -> str | None:
         try:
             text = render_target(self._target, task)

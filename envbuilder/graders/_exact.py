@@ -107,6 +107,9 @@ class ExactMatchGrader(Grader):
     def fields(self) -> frozenset[str]:
         return frozenset().union(*(t.variables for t in self._targets))
 
+    def target_templates(self) -> list[Template]:
+        return list(self._targets)
+
     def target(self, task: Task) -> str | list[str] | None:
         values = self._target_values(task)
         if not values:

@@ -27,6 +27,7 @@ from envbuilder.graders._base import (
     GraderContext,
     Outcome,
     Task,
+    render_target,
     why_target_missing,
 )
 from envbuilder.graders._judge_cache import JudgeCache, cache_key, open_cache
@@ -206,10 +207,13 @@ class LLMJudgeGrader(Grader):
         task_templates = [t for t in (self._question, self._reference) if t is not None]
         return own.union(*(t.variables for t in task_templates))
 
+    def target_templates(self) -> list[Template]:
+        return [] if self._reference is None else [self._reference]
+
     def target(self, task: Task) -> str | None:
         if self._reference is None or self.missing_target(task) is not None:
             return None
-        return self._reference.render(task).strip()
+        return render_target(self._reference, task, allow_empty=True).strip()
 
     def missing_target(self, task: Task) -> str | None:
         # A judge needs no reference (an empty one is fine), but a null field is not "None".

@@ -120,6 +120,9 @@ class MathGrader(Grader):
     def fields(self) -> frozenset[str]:
         return self._target.variables
 
+    def target_templates(self) -> list[Template]:
+        return [self._target]
+
     def target(self, task: Task) -> str | None:
         try:
             return render_target(self._target, task).strip()

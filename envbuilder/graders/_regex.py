@@ -84,6 +84,9 @@ class RegexGrader(Grader):
             out.append(literal)
         return "".join(out)
 
+    def target_templates(self) -> list[Template]:
+        return list(self._values)
+
     def target(self, task: Task) -> str | None:
         try:
             return self.pattern(task)

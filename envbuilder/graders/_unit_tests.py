@@ -183,7 +183,7 @@ class UnitTestsGrader(Grader):
         cases = task.get(self.config.cases)
         if not isinstance(cases, list | tuple):
             raise TemplateError(f"grader.cases: the task field {self.config.cases!r} is not a list")
-        return [self._program.render({**context, "case": case}) for case in cases]
+        return self._program.render_each([{**context, "case": case} for case in cases])
 
     async def _run(self, program: str, key: object) -> RunResult:
         cfg = self.config
@@ -194,7 +194,12 @@ class UnitTestsGrader(Grader):
     async def _run_harness(self, program: str, task: Task) -> Grade:
         """One run of the Python harness; passes only when it printed the nonce."""
         context = {**task, "task": task}
-        parts = {key: template.render(context) for key, template in self._harness.items()}
+
+        def render() -> dict[str, str]:
+            return {key: template.render(context) for key, template in self._harness.items()}
+
+        slow = any(not t.bounded for t in self._harness.values())
+        parts = await budget.offload(render) if slow else render()
         nonce = secrets.token_hex(16)
         files = {
             "main.py": resources.files(__package__).joinpath("_harness_main.py").read_bytes(),
@@ -239,7 +244,11 @@ class UnitTestsGrader(Grader):
         if code is None:
             return Grade.ungradeable(f"no code block ({', '.join(cfg.languages)}) was found in the answer")
         try:
-            programs = self.programs(code, task)
+            programs = (
+                self.programs(code, task)
+                if self._program.bounded
+                else await budget.offload(self.programs, code, task)
+            )
         except TemplateError as exc:
             return Grade.ungradeable(f"the program could not be built: {exc}")
         if not programs:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
@@ -115,7 +116,9 @@ class State:
             if settings.store == "memory"
             else RedisStore(settings.store, settings.session_timeout, settings.call_linger)
         )
-        self.locks: dict[str, asyncio.Lock] = {}
+        self.locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+        """Each session's call lock, while a call holds or awaits it (a session that expires
+        instead of being deleted leaves nothing behind)."""
         self.served = ServedTasks()
         per_client = settings.max_sessions_per_client
         self.caps = Caps(settings.max_sessions, per_client or fair_share(settings.max_sessions))
@@ -197,6 +200,4 @@ class State:
         for session in expired:  # (a shared store's sessions expire in the store, unseen here)
             if session.episode.tool_state:
                 self._end_session(self.envs[session.env], session.episode)
-        # A session's lock only matters while a call holds it.
-        self.locks = {sid: lock for sid, lock in self.locks.items() if lock.locked()}
         self.calls.evict()

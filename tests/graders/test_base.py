@@ -1,0 +1,48 @@
+"""What every grader shares: targets that can be slow to render are rendered off the loop."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from envbuilder.errors import TemplateError
+from envbuilder.graders import GraderContext, Outcome, build_grader, grade_off_loop
+from envbuilder.graders._exact import ExactMatchConfig
+from envbuilder.templating import render_limits
+
+SLOW = "{% set q = question*20 %}{{ answer if q | wordwrap(2) else '' }}"  # one long C call
+
+
+def _grader(target: str):  # type: ignore[no-untyped-def]
+    with render_limits(0.3, None):
+        return build_grader(ExactMatchConfig(type="exact_match", target=target), GraderContext())
+
+
+async def test_a_slow_target_renders_off_the_loop_and_the_grade_is_the_same() -> None:
+    grader = _grader(SLOW)
+    assert [t.name for t in grader.slow_targets()] == ["grader.target[0]"]
+    task = {"question": "ab", "answer": "7"}
+    assert (await grade_off_loop(grader, "7", task, {})).outcome is Outcome.CORRECT
+    assert (await grade_off_loop(grader, "8", task, {})).outcome is Outcome.INCORRECT
+
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0.005)
+
+    ticker = asyncio.create_task(tick())
+    await asyncio.sleep(0)
+    with pytest.raises(TemplateError) as info:  # the episode makes it ungradeable, with the reason
+        await grade_off_loop(grader, "7", {"question": "ab " * 16000, "answer": "7"}, {})
+    ticker.cancel()
+    # The render ran past its budget in a render process; the loop kept running meanwhile.
+    assert info.value.code == "template_budget"
+    assert ticks >= 20
+
+
+def test_targets_that_show_fields_stay_on_the_loop() -> None:
+    assert _grader("{{ answer.split('####')[-1] }}").slow_targets() == []
