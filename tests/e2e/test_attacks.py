@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -56,7 +58,21 @@ def _episode(client: httpx.Client, answer: str, index: int = 0, key: str | None 
 
 
 @contextlib.contextmanager
-def _math_server(*extra: str, processes: int = 2) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+def _math_server(
+    *extra: str, processes: int = 2, check_seconds: float | None = None
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """``envbuilder serve`` of math500 (its grader's ``timeout`` set to ``check_seconds``)."""
+    spec = ENVS / "math500.yaml"
+    if check_seconds is not None:
+        folder = Path(tempfile.mkdtemp(prefix="eb-math500-"))
+        text = spec.read_text().replace("data/", f"{ENVS}/data/")
+        text = text.replace(
+            '  target: "{{ answer }}"\n', f'  target: "{{{{ answer }}}}"\n  timeout: {check_seconds}\n'
+        )
+        assert f"timeout: {check_seconds}" in text
+        spec = folder / "math500.yaml"
+        spec.write_text(text)
+        extra = (*extra, "--data-root", str(ENVS / "data"))
     port = free_port()
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "ENVBUILDER_GRADING_PROCESSES": str(processes)}
     proc = subprocess.Popen(
@@ -65,7 +81,7 @@ def _math_server(*extra: str, processes: int = 2) -> Iterator[tuple[str, subproc
             "-m",
             "envbuilder",
             "serve",
-            str(ENVS / "math500.yaml"),
+            str(spec),
             "--port",
             str(port),
             *extra,
@@ -83,6 +99,8 @@ def _math_server(*extra: str, processes: int = 2) -> Iterator[tuple[str, subproc
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(10)
+        if spec.parent != ENVS:
+            shutil.rmtree(spec.parent, ignore_errors=True)
 
 
 def _children(pid: int) -> list[int]:
@@ -105,7 +123,9 @@ def _alive(pid: int) -> bool:
 
 
 def test_a_freezing_answer_neither_freezes_the_server_nor_holds_sigterm() -> None:
-    with _math_server("--graceful-timeout", "2") as (url, proc):
+    # The freezing check runs to its deadline (a minute here): the honest answer, sent a second
+    # after it, must be graded while it still runs, however slow the machine.
+    with _math_server("--graceful-timeout", "2", check_seconds=60) as (url, proc):
         done = threading.Event()
         hostile: list[dict[str, Any]] = []
 
