@@ -7,12 +7,16 @@ takes a request it can answer exactly as the FastAPI route would, and otherwise 
 request (with its buffered body) to FastAPI.
 
 Everything both doors share happens here first, for every request: the API key, the bounded
-body read (413 without reading a body declared too large), and the one answer to an
+body read (413 once a body passes the limit: a body up to four times the limit is read and dropped
+first, so its client reads the 413 rather than a reset connection; a larger one is not read at
+all), and the one answer to an
 unexpected error (:func:`_ops.internal_error`, with ``Connection: close``).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -35,7 +39,11 @@ class _Fallback(Exception):
 
 
 class _TooLarge(Exception):
-    """The body is larger than the server takes."""
+    """The body is larger than the server takes; ``read``: the bytes of it read so far."""
+
+    def __init__(self, read: int):
+        super().__init__(read)
+        self.read = read
 
 
 class FastFront:
@@ -125,8 +133,9 @@ class FastFront:
         if method != "GET" and method != "HEAD":
             try:
                 body = await _read_body(headers, receive, self.state.settings.max_body_bytes)
-            except _TooLarge:
+            except _TooLarge as exc:
                 limit = self.state.settings.max_body_bytes
+                await _drain(receive, exc.read, headers, limit)
                 reply = _ops.error_reply(413, f"the request body is larger than {limit:,} bytes")
                 return await _answer(send, reply, _ops.CLOSE)
             except _Disconnected:
@@ -257,7 +266,7 @@ async def _read_body(headers: dict[bytes, bytes], receive: Any, limit: int) -> b
     """The whole body, or _TooLarge as soon as it (or its declared length) passes ``limit``."""
     declared = headers.get(b"content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise _TooLarge
+        raise _TooLarge(0)
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -267,10 +276,32 @@ async def _read_body(headers: dict[bytes, bytes], receive: Any, limit: int) -> b
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > limit:
-            raise _TooLarge
+            raise _TooLarge(size)
         chunks.append(chunk)
         if not message.get("more_body", False):
             return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+DRAIN_FACTOR = 4
+"""A body up to this many times the limit is read (and dropped) before its 413 is sent."""
+DRAIN_SECONDS = 2.0
+
+
+async def _drain(receive: Any, read: int, headers: dict[bytes, bytes], limit: int) -> None:
+    """Read and drop the rest of a body that is too large, when it is not much larger than the
+    limit (:data:`DRAIN_FACTOR`, :data:`DRAIN_SECONDS`): a client still sending it would
+    otherwise see its connection reset instead of the 413. Larger bodies are not read at all."""
+    declared = headers.get(b"content-length")
+    cap = DRAIN_FACTOR * limit
+    if declared is not None and declared.isdigit() and int(declared) > cap:
+        return
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(DRAIN_SECONDS):
+            while read <= cap:
+                message = await receive()
+                if message["type"] == "http.disconnect" or not message.get("more_body", False):
+                    return
+                read += len(message.get("body", b""))
 
 
 async def _answer(send: Any, reply: _ops.Reply, extra: dict[str, str] | None = None) -> None:

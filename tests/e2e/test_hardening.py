@@ -173,6 +173,29 @@ def test_a_100_mb_body_gets_413_at_once(hostile_url: str) -> None:
         assert wall < 2 and cpu < 0.5, (framing, wall, cpu)
 
 
+def test_a_body_a_little_too_large_gets_its_413_not_a_reset(hostile_url: str) -> None:
+    # The server reads and drops a body up to four times its limit before answering, so a client
+    # still sending it reads the answer; closing with its bytes unread would reset the connection
+    # under the client's feet (a broken pipe while it sends, never the 413).
+    port = int(hostile_url.rsplit(":", 1)[1])
+    for framing in (b"content-length: 4000000\r\n", b"transfer-encoding: chunked\r\n"):
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            sock.sendall(b"POST /hostile/num_tasks HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n")
+            sock.sendall(framing + b"\r\n")
+            piece = b"x" * 62_500
+            for _ in range(64):  # 4,000,000 bytes, slowly: the server has long answered by the end
+                sock.sendall(b"%x\r\n%s\r\n" % (len(piece), piece) if b"chunked" in framing else piece)
+                time.sleep(0.005)
+            if b"chunked" in framing:
+                sock.sendall(b"0\r\n\r\n")
+            sock.settimeout(10)
+            reply = b""
+            while b"}" not in reply and (more := sock.recv(65536)):
+                reply += more
+        assert reply.startswith(b"HTTP/1.1 413 "), reply[:200]
+        assert reply.endswith(b'{"detail":"the request body is larger than 1,048,576 bytes"}')
+
+
 def test_half_open_connections_are_dropped_and_huge_headers_refused(hostile_url: str) -> None:
     port = int(hostile_url.rsplit(":", 1)[1])
     socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(20)]
