@@ -314,7 +314,17 @@ def main() -> None:
     ap.add_argument(
         "--kinds", default=",".join(KINDS), help=f"hostile requests to send, of {','.join(KINDS)}"
     )
+    ap.add_argument(
+        "--pin",
+        action="store_true",
+        help="the server (and its grading and render processes) on CPU 0, this load on the others",
+    )
     args = ap.parse_args()
+    if args.pin:
+        others = set(os.sched_getaffinity(0)) - {0}
+        if not others:
+            raise SystemExit("--pin needs two CPUs")
+        os.sched_setaffinity(0, others)
     folder = Path(tempfile.mkdtemp(prefix="soak-"))
     port = free_port()
     cmd = [
@@ -339,7 +349,7 @@ def main() -> None:
     ]
     log = (folder / "server.log").open("w+b")  # a file, not a pipe: a full pipe would stall it
     server = subprocess.Popen(
-        cmd,
+        ["taskset", "-c", "0", *cmd] if args.pin else cmd,
         stdout=subprocess.DEVNULL,
         stderr=log,
         env={**os.environ, "ENVBUILDER_DATA_ROOTS": str(ROOT / "envs")},

@@ -3,21 +3,22 @@
 The task's ``rg`` field (written by the ``reasoning_gym`` source) names the family, its config,
 the seed and the item; the grader rebuilds that item with reasoning-gym and scores the answer
 against it, so the gold answer and the family's metadata never travel with the task. The
-family's checker is the package's code: it runs on one of the grader's own threads under a time
-limit, and a checker that fails or overruns makes the answer ungradeable, never a silent 0 (a
-thread cannot be killed: a killable worker process is the stronger bound).
+family's checker is the package's code, and some checkers evaluate the answer (``countdown``
+parses it with SymPy, where ``9**9**9**9`` is minutes in one C call): it runs in a grading
+process (:mod:`envbuilder.processes`) killed at ``timeout``, and a checker that fails or overruns
+makes the answer ungradeable, never a silent 0. What a failing checker said stays out of the
+reason (an answer that runs code could put anything there): only its exception's type is shown.
 """
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import math
 import re
 from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field
 
+from envbuilder import processes
 from envbuilder.errors import EnvbuilderError
 from envbuilder.graders._base import (
     Grade,
@@ -40,10 +41,6 @@ NestedGrader = Annotated[GraderConfig, PluginField(graders)]
 _TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
 #: Longer answers are not scored (a checker's work grows with the answer).
 MAX_ANSWER_CHARS = 20_000
-#: The checkers' own threads: a checker that overruns its time limit keeps its thread busy
-#: (a thread cannot be stopped), and must not take the threads the server's other off-loop
-#: work (regex matches, renders) runs on.
-_CHECKERS = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="reasoning-gym")
 
 
 class ReasoningGymGraderConfig(GraderConfig):
@@ -143,20 +140,17 @@ class ReasoningGymGrader(Grader):
                 family=family,
             )
         try:
-            loop = asyncio.get_running_loop()
-            score = await asyncio.wait_for(
-                loop.run_in_executor(_CHECKERS, _score, coordinates, extracted), timeout=self.config.timeout
-            )
-        except TimeoutError:
+            score = await processes.run_checked(_score, coordinates, extracted, timeout=self.config.timeout)
+        except processes.CheckTimeout:
             return Grade.ungradeable(
                 f"the {family} checker took more than {self.config.timeout:g} s", family=family
             )
+        except processes.WorkerFailed as exc:
+            return Grade.ungradeable(f"the {family} checker stopped: {exc}", family=family)
         except EnvbuilderError as exc:
             return Grade.ungradeable(exc.message, family=family)
         except Exception as exc:  # the family's checker is the package's code
-            return Grade.ungradeable(
-                f"the {family} checker failed: {type(exc).__name__}: {exc}", family=family
-            )
+            return Grade.ungradeable(f"the {family} checker failed: {type(exc).__name__}", family=family)
         if not (math.isfinite(score) and 0.0 <= score <= 1.0):
             # Out of contract (a float sum a hair above 1 included): never rounded into full credit.
             return Grade.ungradeable(

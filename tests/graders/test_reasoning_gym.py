@@ -131,24 +131,35 @@ def test_check_submits_each_familys_reference_answer() -> None:
     assert "gold answers: 120/120 get full reward" in result.output
 
 
-def test_a_checker_past_its_time_limit_makes_the_answer_ungradeable(tmp_path: Path) -> None:
-    import threading
+def test_a_checker_past_its_time_limit_is_killed_and_the_answer_ungradeable(tmp_path: Path) -> None:
+    # countdown's checker parses the answer with SymPy: 9**9**9**9 is one integer power that
+    # holds its interpreter for hours. It runs in a grading process, killed at the limit, while
+    # the server's own loop keeps running.
+    countdown = {"type": "reasoning_gym", "num_tasks": 100, "tasks": {"countdown": {}}}
+    task = make_env(countdown, {"test": {}}, tmp_path).split("test").task(0)
+    ticks = 0
 
-    from envbuilder.graders import _reasoning_gym
+    async def main():  # type: ignore[no-untyped-def]
+        nonlocal ticks
+        grader = _grader(timeout=2)
+        await grader.grade("<answer>1</answer>", task, {})  # the grading process is up and warm
 
-    env = make_env(RG, {"easy": {}}, tmp_path)
-    task = env.split("easy").task(0)
-    # Every checker thread is busy (as with checkers that overran): this answer's check cannot
-    # start before its time limit, and the grader says so instead of waiting.
-    release = threading.Event()
-    busy = [_reasoning_gym._CHECKERS.submit(release.wait) for _ in range(4)]
-    try:
-        grade = _grade(_grader(timeout=0.2), task["answer"], task)
-    finally:
-        release.set()
-        for future in busy:
-            future.result()
-    assert grade.outcome is Outcome.UNGRADEABLE and "took more than 0.2 s" in grade.reason
-    assert _grade(_grader(), task["answer"], task).score == 1.0  # the threads are free again
+        async def tick() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0.01)
+
+        ticker = asyncio.create_task(tick())
+        try:
+            return await grader.grade("<answer>9**9**9**9</answer>", task, {})
+        finally:
+            ticker.cancel()
+
+    grade = asyncio.run(main())
+    assert grade.outcome is Outcome.UNGRADEABLE and grade.reason == "the countdown checker took more than 2 s"
+    assert ticks >= 50
+    task = make_env(RG, {"easy": {}}, tmp_path).split("easy").task(0)
+    assert _grade(_grader(), task["answer"], task).score == 1.0  # a fresh process scores the next
     too_long = _grade(_grader(), "x" * 20_001, task)
     assert too_long.outcome is Outcome.UNGRADEABLE and "too long" in too_long.reason
