@@ -29,10 +29,12 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import logging
 import os
 import pickle
 import queue
 import select
+import shutil
 import struct
 import subprocess
 import sys
@@ -43,9 +45,18 @@ from concurrent.futures import Future
 from typing import Any, TypeVar
 
 from envbuilder import budget
+from envbuilder.errors import EnvbuilderError
 from envbuilder.sandbox._slots import Slots, count_setting
 
-__all__ = ["CheckTimeout", "ProcessPool", "WorkerFailed", "grading_pool", "run_checked"]
+__all__ = [
+    "CheckTimeout",
+    "ProcessPool",
+    "WorkerFailed",
+    "confined_pool",
+    "grading_pool",
+    "run_checked",
+    "run_confined",
+]
 
 T = TypeVar("T")
 
@@ -55,6 +66,7 @@ MEMORY_LIMIT = 2 << 30
 START_TIMEOUT = 60.0
 """Seconds a new worker may take to start and import what it will run."""
 _HEADER = struct.Struct("!I")
+log = logging.getLogger("envbuilder.processes")
 
 
 class CheckTimeout(TimeoutError):
@@ -131,9 +143,10 @@ class _Spawner:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
-    def start(self, memory_limit: int) -> subprocess.Popen[bytes]:
+    def start(self, memory_limit: int, confined: bool) -> subprocess.Popen[bytes]:
         fut: Future[subprocess.Popen[bytes]] = Future()
         fut.memory_limit = memory_limit  # type: ignore[attr-defined]
+        fut.confined = confined  # type: ignore[attr-defined]
         with self._lock:
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(
@@ -147,16 +160,22 @@ class _Spawner:
         while True:
             fut = self._jobs.get()
             try:
-                code = f"from envbuilder.processes import serve; serve({fut.memory_limit})"  # type: ignore[attr-defined]
+                confined: bool = fut.confined  # type: ignore[attr-defined]
+                code = f"from envbuilder.processes import serve; serve({fut.memory_limit}, {confined})"  # type: ignore[attr-defined]
+                argv = [sys.executable, "-c", code]
+                if confined:
+                    from envbuilder.sandbox._bwrap import confined_python
+
+                    argv = confined_python(argv)
                 proc = subprocess.Popen(
-                    [sys.executable, "-c", code],
+                    argv,
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.DEVNULL,
                     start_new_session=True,  # a terminal's Ctrl-C is for the server, which stops us
                     close_fds=True,
                 )
-            except OSError as exc:
+            except (OSError, EnvbuilderError) as exc:
                 fut.set_exception(WorkerFailed(f"the worker process could not start: {exc}"))
             else:
                 fut.set_result(proc)
@@ -168,9 +187,11 @@ _SPAWNER = _Spawner()
 class ProcessPool:
     """``size`` worker processes, taken fairly by party, each call under a hard deadline."""
 
-    def __init__(self, size: int, *, memory_limit: int = MEMORY_LIMIT):
+    def __init__(self, size: int, *, memory_limit: int = MEMORY_LIMIT, confined: bool = False):
         self.size = size
         self.memory_limit = memory_limit
+        self.confined = confined
+        """Workers run under bubblewrap (``sandbox.confined_python``): for code an answer steers."""
         self._slots = Slots(size)
         self._idle: list[_Worker] = []
         self._all: set[_Worker] = set()
@@ -205,7 +226,7 @@ class ProcessPool:
         with self._lock:
             if self._idle:
                 return self._idle.pop()
-        proc = _SPAWNER.start(self.memory_limit)
+        proc = _SPAWNER.start(self.memory_limit, self.confined)
         worker = _Worker(proc)
         with self._lock:
             self._all.add(worker)
@@ -319,11 +340,40 @@ async def run_checked(fn: Callable[..., T], *args: Any, timeout: float) -> T:
     return await grading_pool().run(fn, *args, timeout=timeout)
 
 
+_confined: ProcessPool | None = None
+_confined_lock = threading.Lock()
+
+
+def confined_pool() -> ProcessPool:
+    """The pool for checkers that evaluate the answer as code (reasoning-gym's ``countdown``
+    runs it through SymPy's ``parse_expr``, which is ``eval``): its workers run under bubblewrap
+    (no network, no other process, a read-only view of the system and of Python). Where
+    bubblewrap is not installed it is the grading pool, with a warning."""
+    global _confined
+    with _confined_lock:
+        if _confined is None:
+            if shutil.which("bwrap") is None:
+                log.warning(
+                    "bubblewrap is not installed: checkers that evaluate answers run unconfined "
+                    "(apt-get install bubblewrap)"
+                )
+                return grading_pool()
+            _confined = ProcessPool(default_size(), confined=True)
+            atexit.register(_confined.close)
+        return _confined
+
+
+async def run_confined(fn: Callable[..., T], *args: Any, timeout: float) -> T:
+    """``fn(*args)`` in the :func:`confined_pool` under a hard deadline."""
+    return await confined_pool().run(fn, *args, timeout=timeout)
+
+
 # -- the worker's side ----------------------------------------------------------------------------
 
 
-def serve(memory_limit: int) -> None:
-    """A worker's main loop: read a request from stdin, answer on stdout, until stdin closes."""
+def serve(memory_limit: int, confined: bool = False) -> None:
+    """A worker's main loop: read a request from stdin, answer on stdout, until stdin closes.
+    ``confined``: under bubblewrap, whose own parent-death signal and PID namespace end it."""
     import ctypes
     import importlib
     import resource
@@ -331,7 +381,7 @@ def serve(memory_limit: int) -> None:
 
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    if os.getppid() == 1:  # the server was gone before the signal was asked for
+    if os.getppid() == 1 and not confined:  # the server was gone before the signal was asked for
         return
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     with contextlib.suppress(ValueError, OSError):

@@ -4,8 +4,10 @@ The task's ``rg`` field (written by the ``reasoning_gym`` source) names the fami
 the seed and the item; the grader rebuilds that item with reasoning-gym and scores the answer
 against it, so the gold answer and the family's metadata never travel with the task. The
 family's checker is the package's code, and some checkers evaluate the answer (``countdown``
-parses it with SymPy, where ``9**9**9**9`` is minutes in one C call): it runs in a grading
-process (:mod:`envbuilder.processes`) killed at ``timeout``, and a checker that fails or overruns
+parses it with SymPy's ``parse_expr``, which is ``eval``: ``9**9**9**9`` is hours in one C call,
+``__import__('os')…`` runs anything): it runs in a confined grading process
+(:func:`envbuilder.processes.confined_pool`: bubblewrap, no network, a read-only view) killed
+at ``timeout``, and a checker that fails or overruns
 makes the answer ungradeable, never a silent 0. What a failing checker said stays out of the
 reason (an answer that runs code could put anything there): only its exception's type is shown.
 """
@@ -140,7 +142,7 @@ class ReasoningGymGrader(Grader):
                 family=family,
             )
         try:
-            score = await processes.run_checked(_score, coordinates, extracted, timeout=self.config.timeout)
+            score = await processes.run_confined(_score, coordinates, extracted, timeout=self.config.timeout)
         except processes.CheckTimeout:
             return Grade.ungradeable(
                 f"the {family} checker took more than {self.config.timeout:g} s", family=family

@@ -36,6 +36,7 @@ import contextlib
 import io
 import os
 import shutil
+import sys
 import tarfile
 import tempfile
 import threading
@@ -281,6 +282,41 @@ def _restore(workdir: Path, data: bytes, limit: int) -> None:
                 shutil.rmtree(staging, ignore_errors=True)
     except (tarfile.TarError, OSError, ValueError):
         return
+
+
+def confined_python(argv: Sequence[str]) -> list[str]:
+    """``argv`` (this interpreter running a worker) under bubblewrap: fresh namespaces (no
+    network, no other process visible), no capabilities, a clear environment, and a read-only
+    view of the system paths and this Python's own (its prefixes and import paths) only.
+
+    For workers that run code an answer can steer (a checker that evaluates the answer), where
+    the code sandbox's per-run start-up would cost too much. Raises SandboxError without bwrap.
+    """
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        raise SandboxError("a confined worker needs `bwrap`, which is not installed", hint=_INSTALL_HINT)
+    import envbuilder
+
+    paths = dict.fromkeys(
+        [
+            *SYSTEM_PATHS,
+            sys.base_prefix,
+            sys.prefix,
+            str(Path(envbuilder.__file__).resolve().parent),
+            # Its import paths, not the folder it was started from (an operator's files).
+            *(os.path.realpath(p) for p in sys.path if p and os.path.isdir(p) and p != os.getcwd()),
+        ]
+    )
+    out = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--clearenv", "--cap-drop", "ALL"]
+    for key, value in BASE_ENV.items():
+        out += ["--setenv", key, value]
+    if os.environ.get("PYTHONPATH"):
+        out += ["--setenv", "PYTHONPATH", os.environ["PYTHONPATH"]]
+    for path in paths:
+        out += _mirror(path)
+    out += ["--proc", "/proc", "--dev", "/dev", "--size", str(64 << 20), "--tmpfs", "/tmp"]
+    out += ["--remount-ro", "/", "--chdir", "/tmp", "--", *argv]
+    return out
 
 
 def _mirror(path: str) -> list[str]:

@@ -163,3 +163,36 @@ def test_a_checker_past_its_time_limit_is_killed_and_the_answer_ungradeable(tmp_
     assert _grade(_grader(), task["answer"], task).score == 1.0  # a fresh process scores the next
     too_long = _grade(_grader(), "x" * 20_001, task)
     assert too_long.outcome is Outcome.UNGRADEABLE and "too long" in too_long.reason
+
+
+def test_a_checker_that_evaluates_the_answer_cannot_reach_the_host(tmp_path: Path) -> None:
+    # countdown's checker is SymPy's parse_expr, which is eval: the answer is Python that runs.
+    # It runs in a confined process: no write, no connection, no signal reaches the host.
+    import os
+    import signal
+    import socket
+
+    countdown = {"type": "reasoning_gym", "num_tasks": 100, "tasks": {"countdown": {}}}
+    task = make_env(countdown, {"test": {}}, tmp_path).split("test").task(0)
+    canary = tmp_path / "canary"
+    signalled: list[int] = []
+    previous = signal.signal(signal.SIGUSR1, lambda *_: signalled.append(1))
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        listener.settimeout(0.5)
+        port = listener.getsockname()[1]
+        answers = [
+            f"open('{canary}', 'w').write('x')",
+            f"__import__('socket').create_connection(('127.0.0.1', {port}), 2)",
+            f"__import__('os').kill({os.getpid()}, {int(signal.SIGUSR1)})",
+            "__import__('os').getpid()",
+        ]
+        try:
+            grades = [_grade(_grader(), f"<answer>{a}</answer>", task) for a in answers]
+            with pytest.raises(TimeoutError):
+                listener.accept()
+        finally:
+            signal.signal(signal.SIGUSR1, previous)
+    assert not canary.exists() and not signalled
+    assert all(g.score is None or g.score < 1 for g in grades), grades
