@@ -47,6 +47,8 @@ _CONSTANTS = {"pi": math.pi, "e": math.e}
 MAX_BITS = 4096
 """The largest integer (in bits) any step may produce (`2**4096` is about 1e1233)."""
 MAX_DEPTH = 50
+MAX_CHARS = 10_000
+"""The longest expression parsed (Python's parser takes seconds on a 1 MB `1+1+…`)."""
 
 
 class CalculatorConfig(ToolConfig):
@@ -77,10 +79,16 @@ class CalculatorTool(Tool):
 
 def evaluate(expression: str) -> Number:
     """The value of ``expression``; ToolError (saying what is wrong) when it is not arithmetic."""
+    expression = expression.strip()
+    if len(expression) > MAX_CHARS:
+        # Python's parser takes seconds (holding the interpreter) on a long chain like `1+1+…`.
+        raise ToolError(f"the expression is longer than {MAX_CHARS:,} characters")
     try:
-        tree = ast.parse(expression.strip(), mode="eval")
+        tree = ast.parse(expression, mode="eval")
     except (SyntaxError, ValueError):
         raise ToolError(f"not an arithmetic expression: {expression!r}") from None
+    except (MemoryError, RecursionError):  # the parser's own nesting limits
+        raise ToolError("the expression is nested too deeply") from None
     try:
         value = _eval(tree.body, 0)
     except ZeroDivisionError:

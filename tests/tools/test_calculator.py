@@ -41,6 +41,8 @@ def test_arithmetic(expression: str, value: float) -> None:
         ("(-8) ** 0.5", "the result is not a real number"),
         ("sqrt(-1)", "cannot compute"),
         ("-" * 60 + "1", "nested too deeply"),
+        ("-" * 9_000 + "1", "nested too deeply"),  # past the parser's own limit (MemoryError)
+        ("1+" * 5_000 + "1", "longer than 10,000 characters"),  # seconds in the parser at 1 MB
     ],
 )
 def test_refusals_say_why(expression: str, message: str) -> None:
