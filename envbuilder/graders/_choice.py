@@ -155,7 +155,7 @@ class ChoiceGrader(Grader):
         target = self.target(task)
         if target is None:
             return Grade.ungradeable(
-                f"the task's target {self._target.render(task)!r} names no option", target=None
+                f"the task's target {render_target(self._target, task)!r} names no option", target=None
             )
         hedge = self.hedged(answer)
         if hedge:
