@@ -187,7 +187,12 @@ class Grader(Plugin, abc.ABC):
     def slow_targets(self) -> list[Template]:
         """The target templates of this grader and those inside it that do more than show
         fields (:func:`grade_off_loop` renders them off the event loop)."""
-        return [t for g in self.walk() for t in g.target_templates() if not t.bounded]
+        slow: list[Template] | None = self.__dict__.get("_slow_targets")
+        if slow is None:  # the graders and templates are fixed once built: asked once per episode
+            slow = self.__dict__["_slow_targets"] = [
+                t for g in self.walk() for t in g.target_templates() if not t.bounded
+            ]
+        return slow
 
     def target(self, task: Task) -> Any:
         """The expected answer for ``task``, for previews and self-checks (None if unknown)."""
