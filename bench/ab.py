@@ -77,9 +77,10 @@ def run(shared: Path, label: str, checkout: Path, args: argparse.Namespace) -> d
         "--tool-input",
         '{"answer": "0"}',
     ]
-    return figures(
-        json.loads(subprocess.run(argv, check=True, capture_output=True, text=True).stdout)["median"]
-    )
+    # Run in the checkout: ``python -m envbuilder`` puts the working directory first on sys.path,
+    # ahead of PYTHONPATH, so started elsewhere both sides could run the same code.
+    out = subprocess.run(argv, check=True, capture_output=True, text=True, cwd=checkout).stdout
+    return figures(json.loads(out)["median"])
 
 
 def main() -> None:

@@ -173,15 +173,22 @@ async def offload(fn: Callable[..., T], *args: Any) -> T:
 _party: contextvars.ContextVar[Hashable] = contextvars.ContextVar("envbuilder_party", default=None)
 
 
-@contextlib.contextmanager
-def party(key: Hashable) -> Iterator[None]:
+class party:  # lower case: used like the function it replaced, ``with party(key):``
     """Mark the work of this block (and the tasks it starts) as done for ``key`` (a session):
-    shared queues (the grading processes, the sandbox's slots) serve parties in turn."""
-    token = _party.set(key)
-    try:
-        yield
-    finally:
-        _party.reset(token)
+    shared queues (the grading processes, the sandbox's slots) serve parties in turn.
+
+    A class rather than a generator-based context manager: it is entered on every tool call."""
+
+    __slots__ = ("_key", "_token")
+
+    def __init__(self, key: Hashable) -> None:
+        self._key = key
+
+    def __enter__(self) -> None:
+        self._token = _party.set(self._key)
+
+    def __exit__(self, *exc: object) -> None:
+        _party.reset(self._token)
 
 
 def current_party() -> Hashable:

@@ -12,6 +12,7 @@ import base64
 import binascii
 import contextlib
 import contextvars
+import functools
 import hashlib
 import uuid
 from collections.abc import AsyncIterator, Awaitable
@@ -226,8 +227,15 @@ def client_name() -> str:
     else its address."""
     key, address = CLIENT.get()
     if key is not None:
-        return "key:" + hashlib.sha256(key).hexdigest()[:24]
+        return _key_name(key)
     return f"addr:{address[0]}" if address else "addr:?"
+
+
+@functools.lru_cache(maxsize=1024)
+def _key_name(key: bytes) -> str:
+    """A key's name in the session records (only accepted keys reach here, so the cache holds
+    the server's own keys, at most)."""
+    return "key:" + hashlib.sha256(key).hexdigest()[:24]
 
 
 async def create(

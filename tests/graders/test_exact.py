@@ -68,6 +68,18 @@ def test_wrong_and_ungradeable() -> None:
         # 29+ digits: exact (Decimal's 28-digit context raised here, or rounded two apart).
         ("123456789012345678901234567890", "123456789012345678901234567890"),
         ("1234567890123456789012345678901234.5", "1234567890123456789012345678901234.5"),
+        # Plain integers (read without a Fraction): the same answers as the exact path.
+        ("025", "25"),
+        ("-007", "-7"),
+        ("−5", "-5"),
+        ("1,000", "1000"),
+        ("12.", "12"),
+        ("--4", None),
+        ("-", None),
+        ("٣", "3"),  # another script's digit: the exact path reads it
+        ("1" * 1000, "1" * 1000),
+        ("1" * 1001, None),  # longer than the graders read
+        ("-" + "1" * 1000, None),
     ],
 )
 def test_canonical_number(text: str, canon: str | None) -> None:
