@@ -63,6 +63,9 @@ T = TypeVar("T")
 PROCESSES_ENV = "ENVBUILDER_GRADING_PROCESSES"
 MEMORY_LIMIT = 2 << 30
 """Bytes of address space a worker may map (SymPy on an ordinary answer needs ~150 MB)."""
+NICENESS = 10
+"""How much a worker yields the CPU to the server (``nice``): it works at full speed on an idle
+core, and on a busy one the event loop answering everyone else goes first."""
 START_TIMEOUT = 60.0
 """Seconds a new worker may take to start and import what it will run."""
 _HEADER = struct.Struct("!I")
@@ -384,6 +387,10 @@ def serve(memory_limit: int, confined: bool = False) -> None:
     if os.getppid() == 1 and not confined:  # the server was gone before the signal was asked for
         return
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # The server's own process comes first on a busy core: a worker kept at 100 % by an answer
+    # built to be expensive must not slow every other request (nice 10 is ~1/10 of its weight).
+    with contextlib.suppress(OSError):
+        os.nice(NICENESS)
     with contextlib.suppress(ValueError, OSError):
         resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
     # Our answers go on a private copy of stdout; anything a library prints goes to stderr.

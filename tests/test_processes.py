@@ -26,6 +26,10 @@ def pid() -> int:
     return os.getpid()
 
 
+def niceness() -> int:
+    return os.nice(0)
+
+
 def fail(message: str) -> None:
     raise ValueError(message)
 
@@ -122,3 +126,10 @@ async def test_close_kills_every_worker(pool: ProcessPool) -> None:
     for p in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(p, 0)
+
+
+@pytest.mark.asyncio
+async def test_workers_yield_the_cpu_to_the_server(pool: ProcessPool) -> None:
+    from envbuilder.processes import NICENESS
+
+    assert await pool.run(niceness, timeout=30) == os.nice(0) + NICENESS

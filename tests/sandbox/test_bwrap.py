@@ -45,6 +45,13 @@ async def test_the_view_is_small_and_the_environment_empty(monkeypatch: pytest.M
     assert int(pids.split()[1]) <= 3  # its own PID namespace: bwrap's init, sh/prlimit, python
 
 
+async def test_the_code_yields_the_cpu_to_the_server() -> None:
+    from envbuilder.sandbox._process import NICENESS
+
+    status, out, _ = await _py("import os; print(os.nice(0))")
+    assert status is Status.OK and int(out) == min(19, os.nice(0) + NICENESS)
+
+
 async def test_cpu_time_is_its_own_limit() -> None:
     status, _, reason = await _py("while True: pass", FAST.model_copy(update={"wall_seconds": 30}))
     assert status is Status.CPU_TIME and reason.startswith("cpu time limit")
