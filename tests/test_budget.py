@@ -9,6 +9,7 @@ import time
 import pytest
 
 from envbuilder import budget
+from tests.loop import ticking
 
 
 def _spin() -> None:
@@ -42,20 +43,11 @@ def test_offload_runs_off_the_loop_and_hands_back_results_and_errors() -> None:
     async def main() -> tuple[int, str, bool]:
         loop_thread = threading.get_ident()
         worker = await budget.offload(threading.get_ident)
-        ticks = 0
-
-        async def tick() -> None:
-            nonlocal ticks
-            while True:
-                ticks += 1
-                await asyncio.sleep(0.01)
-
-        ticker = asyncio.create_task(tick())
-        result = await budget.offload(lambda: (time.sleep(0.3), 42)[1])
-        ticker.cancel()
+        async with ticking() as ticks:
+            result = await budget.offload(lambda: (time.sleep(0.3), 42)[1])
         with pytest.raises(ValueError, match="bad"):
             await budget.offload(_fail)
-        return result, str(ticks > 10), worker != loop_thread
+        return result, str(ticks[0] > 10), worker != loop_thread
 
     result, ticked, elsewhere = asyncio.run(main())
     assert result == 42 and ticked == "True" and elsewhere

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from envbuilder.errors import TemplateError
 from envbuilder.graders import GraderContext, Outcome, build_grader, grade_off_loop
 from envbuilder.graders._exact import ExactMatchConfig
 from envbuilder.templating import render_limits
+from tests.loop import ticking
 
 SLOW = "{% set q = question*20 %}{{ answer if q | wordwrap(2) else '' }}"  # one long C call
 
@@ -26,22 +25,12 @@ async def test_a_slow_target_renders_off_the_loop_and_the_grade_is_the_same() ->
     assert (await grade_off_loop(grader, "7", task, {})).outcome is Outcome.CORRECT
     assert (await grade_off_loop(grader, "8", task, {})).outcome is Outcome.INCORRECT
 
-    ticks = 0
-
-    async def tick() -> None:
-        nonlocal ticks
-        while True:
-            ticks += 1
-            await asyncio.sleep(0.005)
-
-    ticker = asyncio.create_task(tick())
-    await asyncio.sleep(0)
-    with pytest.raises(TemplateError) as info:  # the episode makes it ungradeable, with the reason
-        await grade_off_loop(grader, "7", {"question": "ab " * 16000, "answer": "7"}, {})
-    ticker.cancel()
+    async with ticking(0.005) as ticks:
+        with pytest.raises(TemplateError) as info:  # the episode makes it ungradeable, with the reason
+            await grade_off_loop(grader, "7", {"question": "ab " * 16000, "answer": "7"}, {})
     # The render ran past its budget in a render process; the loop kept running meanwhile.
     assert info.value.code == "template_budget"
-    assert ticks >= 20
+    assert ticks[0] >= 20
 
 
 def test_targets_that_show_fields_stay_on_the_loop() -> None:

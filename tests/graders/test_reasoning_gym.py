@@ -15,6 +15,7 @@ from envbuilder.graders._base import Outcome
 from envbuilder.graders._reasoning_gym import extract_answer
 from tests.conftest import ENVS
 from tests.data.helpers import make_env
+from tests.loop import ticking
 
 pytest.importorskip("reasoning_gym")
 
@@ -137,26 +138,14 @@ def test_a_checker_past_its_time_limit_is_killed_and_the_answer_ungradeable(tmp_
     # the server's own loop keeps running.
     countdown = {"type": "reasoning_gym", "num_tasks": 100, "tasks": {"countdown": {}}}
     task = make_env(countdown, {"test": {}}, tmp_path).split("test").task(0)
-    ticks = 0
 
     async def main():  # type: ignore[no-untyped-def]
-        nonlocal ticks
         grader = _grader(timeout=2)
         await grader.grade("<answer>1</answer>", task, {})  # the grading process is up and warm
+        async with ticking() as ticks:
+            return await grader.grade("<answer>9**9**9**9</answer>", task, {}), ticks[0]
 
-        async def tick() -> None:
-            nonlocal ticks
-            while True:
-                ticks += 1
-                await asyncio.sleep(0.01)
-
-        ticker = asyncio.create_task(tick())
-        try:
-            return await grader.grade("<answer>9**9**9**9</answer>", task, {})
-        finally:
-            ticker.cancel()
-
-    grade = asyncio.run(main())
+    grade, ticks = asyncio.run(main())
     assert grade.outcome is Outcome.UNGRADEABLE and grade.reason == "the countdown checker took more than 2 s"
     assert ticks >= 50
     task = make_env(RG, {"easy": {}}, tmp_path).split("easy").task(0)
