@@ -12,12 +12,17 @@ request that arrives in one packet costs nothing extra.
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from envbuilder.server._state import ServerSettings, fair_share, log
 
+_BAD_REQUEST = (
+    b"HTTP/1.1 400 Bad Request\r\n"
+    b"content-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n\r\n%s"
+)
 _TOO_LARGE = (
     b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
     b"content-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n\r\n%s"
@@ -148,6 +153,15 @@ class GuardedProtocol(HttpToolsProtocol):
         self._disarm()
         body = b'{"detail":"the request line and headers are larger than %d bytes"}' % self.max_header_bytes
         self.transport.write(_TOO_LARGE % (len(body), body))
+        self.transport.close()
+
+    def send_400_response(self, msg: str) -> None:
+        """A request that cannot be parsed as HTTP/1.1 (a bare CR in a header, a bad request
+        line): 400 with the server's one JSON error shape, then close."""
+        self._rejected = True
+        self._disarm()
+        body = json.dumps({"detail": f"the request is not valid HTTP/1.1 ({msg.rstrip('.')})"}).encode()
+        self.transport.write(_BAD_REQUEST % (len(body), body))
         self.transport.close()
 
     def _disarm(self) -> None:

@@ -196,6 +196,25 @@ def test_a_body_a_little_too_large_gets_its_413_not_a_reset(hostile_url: str) ->
         assert reply.endswith(b'{"detail":"the request body is larger than 1,048,576 bytes"}')
 
 
+def test_a_request_that_is_not_http_gets_a_json_400(hostile_url: str) -> None:
+    port = int(hostile_url.rsplit(":", 1)[1])
+    for raw in (
+        b"POST /create HTTP/1.1\r\nhost: x\r\nx-session-id: abc\r\r\ncontent-length: 2\r\n\r\n{}",
+        b"GET /health HTTP/9.9 extra\r\nhost: x\r\n\r\n",
+        b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03 tls hello\r\n\r\n",
+    ):
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            sock.sendall(raw)
+            sock.settimeout(5)
+            reply = b""
+            while more := sock.recv(65536):
+                reply += more
+        head, _, body = reply.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 400 "), reply[:200]
+        assert b"content-type: application/json" in head.lower()
+        assert json.loads(body)["detail"].startswith("the request is not valid HTTP/1.1")
+
+
 def test_half_open_connections_are_dropped_and_huge_headers_refused(hostile_url: str) -> None:
     port = int(hostile_url.rsplit(":", 1)[1])
     socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(20)]
