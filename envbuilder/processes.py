@@ -34,7 +34,6 @@ import os
 import pickle
 import queue
 import select
-import shutil
 import struct
 import subprocess
 import sys
@@ -351,24 +350,43 @@ def confined_pool() -> ProcessPool:
     """The pool for checkers that evaluate the answer as code (reasoning-gym's ``countdown``
     runs it through SymPy's ``parse_expr``, which is ``eval``): its workers run under bubblewrap
     (no network, no other process, a read-only view of the system and of Python). Where
-    bubblewrap is not installed it is the grading pool, with a warning."""
+    bubblewrap is missing or cannot run here (no user namespaces in a container) it is the
+    grading pool, with a warning saying why. Blocks for the first check (about 0.3 s)."""
     global _confined
     with _confined_lock:
         if _confined is None:
-            if shutil.which("bwrap") is None:
-                log.warning(
-                    "bubblewrap is not installed: checkers that evaluate answers run unconfined "
-                    "(apt-get install bubblewrap)"
-                )
-                return grading_pool()
-            _confined = ProcessPool(default_size(), confined=True)
-            atexit.register(_confined.close)
+            why = why_unconfined()
+            if why is not None:
+                log.warning("checkers that evaluate answers run unconfined: %s", why)
+                _confined = grading_pool()
+            else:
+                _confined = ProcessPool(default_size(), confined=True)
+                atexit.register(_confined.close)
         return _confined
+
+
+def why_unconfined() -> str | None:
+    """Why a confined worker cannot start here (None when one can): starts one that imports
+    this module and exits."""
+    from envbuilder.sandbox._bwrap import confined_python
+
+    try:
+        argv = confined_python([sys.executable, "-c", "import envbuilder.processes"])
+        done = subprocess.run(argv, capture_output=True, timeout=START_TIMEOUT, check=False)
+    except EnvbuilderError as exc:
+        return str(exc)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bubblewrap could not start ({type(exc).__name__})"
+    if done.returncode != 0:
+        last = done.stderr.decode(errors="replace").strip().splitlines()[-1:]
+        return f"bubblewrap exited with status {done.returncode}" + (f": {last[0][:200]}" if last else "")
+    return None
 
 
 async def run_confined(fn: Callable[..., T], *args: Any, timeout: float) -> T:
     """``fn(*args)`` in the :func:`confined_pool` under a hard deadline."""
-    return await confined_pool().run(fn, *args, timeout=timeout)
+    pool = _confined if _confined is not None else await asyncio.to_thread(confined_pool)
+    return await pool.run(fn, *args, timeout=timeout)
 
 
 # -- the worker's side ----------------------------------------------------------------------------

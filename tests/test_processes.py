@@ -7,6 +7,7 @@ import asyncio
 import os
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -133,3 +134,20 @@ async def test_workers_yield_the_cpu_to_the_server(pool: ProcessPool) -> None:
     from envbuilder.processes import NICENESS
 
     assert await pool.run(niceness, timeout=30) == os.nice(0) + NICENESS
+
+
+def test_a_confined_worker_starts_here_or_says_why_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from envbuilder.processes import why_unconfined
+
+    assert why_unconfined() is None  # bubblewrap is installed where the tests run
+    fake = tmp_path / "bwrap"  # a bubblewrap that cannot make namespaces, as in some containers
+    fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    assert (
+        why_unconfined() == "bubblewrap exited with status 1: bwrap: No permissions to create new namespace"
+    )
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
+    assert "needs `bwrap`, which is not installed" in (why_unconfined() or "")

@@ -312,9 +312,11 @@ def confined_python(argv: Sequence[str]) -> list[str]:
         out += ["--setenv", key, value]
     if os.environ.get("PYTHONPATH"):
         out += ["--setenv", "PYTHONPATH", os.environ["PYTHONPATH"]]
+    # The private /tmp first: Python or the project may live below /tmp (a CI clone's virtualenv),
+    # and a mount made after the binds would hide them.
+    out += ["--proc", "/proc", "--dev", "/dev", "--size", str(64 << 20), "--tmpfs", "/tmp"]
     for path in paths:
         out += _mirror(path)
-    out += ["--proc", "/proc", "--dev", "/dev", "--size", str(64 << 20), "--tmpfs", "/tmp"]
     out += ["--remount-ro", "/", "--chdir", "/tmp", "--", *argv]
     return out
 
