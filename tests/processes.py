@@ -28,14 +28,17 @@ def wait_healthy(url: str, process: subprocess.Popen[bytes], timeout: float = 60
 
 
 @contextlib.contextmanager
-def serve_process(*args: str) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """``envbuilder serve ARGS --port P`` on 127.0.0.1; yield its URL and process."""
+def serve_process(
+    *args: str, env: dict[str, str] | None = None
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """``envbuilder serve ARGS --port P`` on 127.0.0.1 (``env``: variables added to ours);
+    yield its URL and process."""
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "envbuilder", "serve", *args, "--host", "127.0.0.1", "--port", str(port)],
         stdout=subprocess.DEVNULL,
         start_new_session=True,  # its workers form one group, stopped together below
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
     )
     url = f"http://127.0.0.1:{port}"
     try:

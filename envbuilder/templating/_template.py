@@ -182,15 +182,12 @@ class Template:
         in a render process (so many small renders do not cost a round trip each)."""
         if self.bounded or _isolated.in_worker:
             return [self._render_here(c) for c in contexts]
+        items = list(contexts)
         out: list[str] = []
-        batch: list[Mapping[str, Any]] = []
-        for context in (*contexts, None):
-            if context is not None:
-                batch.append(context)
-            if batch and (context is None or len(batch) == _isolated.BATCH):
-                texts = _isolated.render_elsewhere(self, batch)
-                out.extend(texts if texts is not None else [self._render_here(c) for c in batch])
-                batch = []
+        for start in range(0, len(items), _isolated.BATCH):
+            batch = items[start : start + _isolated.BATCH]
+            texts = _isolated.render_elsewhere(self, batch)
+            out.extend(texts if texts is not None else [self._render_here(c) for c in batch])
         return out
 
     def _render_here(self, context: Mapping[str, Any]) -> str:

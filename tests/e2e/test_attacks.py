@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -28,7 +27,7 @@ import pytest
 from envbuilder.environment import Environment
 from envbuilder.server import ServerSettings, create_app, uvicorn_options
 from tests.conftest import ENVS
-from tests.processes import wait_healthy
+from tests.processes import serve_process, wait_healthy
 from tests.servers import free_port, serve_app
 
 FREEZE = "9^{9^{9^{9}}}"
@@ -62,45 +61,19 @@ def _math_server(
     *extra: str, processes: int = 2, check_seconds: float | None = None
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """``envbuilder serve`` of math500 (its grader's ``timeout`` set to ``check_seconds``)."""
-    spec = ENVS / "math500.yaml"
-    if check_seconds is not None:
-        folder = Path(tempfile.mkdtemp(prefix="eb-math500-"))
-        text = spec.read_text().replace("data/", f"{ENVS}/data/")
-        text = text.replace(
-            '  target: "{{ answer }}"\n', f'  target: "{{{{ answer }}}}"\n  timeout: {check_seconds}\n'
-        )
-        assert f"timeout: {check_seconds}" in text
-        spec = folder / "math500.yaml"
-        spec.write_text(text)
-        extra = (*extra, "--data-root", str(ENVS / "data"))
-    port = free_port()
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "ENVBUILDER_GRADING_PROCESSES": str(processes)}
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "envbuilder",
-            "serve",
-            str(spec),
-            "--port",
-            str(port),
-            *extra,
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-        env=env,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_healthy(url, proc)
-        yield url, proc
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(10)
-        if spec.parent != ENVS:
-            shutil.rmtree(spec.parent, ignore_errors=True)
+    with tempfile.TemporaryDirectory(prefix="eb-math500-") as folder:
+        spec = ENVS / "math500.yaml"
+        if check_seconds is not None:
+            text = spec.read_text().replace("data/", f"{ENVS}/data/")
+            text = text.replace(
+                '  target: "{{ answer }}"\n', f'  target: "{{{{ answer }}}}"\n  timeout: {check_seconds}\n'
+            )
+            assert f"timeout: {check_seconds}" in text
+            spec = Path(folder) / "math500.yaml"
+            spec.write_text(text)
+            extra = (*extra, "--data-root", str(ENVS / "data"))
+        with serve_process(str(spec), *extra, env={"ENVBUILDER_GRADING_PROCESSES": str(processes)}) as served:
+            yield served
 
 
 def _children(pid: int) -> list[int]:
