@@ -1,7 +1,7 @@
 """The ORS wire protocol as pydantic models: content blocks, messages, tools, outputs, requests.
 
 Field order is serialisation order, and optional fields are always emitted (as ``null``):
-both reference clients index some of them directly (see PROTOCOL.md §2).
+both reference clients index some of them directly (see docs/protocol.md §2).
 """
 
 from __future__ import annotations

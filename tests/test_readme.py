@@ -1,21 +1,34 @@
-"""The README's first screen tells the truth: its commands are the ones CI and users run."""
+"""The README, the front page, tells the truth: its commands are the ones CI and users run, and
+each of its examples prints what it shows. (The manual's pages are tested in tests/docs/.)"""
 
 from __future__ import annotations
 
 import re
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from envbuilder import __version__
 from envbuilder.cli import app
+from tests.docs.pages import blocks, page, section, steps
+from tests.processes import wait_healthy
+from tests.servers import free_port
 
-README = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+ROOT = Path(__file__).parent.parent
+README = page("README.md")
 
 
 def test_readme_has_install_serve_and_test_commands() -> None:
     assert "$ pip install -e . && envbuilder serve envs/gsm8k.yaml" in README
     assert re.search(r"^\$ pip install -e '\.\[dev\]' && python -m pytest$", README, re.M)
+
+
+def test_readme_is_a_front_page() -> None:
+    assert len(README.splitlines()) <= 200
 
 
 def test_readme_serve_output_matches_the_cli(gsm8k) -> None:
@@ -36,45 +49,17 @@ def test_serve_bad_spec_exits_1_without_traceback(tmp_path: Path) -> None:
     assert "missing required key 'dataset'" in result.output
 
 
-def test_readme_prompt_examples_are_valid_specs() -> None:
-    import yaml
-
-    from envbuilder.spec import PromptSpec
-
-    section = README.split("## Prompts and conversations", 1)[1].split("\n## ", 1)[0]
-    blocks = re.findall(r"```yaml\n(.*?)```", section, re.S)
-    assert len(blocks) == 3
-    for block in blocks:
-        PromptSpec.model_validate(yaml.safe_load(block)["prompt"])
-
-
 _ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|[0-9a-f]{32}")
 
 
-def _curl_steps(section: str) -> list[tuple[str, str]]:
-    """(command, expected output) pairs of the first ``` block of a README section."""
-    block = re.search(r"```\n(.*?)```", section, re.S)
-    assert block is not None
-    steps: list[tuple[str, str]] = []
-    for chunk in re.split(r"^\$ ", block.group(1), flags=re.M)[1:]:
-        lines = chunk.split("\n")
-        command = lines.pop(0)
-        while command.endswith("\\"):
-            command = command[:-1] + " " + lines.pop(0).strip()
-        steps.append((command, "\n".join(lines).strip()))
-    return steps
-
-
 def test_readme_curl_walkthrough_is_what_the_server_answers(gsm8k_url: str) -> None:
-    import shlex
-
     import httpx
 
-    section = README.split("## One episode with curl", 1)[1].split("\n## ", 1)[0]
     sid = ""
-    steps = _curl_steps(section)
-    assert steps[0][0].startswith("curl") and len(steps) == 6
-    for command, expected in steps:
+    (block, *_) = blocks(section(README, "## One episode with curl"))
+    walk = steps(block)
+    assert walk[0][0].startswith("curl") and len(walk) == 6
+    for command, expected in walk:
         if command.startswith("SID="):
             continue
         words = shlex.split(command.replace("$SID", sid))
@@ -93,64 +78,66 @@ def _normal(text: str) -> str:
     return "\n".join(line.rstrip() for line in _ID.sub("<id>", text).splitlines())
 
 
-def test_readme_generated_spec_serves_and_grades(tmp_path: Path) -> None:
-    import asyncio
-
-    import pytest
-
-    pytest.importorskip("reasoning_gym")
-    from envbuilder.environment import Environment
-    from envbuilder.spec import parse_spec
-
-    section = README.split("## Generated tasks", 1)[1].split("\n## ", 1)[0]
-    block = re.findall(r"```yaml\n(.*?)```", section, re.S)[0]
-    env = Environment(parse_spec(block, file="reasoning.yaml", base_dir=tmp_path))
-    assert len(env.split("train")) == 10**9 - 1000
-    task = env.split("test").task(3)
-    assert task["difficulty"] == "hard" and task["family"] in {"chain_sum", "spell_backward"}
-    assert env.submit is not None
-    grade = asyncio.run(env.submit.grader.grade(task["answer"], task, {}))
-    assert grade.score == 1.0
+def test_readme_init_example_is_what_init_prints(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (block,) = blocks(section(README, "## Your own environment"))
+    ((command, printed),) = steps(block)
+    words = shlex.split(command)
+    source = ROOT / words[2]
+    (tmp_path / words[2]).parent.mkdir(parents=True)
+    (tmp_path / words[2]).write_bytes(source.read_bytes())
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, words[1:])
+    assert (result.exit_code, result.output.strip("\n")) == (0, printed)
 
 
-def test_readme_train_with_sections_run(monkeypatch) -> None:
-    """Each "Train with" section's Python runs as shown (from the repository's root) and prints
-    what its comments say."""
+def test_readme_eval_and_view_print_what_they_show(tmp_path: Path) -> None:
+    """The scripted endpoint started as the README says (on a free port), then `eval` and `view`
+    exactly as written: the table, the summary and the page (the run id names the endpoint's URL,
+    so it is compared for the README's own port only by shape)."""
+    (block,) = blocks(section(README, "## Evaluate a model"))
+    (endpoint, _), (evaluate, table), (view, viewed) = steps(block)
+    port = free_port()
+    argv = shlex.split(endpoint.rstrip("& "))
+    assert argv[:2] == ["python", "bench/scripted_endpoint.py"] and argv[-2:] == ["--port", "8123"]
+    server = subprocess.Popen(
+        [sys.executable, *argv[1:-1], str(port)],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_healthy(f"http://127.0.0.1:{port}", server)  # it answers any GET once it listens
+        words = shlex.split(evaluate.replace("127.0.0.1:8123", f"127.0.0.1:{port}"))
+        out = tmp_path / "runs" / "gsm8k.jsonl"
+        words[words.index("--out") + 1] = str(out)
+        words[words.index("envs/gsm8k.yaml")] = str(ROOT / "envs" / "gsm8k.yaml")
+        result = CliRunner().invoke(app, words[1:])
+    finally:
+        server.terminate()
+        server.wait(15)
+    assert result.exit_code == 0, result.output
+    expected = table.replace("runs/gsm8k", str(out.with_suffix("")))
+    assert _run_id(result.stdout) == _run_id(expected)
+    result = CliRunner().invoke(app, [shlex.split(view)[1], str(out)])
+    shown = viewed.replace("runs/gsm8k", str(out.with_suffix("")))
+    assert (result.exit_code, result.output.strip()) == (0, shown)
+    assert out.with_suffix(".html").is_file()
+
+
+def _run_id(text: str) -> str:
+    return re.sub(r"run [0-9a-f]{16}", "run <id>", text.strip())
+
+
+def test_readme_train_example_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The TRL example runs as shown (from the repository's root) and prints what its comments say."""
     import contextlib
     import io
 
-    monkeypatch.chdir(Path(__file__).parent.parent)
-    sections = README.split("\n### Train with ")[1:]
-    ran = 0
-    for section in sections:
-        section = section.split("\n## ", 1)[0]
-        for block in re.findall(r"```python\n(.*?)```", section, re.S):
-            out = io.StringIO()
-            with contextlib.redirect_stdout(out):
-                exec(compile(block, f"README: Train with {section.split()[0]}", "exec"), {})
-            expected = [m.group(1).strip() for m in re.finditer(r"print\(.*\)[ \t]+# (.+)$", block, re.M)]
-            printed = out.getvalue().splitlines()
-            for want in expected:
-                assert any(line.strip() == want for line in printed), (want, printed)
-            ran += 1
-    assert ran == 4
-
-
-def test_readme_agent_example_is_a_valid_spec_over_the_shipped_data() -> None:
-    import yaml
-
-    from envbuilder.environment import Environment
-    from envbuilder.spec import parse_spec
-    from tests.conftest import ENVS
-
-    section = README.split("## Agents: a world with state", 1)[1].split("\n## ", 1)[0]
-    (block,) = re.findall(r"```yaml\n(.*?)```", section, re.S)
-    spec = yaml.safe_load((ENVS / "tau2_retail.yaml").read_text())
-    spec.update(yaml.safe_load(block))
-    env = Environment(parse_spec(yaml.safe_dump(spec), file="readme.yaml", base_dir=ENVS))
-    assert [t.name for t in env.tools_listing.tools] == [
-        "send_message",
-        "get_order_details",
-        "cancel_pending_order",
-    ]
-    assert env.document is not None and env.submit is not None and env.submit.user is not None
+    monkeypatch.chdir(ROOT)
+    (block,) = blocks(section(README, "## Train"), "python")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(block, "README: Train", "exec"), {})
+    expected = [m.group(1).strip() for m in re.finditer(r"print\(.*\)[ \t]+# (.+)$", block, re.M)]
+    printed = [line.strip() for line in out.getvalue().splitlines()]
+    assert expected and all(want in printed for want in expected), (expected, printed)

@@ -1,6 +1,6 @@
 """A conversation flattened to prompt blocks for ``/prompt``, exactly as the reference SDK does.
 
-PROTOCOL.md §7.2 (``openreward.environments.utils.flatten_messages``): one plain user message
+docs/protocol.md §7.2 (``openreward.environments.utils.flatten_messages``): one plain user message
 flattens to its blocks verbatim; anything else gets a ``[role]`` header before each message's
 blocks, and rich blocks render to text.
 """

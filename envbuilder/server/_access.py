@@ -3,7 +3,7 @@
 A key is accepted from ``X-API-Key`` (both reference clients send it on ordinary requests),
 ``Authorization: Bearer`` (generic HTTP clients), or an ``api_key`` / ``OPENREWARD_API_KEY``
 entry of ``X-Secrets``: the openreward client omits ``X-API-Key`` on streaming requests
-(``/create_session``, ``/call``) but always carries its key there (PROTOCOL.md §8.2).
+(``/create_session``, ``/call``) but always carries its key there (docs/protocol.md §8.2).
 Keys are compared in constant time and never logged or echoed.
 """
 

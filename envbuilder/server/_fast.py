@@ -122,7 +122,7 @@ class FastFront:
                 named = self.state.deployment(headers.get(b"x-deployment", b"").decode("latin-1"))
             except RequestRejected as exc:
                 return await _answer(send, _ops.error_reply(exc.status, exc.message))
-            if named is None:  # no name given: the reference servers' redirect (PROTOCOL.md §1.2)
+            if named is None:  # no name given: the reference servers' redirect (docs/protocol.md §1.2)
                 return await _redirect(self.state.default, scope, send)
             scope = _prefixed(scope, named)
             path = scope["path"]
@@ -345,7 +345,7 @@ def _prefixed(scope: dict[str, Any], env: str) -> dict[str, Any]:
 
 
 async def _redirect(default: str, scope: dict[str, Any], send: Any) -> None:
-    """308 to the default environment (both reference clients rely on it, PROTOCOL.md §1.2).
+    """308 to the default environment (both reference clients rely on it, docs/protocol.md §1.2).
     The location is built from the raw request target, which holds no CR, LF or non-ASCII."""
     raw = scope.get("raw_path") or scope["path"].encode("utf-8", "replace")
     location = b"/" + default.encode() + raw.split(b"?", 1)[0]  # (httpx's test transport adds the query)

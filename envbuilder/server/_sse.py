@@ -1,4 +1,4 @@
-"""Server-Sent Events framing exactly as the ORS clients parse it (PROTOCOL.md §4)."""
+"""Server-Sent Events framing exactly as the ORS clients parse it (docs/protocol.md §4)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Publishing to a HuggingFace Hub dataset repository through ``huggingface_hub``, against a local
 server that records the requests (``tests/fakes/hub_server.py``; what it does not cover is listed
-in the README)."""
+in docs/how-to/catalogs.md)."""
 
 from __future__ import annotations
 

@@ -133,12 +133,12 @@ def test_invalid_spec_is_not_checked(tmp_path: Path) -> None:
     assert result.output.endswith(f"{spec}: invalid, nothing checked (see `envbuilder validate`)\n")
 
 
-def test_readme_check_output_is_the_cli_output(monkeypatch) -> None:
+def test_the_authoring_guides_check_output_is_the_cli_output(monkeypatch) -> None:
     root = Path(__file__).parent.parent.parent
     monkeypatch.chdir(root)
     result = runner.invoke(app, ["check", "envs/gsm8k.yaml", "--sample", "50"])
     assert result.exit_code == 0
-    assert result.output in (root / "README.md").read_text(encoding="utf-8")
+    assert result.output in (root / "docs" / "how-to" / "authoring.md").read_text(encoding="utf-8")
 
 
 def test_unit_tests_gold_is_not_called_circular() -> None:

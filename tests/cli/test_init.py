@@ -258,13 +258,15 @@ def test_init_hub_id_without_a_reachable_hub_fails_fast(monkeypatch: pytest.Monk
     assert time.monotonic() - started < 10  # not datasets's retries (about 25 s)
 
 
-def test_the_readme_init_example_is_what_init_prints(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_authoring_guides_init_example_is_what_init_prints(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import re
     import shutil
 
     from tests.conftest import ROOT
 
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    readme = (ROOT / "docs" / "how-to" / "authoring.md").read_text(encoding="utf-8")
     block = re.search(r"```\n\$ envbuilder init (tests/fixtures/\S+) --out (\S+)\n(.*?)\$ grep", readme, re.S)
     assert block is not None
     source, out, printed = block.groups()

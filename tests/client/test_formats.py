@@ -8,7 +8,7 @@ from envbuilder.client import convert_messages, convert_tools
 from envbuilder.client._formats import parse_messages
 from envbuilder.protocol import Message, ToolSpec
 
-# PROTOCOL.md §7.1: a conversation with reasoning, a tool call and its result.
+# docs/protocol.md §7.1: a conversation with reasoning, a tool call and its result.
 CONVERSATION = [
     {"role": "system", "blocks": [{"text": "You are a careful assistant.", "type": "text"}]},
     {"role": "user", "blocks": [{"text": "What is 6*7? Use the calculator.", "type": "text"}]},

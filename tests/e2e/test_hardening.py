@@ -467,7 +467,7 @@ def test_serve_refuses_a_public_bind_without_a_key(tmp_path: Path, monkeypatch: 
         "Pass --api-key-file (or --api-key), or --public to serve it open"
     )
     assert result.stderr == message + "\n"
-    assert message in (ENVS.parent / "README.md").read_text()
+    assert message in (ENVS.parent / "docs" / "how-to" / "security.md").read_text()
     result = CliRunner().invoke(app, ["serve", spec, "--host", "0.0.0.0", "--public"])
     assert result.exit_code == 0 and "warning: serving 0.0.0.0 with no API key" in result.stderr
     keys = tmp_path / "keys.txt"

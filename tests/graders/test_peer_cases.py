@@ -10,7 +10,7 @@ left out. A row that asks the peer for a non-default precision is graded with th
 ``float_rounding``.
 
 Every case agrees with the peer except those in ``peers/conventions.json``: conventions we
-chose (named in the README) and known failures, each of which must still differ (so the list
+chose (named in docs/how-to/graders.md) and known failures, each of which must still differ (so the list
 cannot go stale).
 """
 

@@ -16,7 +16,7 @@ from tests.prompting.conftest import FIXTURES, RICH
 
 MakeEnv = Callable[..., Environment]
 
-#: PROTOCOL.md §7.1: /messages of task c0 of the reference `convenv`, verified against [OR].
+#: docs/protocol.md §7.1: /messages of task c0 of the reference `convenv`, verified against [OR].
 REFERENCE_C0 = json.loads((FIXTURES / "convenv_c0.json").read_text())
 
 

@@ -34,7 +34,7 @@ def result(id_: str, blocks: list[dict], is_error: bool = False) -> dict:
 
 
 ROWS = [
-    {  # PROTOCOL.md §7.1's example conversation
+    {  # docs/protocol.md §7.1's example conversation
         "id": "c0",
         "conversation": [
             {"role": "system", "blocks": [text("You are a careful assistant.")]},

@@ -1,4 +1,5 @@
-"""The README's Datasets example works (with the hub repo replaced by its local hub-shaped copy)."""
+"""The Datasets how-to's example (docs/how-to/datasets.md) works, with the hub repo replaced by its
+local hub-shaped copy."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from tests.data.helpers import make_env
 
 
 def test_readme_datasets_example(hub_gsm8k: Path) -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    block = re.search(r"## Datasets.*?```yaml\n(.*?)```", readme, re.S)
+    readme = (ROOT / "docs" / "how-to" / "datasets.md").read_text(encoding="utf-8")
+    block = re.search(r"# Datasets.*?```yaml\n(.*?)```", readme, re.S)
     assert block is not None
     example = yaml.safe_load(block.group(1))
     example["dataset"]["path"] = str(hub_gsm8k)
