@@ -220,7 +220,7 @@ def why_unconfined() -> str | None:
     from envbuilder.sandbox._bwrap import confined_python
 
     try:
-        argv = confined_python([sys.executable, "-P", "-c", "import envbuilder.processes"])
+        argv = confined_python([sys.executable, "-P", "-c", ""])  # bubblewrap's own words, if it fails
         done = subprocess.run(argv, capture_output=True, timeout=START_TIMEOUT, check=False)
     except EnvbuilderError as exc:
         return str(exc)
