@@ -356,7 +356,7 @@ class ProcessPool:
             flags = ["-P"] if self.confined else []  # a confined one never imports from its cwd
             code = (
                 "from envbuilder.processes._zygote import main; "
-                f"main({fd}, {self.memory_limit}, {self.confined}, {self.drop_uid})"
+                f"main({fd}, {self.memory_limit}, {self.confined}, {self.drop_uid}, {os.getpid()})"
             )
             argv = [sys.executable, *flags, "-c", code]
             env = {**os.environ, **THREAD_VARS}

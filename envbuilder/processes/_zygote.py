@@ -59,18 +59,18 @@ _PR_SET_DUMPABLE = 4
 _SCRATCH = ("/tmp", "/dev/shm")
 
 
-def main(fd: int, memory_limit: int, confined: bool, drop_uid: int | None) -> None:
+def main(fd: int, memory_limit: int, confined: bool, drop_uid: int | None, server: int = 0) -> None:
     """Run the zygote on the control socket ``fd`` until the server closes it. ``confined``:
     inside bubblewrap (its own PID namespace, ``/tmp`` and IPC); ``drop_uid``: the uid a child
-    drops to when the zygote runs as root."""
+    drops to when the zygote runs as root; ``server``: the pid of the process that started it."""
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)
     if not confined:
         # Die with the server (bubblewrap's --die-with-parent does it for a confined one).
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() == 1:  # the server was gone before the signal was asked for
-            return
+        if os.getppid() != server:  # the server was gone before the signal was asked for
+            return  # (compared with its pid, not 1: in a container the server often is pid 1)
     libc.prctl(_PR_SET_DUMPABLE, 0)  # children (same uid) cannot ptrace us or open our /proc files
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     with contextlib.suppress(OSError):

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +17,7 @@ import pytest
 
 from envbuilder import budget
 from envbuilder.processes import CheckTimeout, ProcessPool, WorkerError, WorkerFailed, worker_function
+from tests.conftest import ROOT
 from tests.workers import functions as workers
 
 
@@ -175,3 +179,30 @@ def test_only_registered_functions_run_in_a_worker(pool: ProcessPool) -> None:
         worker_function(unannotated)
     with pytest.raises(TypeError, match="module level"):
         worker_function(lambda: 1)
+
+
+_AS_PID_1 = """
+import asyncio, os
+from envbuilder.processes import ProcessPool
+from tests.workers import functions
+assert os.getpid() == 1
+pool = ProcessPool(1)
+print(asyncio.run(pool.run(functions.spin, 0.0, timeout=60)))
+pool.close()
+"""
+
+
+def test_a_server_that_is_pid_1_has_workers() -> None:
+    # In a container the server is often pid 1: a worker must not take that for an orphaned start.
+    user = [] if os.geteuid() == 0 else ["--user", "--map-root-user"]
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        pytest.skip("util-linux's unshare is not installed")
+    done = subprocess.run(
+        [unshare, *user, "--pid", "--fork", "--mount-proc", sys.executable, "-c", _AS_PID_1],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "done", done.stderr[-2000:]
