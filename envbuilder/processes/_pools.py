@@ -57,8 +57,8 @@ ALLOW_UNCONFINED_ENV = "ENVBUILDER_ALLOW_UNCONFINED_CHECKERS"
 log = logging.getLogger("envbuilder.processes")
 _HOW = (
     "Install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap) "
-    "where user namespaces are allowed (in a container: run as a non-root user with "
-    "--security-opt seccomp=unconfined, see deploy/README.md), or accept the risk with "
+    "where user namespaces are allowed (in a container: a non-root user, with --security-opt "
+    "seccomp=unconfined and systempaths=unconfined; see deploy/README.md), or accept the risk with "
     "`envbuilder serve --allow-unconfined-checkers`"
 )
 
