@@ -3,6 +3,7 @@ else is unreadable with a reason of ours, never an exception and never code."""
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 import pickle
@@ -30,6 +31,15 @@ class Texts(BaseModel):
 class Failure(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
     message: str
+
+
+class Stamped(BaseModel):
+    at: datetime.date
+    tags: frozenset[str]
+
+
+class AVeryLongExceptionNameThatAWorkerMightUseToPadItsReplyWithTextOfItsOwn(Exception):
+    pass
 
 
 @pytest.mark.parametrize(
@@ -160,8 +170,15 @@ def test_what_a_worker_encodes_reads_back() -> None:
         "raised", detail="ZeroDivisionError"
     )
     assert encode_error(ValueError("secret text")) == b'{"error": "ValueError"}'
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match=r"^object is not JSON$"):
         encode_ok(object())
+    # A model is sent as its JSON form (a date as ISO text, a set as a list).
+    stamped = json.loads(encode_ok(Stamped(at=datetime.date(2026, 12, 1), tags=frozenset({"a"}))))
+    assert stamped == {"ok": {"at": "2026-12-01", "tags": ["a"]}}
+    long = json.loads(encode_error(AVeryLongExceptionNameThatAWorkerMightUseToPadItsReplyWithTextOfItsOwn()))
+    assert long == {
+        "error": AVeryLongExceptionNameThatAWorkerMightUseToPadItsReplyWithTextOfItsOwn.__name__[:64]
+    }
 
 
 def test_the_vocabularies_are_ours() -> None:
