@@ -334,8 +334,15 @@ def confined_python(argv: Sequence[str]) -> list[str]:
     out += ["--perms", "01777", "--size", str(_SCRATCH_BYTES), "--tmpfs", "/tmp"]
     out += ["--perms", "01777", "--size", str(_SCRATCH_BYTES), "--tmpfs", "/dev/shm"]
     # The folders on the way to a shown path, readable by the worker's children whatever the
-    # host's are (a CI clone in a mktemp folder is 0700).
-    shown = [p for p in paths if os.path.lexists(p)]
+    # host's are (a CI clone in a mktemp folder is 0700). An import path that is, or holds, one
+    # of the sandbox's own mounts (`/`, `/tmp`) would show the host's instead: never shown.
+    own = ("/tmp", "/dev", "/proc")
+    shown = [
+        p
+        for p in paths
+        if os.path.lexists(p)
+        and not any(m == p.rstrip("/") or m.startswith(p.rstrip("/") + "/") for m in own)
+    ]
     for folder in _ancestors(shown):
         out += ["--perms", "0755", "--dir", folder]
     for path in shown:

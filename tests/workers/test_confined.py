@@ -178,3 +178,19 @@ def test_require_confinement_says_why_and_how(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setenv(_pools.ALLOW_UNCONFINED_ENV, "1")
     state = _pools.require_confinement()
     assert (state.confined, state.allowed, state.word) == (False, True, "off")
+
+
+def test_an_import_path_of_root_or_tmp_never_shows_the_hosts(monkeypatch: pytest.MonkeyPatch) -> None:
+    from envbuilder.sandbox._bwrap import confined_python
+
+    monkeypatch.setattr(sys, "path", [*sys.path, "/", "/tmp", "/tmp/"])
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    argv = confined_python([sys.executable])
+    shown = {argv[i + 1] for i, arg in enumerate(argv) if arg == "--ro-bind"}
+    assert not shown & {"/", "/tmp", "/tmp/"}
+    pool = ProcessPool(1, confined=True, drop_uid=NOBODY, clean_env=True)
+    try:
+        assert run(pool, workers.leave_file, "private") is True  # its own /tmp, not the host's
+    finally:
+        pool.close()
+    assert not Path("/tmp/private").exists()
