@@ -111,16 +111,18 @@ def _code(source: str) -> str:
     return f"exec({source!r})"
 
 
-@contextlib.contextmanager
-def _server(*extra: str, env: dict[str, str] | None = None) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """The countdown spec and the shipped reasoning_mix, with two keys, one grading process."""
-    with tempfile.TemporaryDirectory(prefix="eb-countdown-") as folder:
-        spec = Path(folder) / "countdown.yaml"
-        spec.write_text(COUNTDOWN)
-        args = (str(spec), str(ENVS / "reasoning_mix.yaml"), "--api-key", KEY_A, "--api-key", KEY_B, *extra)
-        env = {"ENVBUILDER_GRADING_PROCESSES": "1", **(env or {})}
-        with serve_process(*args, env=env, ready_timeout=READY) as served:
-            yield served
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, subprocess.Popen[bytes], Path]]:
+    """The countdown spec and the shipped reasoning_mix, with two keys, one checker process (so
+    that, before issue 31, every answer went to the same worker); its URL, process and stdout."""
+    folder = tmp_path_factory.mktemp("countdown")
+    spec = folder / "countdown.yaml"
+    spec.write_text(COUNTDOWN)
+    args = (str(spec), str(ENVS / "reasoning_mix.yaml"), "--api-key", KEY_A, "--api-key", KEY_B)
+    out = folder / "stdout"
+    env = {"ENVBUILDER_GRADING_PROCESSES": "1"}
+    with serve_process(*args, env=env, stdout=out, ready_timeout=READY) as (url, proc):
+        yield url, proc, out
 
 
 def _submit(client: httpx.Client, key: str, env: str, split: str, index: int, answer: str) -> dict[str, Any]:
@@ -170,7 +172,9 @@ def _not_full_marks(out: dict[str, Any]) -> bool:
     return out["reward"] is None or out["reward"] < 1.0
 
 
-def test_an_answer_cannot_run_code_in_the_server_or_forge_its_grade_or_reason(tmp_path: Path) -> None:
+def test_an_answer_cannot_run_code_in_the_server_or_forge_its_grade_or_reason(
+    served: tuple[str, subprocess.Popen[bytes], Path], tmp_path: Path
+) -> None:
     marker = tmp_path / "written-by-the-server"
     forgeries = [
         _FORGE.format(payload=_RUN_IN_SERVER.format(marker=marker)),
@@ -179,7 +183,8 @@ def test_an_answer_cannot_run_code_in_the_server_or_forge_its_grade_or_reason(tm
     ]
     gold = _gold("easy", 1)[0]
     outs = []
-    with _server() as (url, _), httpx.Client(base_url=url, timeout=300) as c:
+    url = served[0]
+    with httpx.Client(base_url=url, timeout=300) as c:
         for i, forgery in enumerate(forgeries):
             outs.append(_submit(c, KEY_A, "countdown", "test", i, _code(forgery)))
             _submit(c, KEY_B, "reasoning_mix", "easy", 0, gold)  # replaces a worker the forgery ended
@@ -191,9 +196,11 @@ def test_an_answer_cannot_run_code_in_the_server_or_forge_its_grade_or_reason(tm
         assert out["reward"] is None and "tried to run code" in out["metadata"]["reason"], out
 
 
-def test_one_keys_answers_cannot_change_another_keys_grades() -> None:
+def test_one_keys_answers_cannot_change_another_keys_grades(
+    served: tuple[str, subprocess.Popen[bytes], Path],
+) -> None:
     gold = _gold("easy", 6)
-    with _server() as (url, _), httpx.Client(base_url=url, timeout=300) as c:
+    with httpx.Client(base_url=served[0], timeout=300) as c:
         before = [_submit(c, KEY_B, "reasoning_mix", "easy", i, g)["reward"] for i, g in enumerate(gold[:2])]
         poisoned = [_submit(c, KEY_A, "countdown", "test", i, _code(_POISON)) for i in range(3)]
         after = [_submit(c, KEY_B, "reasoning_mix", "easy", i, g)["reward"] for i, g in enumerate(gold)]
@@ -204,17 +211,22 @@ def test_one_keys_answers_cannot_change_another_keys_grades() -> None:
     assert all(_not_full_marks(p) for p in poisoned)
 
 
-def test_a_process_that_exits_after_replying_costs_nobody_else_a_grade() -> None:
+def test_a_process_that_exits_after_replying_costs_nobody_else_a_grade(
+    served: tuple[str, subprocess.Popen[bytes], Path],
+) -> None:
     gold = _gold("easy", 3)
-    with _server() as (url, _), httpx.Client(base_url=url, timeout=300) as c:
+    with httpx.Client(base_url=served[0], timeout=300) as c:
         _submit(c, KEY_A, "countdown", "test", 0, _code(_EXIT_LATER))
         time.sleep(1.0)  # the old worker, back in the idle pool, is dead by now
         honest = [_submit(c, KEY_B, "reasoning_mix", "easy", i, g) for i, g in enumerate(gold)]
     assert [h["reward"] for h in honest] == [1.0] * 3, [h["metadata"] for h in honest]
 
 
-def test_fork_and_memory_bombs_are_stopped_and_leave_nothing_behind() -> None:
-    with _server() as (url, proc), httpx.Client(base_url=url, timeout=300) as c:
+def test_fork_and_memory_bombs_are_stopped_and_leave_nothing_behind(
+    served: tuple[str, subprocess.Popen[bytes], Path],
+) -> None:
+    url, proc, _ = served
+    with httpx.Client(base_url=url, timeout=300) as c:
         _submit(c, KEY_B, "reasoning_mix", "easy", 0, _gold("easy", 1)[0])  # the workers are up
         baseline = len(_descendants(proc.pid))
         answered: list[int] = []
@@ -255,6 +267,12 @@ def _serve_logged(*args: str, env: dict[str, str]) -> Iterator[tuple[str, Path, 
             yield url, out, err
 
 
+def test_the_start_up_lines_say_the_checkers_run_confined(
+    served: tuple[str, subprocess.Popen[bytes], Path],
+) -> None:
+    assert "envbuilder: checkers that evaluate answers run confined: bubblewrap" in served[2].read_text()
+
+
 def test_without_bubblewrap_serve_refuses_unless_allowed(tmp_path: Path) -> None:
     spec = tmp_path / "countdown.yaml"
     spec.write_text(COUNTDOWN)
@@ -283,9 +301,6 @@ def test_without_bubblewrap_serve_refuses_unless_allowed(tmp_path: Path) -> None
         r = c.post("/countdown/call", headers=h, json={"name": "submit", "input": {"answer": answer}})
         out = json.loads([x for x in r.text.splitlines() if x.startswith("data: ")][-1][6:])["output"]
     assert not marker.exists() and out["reward"] is None, out
-    # With bubblewrap, the start-up lines say the checkers run confined.
-    with _serve_logged(str(spec), env={}) as (url, stdout, _):
-        assert "checkers that evaluate answers run confined: bubblewrap" in stdout.read_text()
     # The shipped GSM8K evaluates nothing: served anywhere, /health is the reference's.
     with serve_process(str(ENVS / "gsm8k.yaml"), env=no_bwrap, ready_timeout=READY) as (url, _):
         assert httpx.get(url + "/health").json() == {"status": "ok"}
