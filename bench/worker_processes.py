@@ -33,16 +33,23 @@ dataset:
   tasks: {family: {}}
 splits: {test: {}}
 prompt: {template: "{{ question }}"}
-grader: {type: reasoning_gym}
+grader: {type: reasoning_gym, timeout: 60}  # room for a cold start on a loaded machine
 """
-MATH = {"type": "math", "target": "{{ answer }}"}
-# Only SymPy can tell these equal to their targets (or not): every one goes to a process.
-MATH_CASES = [
-    ({"answer": "\\frac{14}{3}"}, "$4\\frac{2}{3}$"),
-    ({"answer": "\\sqrt{17}"}, "$\\sqrt{17}$ units"),
-    ({"answer": "(3, \\frac{\\pi}{2})"}, "$(3, \\pi/2)$"),
-    ({"answer": "x^2 - 1"}, "$(x-1)(x+1)$"),
-]
+MATH = {"type": "math", "target": "{{ answer }}", "timeout": 60}
+
+
+# Only SymPy can tell these equal to their targets (or not): every one goes to a process. Each
+# grade gets answers it has not seen (n varies): math-verify caches by answer text.
+def math_cases(count: int = 2000) -> list[tuple[dict[str, Any], str]]:
+    out = []
+    for n in range(2, count // 4 + 2):
+        out += [
+            ({"answer": f"\\frac{{{14 * n}}}{{{3 * n}}}"}, f"${4 * n}\\frac{{{2 * n}}}{{{3 * n}}}$"),
+            ({"answer": f"\\sqrt{{{17 * n * n}}}"}, f"${n}\\sqrt{{17}}$ units"),
+            ({"answer": f"({n}, \\frac{{\\pi}}{{2}})"}, f"$({n}, \\pi/2)$"),
+            ({"answer": f"x^2 - {n * n}"}, f"$(x-{n})(x+{n})$"),
+        ]
+    return out
 
 
 def _env(family: str) -> Environment:
@@ -94,7 +101,7 @@ async def main(seconds: float, concurrency: int) -> dict[str, Any]:
         )
     math = build_grader(TypeAdapter(GraderField).validate_python(MATH), GraderContext())
     out["math (SymPy in a process)"] = await _rate(
-        lambda a, t: math.grade(a, t, {}), MATH_CASES, seconds, concurrency
+        lambda a, t: math.grade(a, t, {}), math_cases(), seconds, concurrency
     )
     return out
 

@@ -317,11 +317,23 @@ def check(extract: str, float_rounding: int, answer: str, target: str) -> tuple[
     return _checker(extract, float_rounding)._check(answer, target)
 
 
+_WARM = (
+    "$\\frac{1}{2}x$", "$-\\dfrac{5}{2}$", "$2\\sqrt{3}$", "$(1, \\pi/3)$", "$x^2+2x+1$", "$[0, 1)$",
+    "$\\{1,2\\}$", "$3.14$", "$10^\\circ$", "$\\infty$", "$x = 5$", "$2^{10}$", "$\\log_2 8$",
+    "$\\sin(x)$", "$\\begin{pmatrix}1\\\\2\\end{pmatrix}$", "$\\text{(A)}$",
+)  # fmt: skip
+"""Answers of the usual shapes a zygote checks once before forking (a fresh child then starts
+with math-verify's and SymPy's lazy imports done and their parsers' tables built: about a
+quarter less time on the first check of an answer)."""
+
+
 @processes.worker_function
 def warm(extract: str, float_rounding: int) -> bool:
-    """Run in a zygote: build the checker for this setting and check a symbolic answer once,
-    so that math-verify's and SymPy's lazy imports are done before any child is forked."""
-    _checker(extract, float_rounding)._check("$\\frac{1}{2}x$", "x/2")
+    """Run in a zygote: build the checker for this setting and check answers of the usual
+    shapes once (:data:`_WARM`), before any child is forked."""
+    checker = _checker(extract, float_rounding)
+    for answer in _WARM:
+        checker._check(answer, answer.strip("$"))
     return True
 
 
