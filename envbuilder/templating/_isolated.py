@@ -50,9 +50,10 @@ __all__ = [
 ]
 
 PROCESSES_ENV = "ENVBUILDER_RENDER_PROCESSES"
-GRACE = 0.5
-"""Seconds past a template's render budget before its worker is killed: a loop is stopped by the
-worker's own deadline and keeps the worker; only a C call that ignores it costs a process."""
+GRACE = 1.0
+"""Seconds past a template's render budget before its process is killed: a loop is stopped by the
+process's own deadline; only a C call that ignores it is killed. It also covers the fresh
+process's start, which a loaded machine can stretch past half a second."""
 BATCH = 64
 """Contexts sent to a worker in one call by :meth:`~envbuilder.templating.Template.render_each`
 (a search tool's passages): one round trip for many small renders, still under one deadline."""
