@@ -26,11 +26,17 @@ the interpreter lock (``9^{9^{9^{9}}}`` is one big-integer power), and so can a 
   they refuse unless the operator allowed it (:func:`allow_unconfined`).
 
 Process limits, why these: cgroups would bound a tree's memory exactly, but need a delegated,
-writable cgroup, which a container or a CI runner seldom has (this project's own CI host has
-cgroup v1 with nothing delegated); ``RLIMIT_NPROC`` is counted per user (per user namespace
-since Linux 5.14) and is always there, so a child that may not start any process needs no
-counting at all, and its address-space limit is then the limit of its whole tree. A seccomp
-filter would need a BPF program per architecture; the guard and the confinement make it moot.
+writable cgroup, which a container or a CI runner seldom has (the development machine has
+cgroup v1 with nothing delegated; a container's ``/sys/fs/cgroup`` is read-only). A watchdog
+summing the tree's memory from ``/proc`` costs the server a scan of every process per tick
+(25 ms on that machine, where ``/proc/PID/task/*/children`` is not compiled in). ``RLIMIT_NPROC``
+is always there and is enforced by the kernel for any uid but root's (counted per user
+namespace since Linux 5.14): at 1, a child can start no process and no thread, however many the
+user already runs, so its address-space limit is the limit of its whole tree, and a fork bomb
+stops at its first fork. A seccomp filter would need a BPF program per architecture; the guard
+and the confinement make it moot. What a child could still hold outside its address space
+(files in the sandbox's 16 MiB ``/tmp`` and ``/dev/shm``, at most 64 descriptors of 16 MiB
+memory files, pipe and socket buffers) is bounded by those limits and freed with its sandbox.
 """
 
 from envbuilder.processes._frames import CheckTimeout, CodeRefused, WorkerError, WorkerFailed
