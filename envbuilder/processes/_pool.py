@@ -261,6 +261,9 @@ class ProcessPool:
         ours, theirs = socket.socketpair()
         try:
             zygote = self._fork(steps, theirs)
+        except BaseException:
+            ours.close()
+            raise
         finally:
             theirs.close()
         reply: Reply | None = None
@@ -374,6 +377,9 @@ class ProcessPool:
                 if os.environ.get("PYTHONPATH"):
                     env["PYTHONPATH"] = os.environ["PYTHONPATH"]
             proc = _SPAWNER.start(args=argv, env=env, pass_fds=(fd,))
+        except BaseException:
+            ours.close()
+            raise
         finally:
             theirs.close()
         zygote = _Zygote(proc, ours)
