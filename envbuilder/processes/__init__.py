@@ -16,11 +16,13 @@ the interpreter lock (``9^{9^{9^{9}}}`` is one big-integer power), and so can a 
   the function's return type; anything else makes that call fail (the answer ungradeable),
   nothing more. Only the server writes requests, so they are pickled (task rows carry Python
   values); nothing a worker writes is ever unpickled.
-- **Limits** (``_zygote``): a child cannot start a process or a thread (``RLIMIT_NPROC`` 1,
-  enforced by the kernel for any uid but root's, so a root zygote's child drops to an
-  unprivileged uid where it evaluates answers), maps at most :data:`MEMORY_LIMIT` (with no
-  children, that bounds its whole tree), writes files of at most 16 MiB, holds 64 descriptors,
-  has a CPU-time limit just past its deadline, and is killed (``SIGKILL``) at the deadline.
+- **Limits** (``_zygote``): a child that evaluates answers cannot start a process or a thread
+  (``RLIMIT_NPROC`` 1, enforced by the kernel for any uid but root's, so a root zygote's child
+  drops to an unprivileged uid), so its address space (:data:`MEMORY_LIMIT`) bounds its whole
+  tree; every child writes files of at most 16 MiB, holds 64 descriptors, has a CPU-time limit
+  just past its deadline, and is killed (``SIGKILL``) at the deadline. Children of the pools
+  that only read answers as data (math, regex, renders) may start threads (a render's deadline
+  is one): nothing they are sent can run.
 - **Confinement** (``_pools``): checkers that evaluate answers run under bubblewrap and arm a
   guard (``_guard``) that refuses the answer's attempts to run code; without a working sandbox
   they refuse unless the operator allowed it (:func:`allow_unconfined`).

@@ -174,6 +174,9 @@ class ProcessPool:
             process limit applies to it); None keeps the zygote's uid.
         clean_env: Start zygotes with a minimal environment, not the server's (a confined one
             always has one).
+        alone: A child may start no process and no thread (where an answer may run code);
+            otherwise it may start threads (a render's deadline is one), not being able to run
+            anything it is sent.
     """
 
     def __init__(
@@ -184,8 +187,10 @@ class ProcessPool:
         confined: bool = False,
         drop_uid: int | None = None,
         clean_env: bool = False,
+        alone: bool = False,
     ):
         self.size = size
+        self.alone = alone
         self.memory_limit = memory_limit
         self.confined = confined
         self.drop_uid = drop_uid
@@ -359,7 +364,8 @@ class ProcessPool:
             flags = ["-P"] if self.confined else []  # a confined one never imports from its cwd
             code = (
                 "from envbuilder.processes._zygote import main; "
-                f"main({fd}, {self.memory_limit}, {self.confined}, {self.drop_uid}, {os.getpid()})"
+                f"main({fd}, {self.memory_limit}, {self.confined}, {self.drop_uid}, {os.getpid()}, "
+                f"{self.alone})"
             )
             argv = [sys.executable, *flags, "-c", code]
             env = {**os.environ, **THREAD_VARS}

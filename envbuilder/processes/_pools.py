@@ -196,7 +196,7 @@ def confined_pool() -> ProcessPool:
             if not state.confined:
                 log.warning("envbuilder: %s", state.describe())
             pool = _pools["confined"] = ProcessPool(
-                default_size(), confined=state.confined, drop_uid=sandbox_uid(), clean_env=True
+                default_size(), confined=state.confined, drop_uid=sandbox_uid(), clean_env=True, alone=True
             )
             atexit.register(pool.close)
         return pool
@@ -229,7 +229,7 @@ def why_unconfined() -> str | None:
     if done.returncode != 0:
         last = done.stderr.decode(errors="replace").strip().splitlines()[-1:]
         return f"bubblewrap exited with status {done.returncode}" + (f": {last[0][:200]}" if last else "")
-    pool = ProcessPool(1, confined=True, drop_uid=sandbox_uid(), memory_limit=512 << 20)
+    pool = ProcessPool(1, confined=True, drop_uid=sandbox_uid(), memory_limit=512 << 20, alone=True)
     try:
         forked = pool.call(_probe, timeout=START_TIMEOUT)
     except (WorkerFailed, TimeoutError) as exc:

@@ -6,10 +6,11 @@ compile the spec's template) so that children start warm, and fork. Each child:
 
 1. gets its own socket for this one call (passed over the control socket, ``SCM_RIGHTS``) and
    closes every other descriptor, the zygote's control socket included, before anything else;
-2. takes the per-call limits (:data:`LIMITS`): no new process or thread (``RLIMIT_NPROC`` 1,
-   which the kernel enforces for any uid but root's, hence the drop to ``drop_uid`` when the
-   zygote is root), a CPU-time limit just past the call's deadline, small files, few descriptors
-   (the zygote already runs under the address-space limit, and the child inherits it);
+2. takes the per-call limits (:data:`LIMITS`): where an answer may run code (``alone``), no new
+   process or thread (``RLIMIT_NPROC`` 1, which the kernel enforces for any uid but root's, hence
+   the drop to ``drop_uid`` when the zygote is root); a CPU-time limit just past the call's
+   deadline, small files, few descriptors (the zygote already runs under the address-space
+   limit, and the child inherits it);
 3. reads its request (pickled by the server, which alone holds the other end), runs the
    registered function, writes one reply (``_reply``: JSON, never pickle) and is killed.
 
@@ -59,10 +60,14 @@ _PR_SET_DUMPABLE = 4
 _SCRATCH = ("/tmp", "/dev/shm")
 
 
-def main(fd: int, memory_limit: int, confined: bool, drop_uid: int | None, server: int = 0) -> None:
+def main(
+    fd: int, memory_limit: int, confined: bool, drop_uid: int | None, server: int = 0, alone: bool = True
+) -> None:
     """Run the zygote on the control socket ``fd`` until the server closes it. ``confined``:
     inside bubblewrap (its own PID namespace, ``/tmp`` and IPC); ``drop_uid``: the uid a child
-    drops to when the zygote runs as root; ``server``: the pid of the process that started it."""
+    drops to when the zygote runs as root; ``server``: the pid of the process that started it;
+    ``alone``: a child may start no process or thread (``RLIMIT_NPROC`` 1; where an answer may
+    run code), else it may start threads of its own (a render's deadline is a thread)."""
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)
@@ -89,7 +94,7 @@ def main(fd: int, memory_limit: int, confined: bool, drop_uid: int | None, serve
         message = json.loads(data)
         op = message.get("op")
         if op == "fork" and len(fds) == 1:
-            if not _serve_one(control, fds[0], libc, confined, drop_uid):
+            if not _serve_one(control, fds[0], libc, confined, drop_uid, alone):
                 return
             continue
         for extra in fds:
@@ -114,13 +119,15 @@ def _say(control: socket.socket, message: dict[str, Any]) -> None:
     send_frame(control, json.dumps(message).encode())
 
 
-def _serve_one(control: socket.socket, call: int, libc: Any, confined: bool, drop_uid: int | None) -> bool:
+def _serve_one(
+    control: socket.socket, call: int, libc: Any, confined: bool, drop_uid: int | None, alone: bool
+) -> bool:
     """Fork the child for one call on socket ``call``, wait for the server's ``reap``, kill and
     reap the child, clean up; False when this zygote must not serve again."""
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child (its coverage is not collected)
         try:
-            _child(call, libc, drop_uid)
+            _child(call, libc, drop_uid, alone)
         finally:
             os._exit(70)
     os.close(call)
@@ -169,7 +176,7 @@ def _clear(confined: bool) -> bool:
     return True
 
 
-def _child(call: int, libc: Any, drop_uid: int | None) -> None:  # pragma: no cover - in a child
+def _child(call: int, libc: Any, drop_uid: int | None, alone: bool) -> None:  # pragma: no cover
     """One call in a fresh child of the zygote (never returns)."""
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     os.closerange(3, call)
@@ -178,7 +185,8 @@ def _child(call: int, libc: Any, drop_uid: int | None) -> None:  # pragma: no co
         os.setgroups([])
         os.setresgid(drop_uid, drop_uid, drop_uid)
         os.setresuid(drop_uid, drop_uid, drop_uid)
-    resource.setrlimit(resource.RLIMIT_NPROC, (LIMITS["processes"], LIMITS["processes"]))
+    if alone:
+        resource.setrlimit(resource.RLIMIT_NPROC, (LIMITS["processes"], LIMITS["processes"]))
     resource.setrlimit(resource.RLIMIT_NOFILE, (LIMITS["open_files"], LIMITS["open_files"]))
     sock = socket.socket(fileno=call)
     sock.settimeout(60)

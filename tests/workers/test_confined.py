@@ -31,7 +31,7 @@ NOBODY = 65534
 def confined(monkeypatch: pytest.MonkeyPatch) -> Iterator[ProcessPool]:
     # The zygote imports this folder's worker functions: show it to the sandbox.
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
-    pool = ProcessPool(2, confined=True, drop_uid=NOBODY, clean_env=True)
+    pool = ProcessPool(2, confined=True, drop_uid=NOBODY, clean_env=True, alone=True)
     yield pool
     pool.close()
 
@@ -54,7 +54,7 @@ def test_memory_is_bounded_and_the_pool_goes_on(confined: ProcessPool) -> None:
 
 
 def test_nothing_is_left_for_the_next_call(confined: ProcessPool) -> None:
-    small = ProcessPool(1, confined=True, drop_uid=NOBODY, clean_env=True)
+    small = ProcessPool(1, confined=True, drop_uid=NOBODY, clean_env=True, alone=True)
     try:
         assert run(small, workers.leave_file, "note") is True
         assert run(small, workers.file_there, "note") is False
@@ -188,7 +188,7 @@ def test_an_import_path_of_root_or_tmp_never_shows_the_hosts(monkeypatch: pytest
     argv = confined_python([sys.executable])
     shown = {argv[i + 1] for i, arg in enumerate(argv) if arg == "--ro-bind"}
     assert not shown & {"/", "/tmp", "/tmp/"}
-    pool = ProcessPool(1, confined=True, drop_uid=NOBODY, clean_env=True)
+    pool = ProcessPool(1, confined=True, drop_uid=NOBODY, clean_env=True, alone=True)
     try:
         assert run(pool, workers.leave_file, "private") is True  # its own /tmp, not the host's
     finally:

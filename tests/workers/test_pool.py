@@ -206,3 +206,18 @@ def test_a_server_that_is_pid_1_has_workers() -> None:
         cwd=ROOT,
     )
     assert done.returncode == 0 and done.stdout.strip() == "done", done.stderr[-2000:]
+
+
+def test_threads_are_for_the_pools_that_run_nothing_they_are_sent() -> None:
+    # As any user but root (a container's, a laptop's), a child that may start no thread cannot
+    # render a template whose deadline is a thread: only pools whose children evaluate answers
+    # are alone. The drop to nobody makes the kernel enforce it here too, as root.
+    data_only = ProcessPool(1, drop_uid=65534)
+    alone = ProcessPool(1, drop_uid=65534, alone=True)
+    try:
+        assert data_only.call(workers.threads, timeout=60) is True
+        assert alone.call(workers.threads, timeout=60) is False
+        assert alone.call(workers.fork_bomb, 50, timeout=60) == 0
+    finally:
+        data_only.close()
+        alone.close()
