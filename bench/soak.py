@@ -12,6 +12,10 @@ a math answer that freezes SymPy (``9^{9^{9^{9}}}``, killed in its grading proce
 that starve the grading processes (``(1+x)^{3000}``), a loop-free template that is slow on a
 long client task, forged tasks (a served task with its gold changed: graded against the served
 row), and session hoarding (one key opening sessions until its share is refused with 429).
+The third round's (issue 31), on reasoning-gym checkers that evaluate answers: reply forgery (an
+answer that SymPy runs writes a reply of its own, pickled and as JSON, claiming full marks:
+ungradeable) and worker poisoning (an answer that replaces every family's checker); alongside,
+honest clients submit reasoning_mix's gold answers, and any grade but 1.0 is an honest error.
 Honest clients use their own key, so fair shares keep their place.
 """
 
@@ -54,6 +58,32 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+COUNTDOWN = """\
+name: countdown
+dataset: {type: reasoning_gym, num_tasks: 1000, seed: 31, tasks: {countdown: {}}}
+splits: {test: {}}
+prompt: {template: "{{ question }}"}
+grader: {type: reasoning_gym}
+"""
+# Run by the countdown checker (SymPy's parse_expr is eval): write a full-marks reply on every
+# descriptor, as a pickle and as JSON, then exit; or replace every family's checker.
+FORGE = (
+    "import os, pickle, struct\n"
+    "for data in (pickle.dumps(('ok', 1.0)), b'{\"ok\": 1.0}'):\n"
+    "    for fd in range(3, 16):\n"
+    "        try:\n"
+    "            os.write(fd, struct.pack('!I', len(data)) + data)\n"
+    "        except OSError:\n"
+    "            pass\n"
+    "os._exit(0)\n"
+)
+POISON = (
+    "import reasoning_gym.factory as factory\n"
+    "for cls, _ in factory.DATASETS.values():\n"
+    "    cls.score_answer = lambda self, answer, entry: 0.0\n"
+)
+
+
 def specs(folder: Path) -> list[Path]:
     """The shipped GSM8K, and a copy whose prompt never finishes rendering."""
     gsm8k = ROOT / "envs" / "gsm8k.yaml"
@@ -65,7 +95,15 @@ def specs(folder: Path) -> list[Path]:
     wrap = gsm8k.read_text().replace("data/", f"{ROOT}/envs/data/").replace("name: gsm8k", "name: wrap")
     wrap = wrap.replace("template_file: prompts/math_final_answer.jinja", f"template: {json.dumps(WRAP)}")
     (folder / "wrap.yaml").write_text(wrap)
-    return [gsm8k, folder / "frozen.yaml", folder / "wrap.yaml", ROOT / "envs" / "math500.yaml"]
+    (folder / "countdown.yaml").write_text(COUNTDOWN)
+    return [
+        gsm8k,
+        folder / "frozen.yaml",
+        folder / "wrap.yaml",
+        ROOT / "envs" / "math500.yaml",
+        folder / "countdown.yaml",
+        ROOT / "envs" / "reasoning_mix.yaml",
+    ]
 
 
 class Counts:
@@ -110,6 +148,32 @@ async def honest(url: str, n: int, counts: Counts, stop: float, num: int) -> Non
             counts.latencies.append(time.perf_counter() - started)
 
 
+async def honest_reasoning(url: str, counts: Counts, stop: float, gold: list[str]) -> None:
+    """reasoning_mix's gold answers, graded by the same checker processes the hostile answers
+    use: anything but 1.0 is an honest error (a poisoned or forged grade)."""
+    headers = {"X-API-Key": KEY}
+    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=60) as client:
+        i = 0
+        while time.monotonic() < stop:
+            index = i % len(gold)
+            h = {"X-Session-ID": f"rg-{random.random()}"}
+            i += 1
+            try:
+                body = {"env_name": "reasoning_mix", "split": "easy", "index": index}
+                r = await client.post("/create", headers=h, json=body)
+                if r.status_code != 200:
+                    counts.errors[f"rg create {r.status_code}"] += 1
+                    continue
+                got = await _submit(client, "reasoning_mix", h, gold[index])
+                if got != "correct:1.0":
+                    counts.errors[f"rg gold graded {got}"] += 1
+                await client.post("/delete", headers=h)
+            except httpx.HTTPError as exc:
+                counts.errors[f"rg {type(exc).__name__}"] += 1
+                continue
+            counts.episodes += 1
+
+
 async def raw(port: int, data: bytes, wait: float = 5.0) -> bytes:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     try:
@@ -136,6 +200,8 @@ KINDS = [
     "loopfree",
     "forge",
     "hoard",
+    "forgery",
+    "poison",
 ]
 
 
@@ -154,6 +220,13 @@ async def second_round(client: httpx.AsyncClient, kind: str) -> str:
     key = {"X-API-Key": HOSTILE_KEY}
     h = {**key, "X-Session-ID": f"{kind}-{random.random()}"}
     try:
+        if kind in ("forgery", "poison"):
+            body = {"env_name": "countdown", "split": "test", "index": random.randrange(1000)}
+            r = await client.post("/create", headers=h, json=body)
+            if r.status_code != 200:
+                return f"create {r.status_code}"
+            code = FORGE if kind == "forgery" else POISON
+            return await _submit(client, "countdown", h, f"exec({code!r})")  # ungradeable:None
         if kind in ("mathfreeze", "mathstarve"):
             index, answer = (5, "9^{9^{9^{9}}}") if kind == "mathfreeze" else (1, "(1+x)^{3000}")
             body = {"env_name": "math500", "split": "test", "index": index}
@@ -219,7 +292,7 @@ async def hostile(url: str, port: int, counts: Counts, stop: float, kinds: list[
                 elif kind == "nokey":
                     r = await client.post("/gsm8k/task", json={"split": "train", "index": 0})
                     status = r.status_code
-                elif kind in ("mathfreeze", "mathstarve", "loopfree", "forge", "hoard"):
+                elif kind in ("mathfreeze", "mathstarve", "loopfree", "forge", "hoard", "forgery", "poison"):
                     status = await second_round(client, kind)
                 else:
                     h = {**key, "X-Session-ID": f"freeze-{random.random()}"}
@@ -273,6 +346,10 @@ async def run(args: argparse.Namespace, url: str, port: int, proc: psutil.Proces
     samples: list[tuple[float, float, int]] = []
     async with httpx.AsyncClient(base_url=url, headers={"X-API-Key": KEY}) as client:
         num = (await client.post("/gsm8k/num_tasks", json={"split": "train"})).json()["num_tasks"]
+    from envbuilder.environment import load_environment
+
+    mix = load_environment(ROOT / "envs" / "reasoning_mix.yaml").split("easy")
+    gold = [str(mix.task(i)["answer"]) for i in range(50)]
     receiver, sender = multiprocessing.Pipe(duplex=False)
     prober = multiprocessing.get_context("fork").Process(
         target=probe_health, args=(port, args.seconds, sender), daemon=True
@@ -285,6 +362,7 @@ async def run(args: argparse.Namespace, url: str, port: int, proc: psutil.Proces
         monitor(proc, samples, stop),
         *(honest(url, n, counts, stop, num) for n in range(args.concurrency)),
         *(hostile(url, port, counts, stop, args.kinds.split(",")) for _ in range(args.hostile)),
+        *(honest_reasoning(url, counts, stop, gold) for _ in range(args.reasoning)),
     )
     elapsed = time.monotonic() - started
     health_times: list[float] = await asyncio.to_thread(receiver.recv)
@@ -332,6 +410,9 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=64)
     ap.add_argument("--hostile", type=int, default=4, help="concurrent hostile clients")
     ap.add_argument(
+        "--reasoning", type=int, default=2, help="concurrent honest clients submitting reasoning_mix's gold"
+    )
+    ap.add_argument(
         "--kinds", default=",".join(KINDS), help=f"hostile requests to send, of {','.join(KINDS)}"
     )
     ap.add_argument(
@@ -376,7 +457,7 @@ def main() -> None:
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 600  # reasoning-gym loads and its confinement is checked
         while True:
             try:
                 if httpx.get(f"{url}/health", timeout=1).status_code == 200:

@@ -492,6 +492,14 @@ class Environment:
         return self.submit.counts.as_dict()
 
     @property
+    def evaluates_answers(self) -> bool:
+        """Whether a grader of this environment runs answers as code (a reasoning-gym family's
+        ``eval``): serving it needs confined workers (``processes.require_confinement``)."""
+        tool = self.submit
+        roots = [] if tool is None else [tool.grader, tool.transcript_grader]
+        return any(g.evaluates_answers for root in roots if root is not None for g in root.walk())
+
+    @property
     def cleanup(self) -> bool:
         """Whether ending a session has work to do (:meth:`end_session`)."""
         return self.toolbox.cleanup

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 
@@ -29,20 +30,29 @@ def wait_healthy(url: str, process: subprocess.Popen[bytes], timeout: float = 60
 
 @contextlib.contextmanager
 def serve_process(
-    *args: str, env: dict[str, str] | None = None
+    *args: str,
+    env: dict[str, str] | None = None,
+    stdout: Path | None = None,
+    stderr: Path | None = None,
+    ready_timeout: float = 60,
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """``envbuilder serve ARGS --port P`` on 127.0.0.1 (``env``: variables added to ours);
-    yield its URL and process."""
+    """``envbuilder serve ARGS --port P`` on 127.0.0.1 (``env``: variables added to ours;
+    ``stdout``, ``stderr``: files for its output; ``ready_timeout``: seconds it may take to
+    answer /health); yield its URL and process."""
     port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "envbuilder", "serve", *args, "--host", "127.0.0.1", "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        start_new_session=True,  # its workers form one group, stopped together below
-        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
-    )
+    with contextlib.ExitStack() as files:
+        out = files.enter_context(stdout.open("wb")) if stdout else subprocess.DEVNULL
+        err = files.enter_context(stderr.open("wb")) if stderr else None
+        process = subprocess.Popen(
+            [sys.executable, "-m", "envbuilder", "serve", *args, "--host", "127.0.0.1", "--port", str(port)],
+            stdout=out,
+            stderr=err,
+            start_new_session=True,  # its workers form one group, stopped together below
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+        )
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_healthy(url, process)
+        wait_healthy(url, process, ready_timeout)
         yield url, process
     finally:
         with contextlib.suppress(ProcessLookupError):

@@ -167,3 +167,33 @@ def test_server_api() -> None:
         "set_protocol_limits",
         "uvicorn_options",
     ]
+
+
+def test_processes_api() -> None:
+    import envbuilder.processes
+
+    assert envbuilder.processes.__all__ == [
+        "ALLOW_UNCONFINED_ENV",
+        "MEMORY_LIMIT",
+        "NICENESS",
+        "PROCESSES_ENV",
+        "START_TIMEOUT",
+        "CheckTimeout",
+        "CodeRefused",
+        "Confinement",
+        "ProcessPool",
+        "WorkerError",
+        "WorkerFailed",
+        "allow_unconfined",
+        "confined_pool",
+        "confinement",
+        "default_size",
+        "grading_pool",
+        "guarded",
+        "require_confinement",
+        "run_checked",
+        "run_confined",
+        "serving_confinement",
+        "why_unconfined",
+        "worker_function",
+    ]

@@ -104,6 +104,15 @@ def serve(
     graceful_timeout: Annotated[
         float, typer.Option(help="Seconds SIGTERM waits for running requests.", min=0)
     ] = 10.0,
+    allow_unconfined_checkers: Annotated[
+        bool,
+        typer.Option(
+            "--allow-unconfined-checkers",
+            help="Serve graders that run answers as code (reasoning-gym families whose checker "
+            "is eval) where bubblewrap cannot confine them: what an answer makes them run then "
+            "runs on this host. Without it such a spec is refused at start-up.",
+        ),
+    ] = False,
     # -- scale-out (issue 16) ----------------------------------------------------------------
     store: Annotated[
         str,
@@ -153,6 +162,7 @@ def serve(
             max_connections=max_connections,
             read_timeout=read_timeout,
             graceful_timeout=graceful_timeout,
+            allow_unconfined_checkers=allow_unconfined_checkers,
         )
         _listen(envs, local, settings, host, port, workers, strict, cache_dir, access_log, log_level)
 
@@ -214,12 +224,17 @@ def _listen(
     from envbuilder.cli._workers import run_workers
     from envbuilder.server import create_app, uvicorn_options
 
-    if workers == 1:
-        with fail_on_errors():
+    with fail_on_errors():
+        confinement = _confinement(envs, settings)
+        if workers == 1:
             app = create_app(envs, settings)
     shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
     for env in envs:
         typer.echo(f"envbuilder: serving {env.name} ({env.summary()} tasks)")
+    if confinement is not None and confinement.confined:
+        typer.echo(f"envbuilder: {confinement.describe()}")
+    elif confinement is not None:
+        typer.echo(f"envbuilder: WARNING: {confinement.describe()} (--allow-unconfined-checkers)", err=True)
     typer.echo(
         f"envbuilder: listening on http://{host}:{port}  (try: curl http://{shown}:{port}/{envs[0].name}/splits)"
     )
@@ -242,6 +257,15 @@ def _listen(
     uvicorn.run(
         app, host=host, port=port, access_log=access_log, log_level=log_level, **uvicorn_options(settings)
     )
+
+
+def _confinement(envs: list[Any], settings: Any) -> Any:
+    """Whether the checkers that evaluate answers run confined (None when none is served);
+    raises SandboxError (why, and how to fix it) when they cannot and that was not allowed."""
+    from envbuilder import processes
+
+    evaluating = any(env.evaluates_answers for env in envs)
+    return processes.serving_confinement(evaluating, settings.allow_unconfined_checkers)
 
 
 def _existing_targets(specs: list[str], *, strict: bool) -> list[str]:

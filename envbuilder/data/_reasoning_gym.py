@@ -27,7 +27,15 @@ from envbuilder.data._generated import GeneratedTable, LevelsConfig, _Generated,
 from envbuilder.errors import DataError, did_you_mean
 from envbuilder.plugins import ConfigModel
 
-__all__ = ["CHUNK", "ReasoningGymConfig", "ReasoningGymSource", "families", "family_dataset", "rg_entry"]
+__all__ = [
+    "CHUNK",
+    "ReasoningGymConfig",
+    "ReasoningGymSource",
+    "declared",
+    "families",
+    "family_dataset",
+    "rg_entry",
+]
 
 #: Items per built dataset (reasoning-gym's own default size).
 CHUNK = 500
@@ -114,6 +122,18 @@ def family_dataset(family: str, config: dict[str, Any], seed: int) -> Any:
     return _dataset(family, json.dumps(config, sort_keys=True), seed)
 
 
+_declared: set[tuple[str, str]] = set()
+
+
+def declared(family: Any, config: Any) -> bool:
+    """Whether a spec loaded in this process declares ``config`` for ``family`` (the grader
+    builds only those in a worker's zygote, never a config a client's task brings)."""
+    try:
+        return (str(family), json.dumps(config, sort_keys=True)) in _declared
+    except (TypeError, ValueError):
+        return False
+
+
 def rg_entry(coordinates: dict[str, Any]) -> dict[str, Any]:
     """The reasoning-gym entry (question, answer, metadata) a row's ``rg`` field points at."""
     ds = family_dataset(coordinates["family"], coordinates["config"], int(coordinates["seed"]))
@@ -129,6 +149,7 @@ class ReasoningGymSource(_Generated):
         names = list(self.config.tasks)
         configs = {f: {**spec.config, **overrides.get(f, {})} for f, spec in self.config.tasks.items()}
         self._check(split, configs)
+        _declared.update((f, json.dumps(to_json(c), sort_keys=True)) for f, c in configs.items())
         total = sum(s.weight for s in self.config.tasks.values())
         bounds, acc = [], 0.0
         for spec in self.config.tasks.values():

@@ -159,6 +159,10 @@ class Grader(Plugin, abc.ABC):
     solution the grade never reads (``unit_tests`` runs the answer against the task's tests)."""
     needs_state: ClassVar[bool] = False
     """The grader compares the episode's state document: the spec must declare `state:`."""
+    evaluates_answers: ClassVar[bool] = False
+    """The grader's checker runs the answer as code (reasoning-gym families whose checker is
+    ``eval``): it runs confined (``processes.run_confined``), and serving it needs a working
+    sandbox or the operator's ``--allow-unconfined-checkers``."""
 
     def __init__(self, config: Any, context: GraderContext):
         self.config = config

@@ -21,6 +21,7 @@ from typing import Annotated, Any, Literal
 from pydantic import ConfigDict, Field
 
 from envbuilder import processes
+from envbuilder.data._reasoning_gym import declared
 from envbuilder.errors import EnvbuilderError
 from envbuilder.graders._base import (
     Grade,
@@ -80,17 +81,35 @@ def extract_answer(response: str, mode: str) -> str | None:
     return response.strip()
 
 
+@processes.worker_function
 def _score(coordinates: dict[str, Any], answer: str) -> float:
+    """Run in a fresh confined process: the family's checker on ``answer``, the guard armed
+    first (the item is rebuilt before: its generation is the package's code, not the answer)."""
     from envbuilder.data._reasoning_gym import family_dataset, rg_entry
 
     dataset = family_dataset(coordinates["family"], coordinates["config"], int(coordinates["seed"]))
-    return float(dataset.score_answer(answer, rg_entry(coordinates)))
+    entry = rg_entry(coordinates)
+    return float(processes.guarded(dataset.score_answer, answer, entry))
+
+
+@processes.worker_function
+def _build(family: str, config: dict[str, Any]) -> bool:
+    """Run in a zygote (a served spec's family config only): build the family's dataset and
+    score its first item's own answer, so that every child of it starts with the dataset built
+    (some take half a second) and the checker's lazy imports done."""
+    from envbuilder.data._reasoning_gym import family_dataset
+
+    dataset = family_dataset(family, config, 0)
+    entry = dataset[0]
+    dataset.score_answer(entry["answer"], entry)
+    return True
 
 
 class ReasoningGymGrader(Grader):
     Config = ReasoningGymGraderConfig
     config: ReasoningGymGraderConfig
     blocking = True
+    evaluates_answers = True
 
     def __init__(self, config: ReasoningGymGraderConfig, context: GraderContext):
         super().__init__(config, context)
@@ -102,6 +121,9 @@ class ReasoningGymGrader(Grader):
                 raise GraderConfigError(
                     exc.message, loc=("otherwise", *exc.loc), hint=exc.hint, code=exc.code
                 ) from None
+
+    def walk(self) -> list[Grader]:
+        return [self, *(self.otherwise.walk() if self.otherwise else [])]
 
     @property
     def fields(self) -> frozenset[str]:
@@ -141,18 +163,29 @@ class ReasoningGymGrader(Grader):
                 f"several different final answers ({', '.join(hedge[:4])}): a hedge is not an answer",
                 family=family,
             )
+        config = coordinates.get("config")
+        # Only a config a served spec declares is built in the (never exposed) zygote; a
+        # client's task with a config of its own is built in its answer's process.
+        prepare = [(_build, family, config)] if declared(family, config) else []
         try:
-            score = await processes.run_confined(_score, coordinates, extracted, timeout=self.config.timeout)
+            score = await processes.run_confined(
+                _score, coordinates, extracted, timeout=self.config.timeout, prepare=prepare
+            )
         except processes.CheckTimeout:
             return Grade.ungradeable(
                 f"the {family} checker took more than {self.config.timeout:g} s", family=family
             )
+        except processes.CodeRefused as exc:
+            return Grade.ungradeable(
+                f"the answer tried to run code in the {family} checker ({exc.what}), which was refused",
+                family=family,
+            )
+        except processes.WorkerError as exc:  # the family's checker is the package's code
+            return Grade.ungradeable(f"the {family} checker failed: {exc.kind}", family=family)
         except processes.WorkerFailed as exc:
             return Grade.ungradeable(f"the {family} checker stopped: {exc}", family=family)
-        except EnvbuilderError as exc:
+        except EnvbuilderError as exc:  # no sandbox here (serve refuses to start without one)
             return Grade.ungradeable(exc.message, family=family)
-        except Exception as exc:  # the family's checker is the package's code
-            return Grade.ungradeable(f"the {family} checker failed: {type(exc).__name__}", family=family)
         if not (math.isfinite(score) and 0.0 <= score <= 1.0):
             # Out of contract (a float sum a hair above 1 included): never rounded into full credit.
             return Grade.ungradeable(

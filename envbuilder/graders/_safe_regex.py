@@ -20,6 +20,8 @@ from typing import Any
 
 import regex
 
+from envbuilder.processes import worker_function
+
 FLAGS = {
     "ignorecase": regex.IGNORECASE,
     "multiline": regex.MULTILINE,
@@ -82,6 +84,7 @@ def find_all(pattern: regex.Pattern[str], text: str, *, timeout: float = DEFAULT
         return list(pattern.finditer(text, timeout=timeout, concurrent=True))
 
 
+@worker_function
 def first_match(pattern: str, flags: int, text: str, full: bool) -> str | None:
     """The text ``pattern`` matches in ``text`` (None when it does not), with no time limit of
     its own: run in a grading process, which is killed at its deadline."""

@@ -33,9 +33,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import io
 import os
 import shutil
+import subprocess
 import sys
 import tarfile
 import tempfile
@@ -285,12 +287,17 @@ def _restore(workdir: Path, data: bytes, limit: int) -> None:
 
 
 def confined_python(argv: Sequence[str]) -> list[str]:
-    """``argv`` (this interpreter running a worker) under bubblewrap: fresh namespaces (no
-    network, no other process visible), no capabilities, a clear environment, and a read-only
-    view of the system paths and this Python's own (its prefixes and import paths) only.
+    """``argv`` (this interpreter starting a worker zygote) under bubblewrap: fresh namespaces
+    (no network, no other process visible), a clear environment, and a read-only view of the
+    system paths and this Python's own (its prefixes and import paths) only; a private ``/tmp``
+    and ``/dev/shm`` of a few MiB; ``/`` as the working folder.
 
     For workers that run code an answer can steer (a checker that evaluates the answer), where
-    the code sandbox's per-run start-up would cost too much. Raises SandboxError without bwrap.
+    the code sandbox's per-run start-up would cost too much. As root, bubblewrap runs privileged
+    (no user namespace, so that the worker's files need not be readable by another user) and the
+    worker keeps only ``CAP_SETUID``/``CAP_SETGID``, for its children to drop to an unprivileged
+    uid (``envbuilder.processes``); as another user, in its own user namespace, no nested ones.
+    Raises SandboxError without bwrap.
     """
     bwrap = shutil.which("bwrap")
     if bwrap is None:
@@ -303,22 +310,78 @@ def confined_python(argv: Sequence[str]) -> list[str]:
             sys.base_prefix,
             sys.prefix,
             str(Path(envbuilder.__file__).resolve().parent),
-            # Its import paths, not the folder it was started from (an operator's files).
+            # Its import paths, not the folder it was started from (an operator's files), but
+            # the folders $PYTHONPATH names (which the worker is given).
             *(os.path.realpath(p) for p in sys.path if p and os.path.isdir(p) and p != os.getcwd()),
+            *(os.path.realpath(p) for p in os.environ.get("PYTHONPATH", "").split(":") if os.path.isdir(p)),
         ]
     )
-    out = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--clearenv", "--cap-drop", "ALL"]
-    for key, value in BASE_ENV.items():
+    out = [bwrap, "--die-with-parent", "--new-session", "--clearenv", "--cap-drop", "ALL"]
+    if os.geteuid() == 0:
+        out += ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+        out += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    else:
+        out += ["--unshare-all", "--unshare-user"] + (
+            ["--disable-userns"] if _supports("--disable-userns") else []
+        )
+    for key, value in {**BASE_ENV, **_THREADS}.items():
         out += ["--setenv", key, value]
     if os.environ.get("PYTHONPATH"):
         out += ["--setenv", "PYTHONPATH", os.environ["PYTHONPATH"]]
     # The private /tmp first: Python or the project may live below /tmp (a CI clone's virtualenv),
     # and a mount made after the binds would hide them.
-    out += ["--proc", "/proc", "--dev", "/dev", "--size", str(64 << 20), "--tmpfs", "/tmp"]
-    for path in paths:
+    out += ["--proc", "/proc", "--dev", "/dev"]
+    out += ["--perms", "01777", "--size", str(_SCRATCH_BYTES), "--tmpfs", "/tmp"]
+    out += ["--perms", "01777", "--size", str(_SCRATCH_BYTES), "--tmpfs", "/dev/shm"]
+    # The folders on the way to a shown path, readable by the worker's children whatever the
+    # host's are (a CI clone in a mktemp folder is 0700). An import path that is, or holds, one
+    # of the sandbox's own mounts (`/`, `/tmp`) would show the host's instead: never shown.
+    own = ("/tmp", "/dev", "/proc")
+    shown = [
+        p
+        for p in paths
+        if os.path.lexists(p)
+        and not any(m == p.rstrip("/") or m.startswith(p.rstrip("/") + "/") for m in own)
+    ]
+    for folder in _ancestors(shown):
+        out += ["--perms", "0755", "--dir", folder]
+    for path in shown:
         out += _mirror(path)
-    out += ["--remount-ro", "/", "--chdir", "/tmp", "--", *argv]
+    out += ["--remount-ro", "/", "--chdir", "/", "--", *argv]
     return out
+
+
+_THREADS = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+_SCRATCH_BYTES = 16 << 20
+
+
+def _ancestors(paths: Sequence[str]) -> list[str]:
+    """The folders above ``paths`` that neither one of them nor a mount of the sandbox's own
+    (``/tmp``, ``/dev``, ``/proc``) covers, outermost first."""
+    covered = [*paths, "/tmp", "/dev", "/proc"]
+    out: dict[str, None] = {}
+    for path in paths:
+        parent = os.path.dirname(path.rstrip("/"))
+        chain = []
+        while parent not in ("/", "") and not any(
+            parent == p or parent.startswith(p.rstrip("/") + "/") for p in covered
+        ):
+            chain.append(parent)
+            parent = os.path.dirname(parent)
+        for folder in reversed(chain):
+            out[folder] = None
+    return list(out)
+
+
+@functools.cache
+def _supports(option: str) -> bool:
+    """Whether this bwrap knows ``option`` (``--disable-userns`` is 0.8+)."""
+    bwrap = shutil.which("bwrap")
+    try:
+        done = subprocess.run([bwrap or "bwrap", "--help"], capture_output=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return option.encode() in done.stdout + done.stderr
 
 
 def _mirror(path: str) -> list[str]:

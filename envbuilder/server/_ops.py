@@ -54,12 +54,18 @@ OK = HEALTH
 
 async def health(state: State) -> Reply:
     """Liveness; with a shared store, whether it answers and takes writes (503 with
-    Retry-After and what is wrong while it does not)."""
+    Retry-After and what is wrong while it does not); where a checker that evaluates answers is
+    served, whether it runs confined (``"confinement": "bubblewrap"`` or ``"off"``)."""
     if state.sessions.shared and not await state.sessions.healthy():
         problem = getattr(state.sessions, "problem", None) or "down"
         body = orjson.dumps({"status": "unavailable", "store": problem})
         return Reply(body, JSON, 503, headers={"retry-after": "1"})
-    return HEALTH
+    return HEALTH if state.confinement is None else _health_with(state.confinement.word)
+
+
+@functools.cache
+def _health_with(confinement: str) -> Reply:
+    return Reply(orjson.dumps({"status": "ok", "confinement": confinement}))
 
 
 def json_reply(content: Any, status: int = 200) -> Reply:

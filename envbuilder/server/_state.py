@@ -9,9 +9,11 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
+from envbuilder import processes
 from envbuilder.environment import Environment
 from envbuilder.episode import Episode
 from envbuilder.errors import RequestRejected, did_you_mean
+from envbuilder.processes import Confinement
 from envbuilder.server._calls import CallRegistry
 from envbuilder.server._redis import RedisStore
 from envbuilder.server._sessions import Caps, Sessions, SessionStore
@@ -67,6 +69,21 @@ class ServerSettings:
     """Seconds a client has to send a whole request (headers and body); then it is closed."""
     graceful_timeout: float = 10.0
     """Seconds SIGTERM waits for running requests before closing them."""
+    allow_unconfined_checkers: bool = False
+    """Serve graders that run answers as code even where they cannot be confined (no working
+    bubblewrap): what an answer makes them run then runs on this host. Off: such a spec is
+    refused at start-up."""
+
+
+def _confinement(envs: list[Environment], settings: ServerSettings) -> Confinement | None:
+    """The confinement of the checkers that evaluate answers, when one is served.
+
+    Raises:
+        SandboxError: one is served, confinement does not work here, and running it unconfined
+            was not allowed (``allow_unconfined_checkers``); the message says why and how.
+    """
+    evaluating = any(env.evaluates_answers for env in envs)
+    return processes.serving_confinement(evaluating, settings.allow_unconfined_checkers)
 
 
 def fair_share(cap: int) -> int:
@@ -110,6 +127,8 @@ class State:
             self.envs[key] = env
         self.default = next(iter(self.envs))
         self.settings = settings
+        self.confinement = _confinement(envs, settings)
+        """Whether checkers that evaluate answers run confined (None: no such checker is served)."""
         self.calls = CallRegistry(settings.call_linger)
         self.sessions: Sessions = (
             SessionStore(self.calls)

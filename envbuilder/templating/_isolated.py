@@ -4,11 +4,16 @@ A template's loop is stopped inside its own thread by the render deadline, but o
 a long row (``wordwrap`` is one regular-expression split, ``q ~ q`` one copy) is a single C call
 that holds the interpreter lock for seconds: every other request waits, ``/health`` included.
 So :meth:`~envbuilder.templating.Template.render` sends such a template (its recipe: source,
-folders and budgets, never a compiled object) and the fields it reads to a worker of
-:func:`render_pool` (:mod:`envbuilder.processes`). The worker compiles the recipe once, renders
-under the same deadline and character budget as in the server, and answers with the text or
-the error; past the budget plus :data:`GRACE` the worker is killed and replaced. Templates that
-only show fields (``Template.bounded``) never leave the server: they are one pass over the row.
+folders and budgets, never a compiled object) and the fields it reads to :func:`render_pool`
+(:mod:`envbuilder.processes`): the recipe is compiled once in each zygote (it is the spec's),
+and each render runs in a fresh child of it, under the same deadline and character budget as in
+the server, answering with the texts or the error as data; past the budget plus :data:`GRACE`
+the child is killed. Templates that only show fields (``Template.bounded``) never leave the
+server: they are one pass over the row.
+
+Render processes run the spec's own templates (Jinja's sandbox) over task fields, which a
+client's task or an answer (a feedback template) may fill: data, never code. They run
+unconfined, with every worker's limits, and, like every worker, never serve two renders.
 
 Size: ``$ENVBUILDER_RENDER_PROCESSES``, default the cores this process may use (at least 2).
 """
@@ -16,6 +21,7 @@ Size: ``$ENVBUILDER_RENDER_PROCESSES``, default the cores this process may use (
 from __future__ import annotations
 
 import atexit
+import json
 import pickle
 import threading
 from collections import OrderedDict
@@ -23,19 +29,31 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel, ConfigDict
+
 from envbuilder.errors import TemplateError
-from envbuilder.processes import CheckTimeout, ProcessPool, WorkerFailed
+from envbuilder.processes import CheckTimeout, ProcessPool, WorkerError, WorkerFailed, worker_function
 from envbuilder.sandbox._slots import count_setting
 
 if TYPE_CHECKING:
     from envbuilder.templating._template import Template
 
-__all__ = ["BATCH", "GRACE", "PROCESSES_ENV", "Recipe", "render_elsewhere", "render_pool"]
+__all__ = [
+    "BATCH",
+    "GRACE",
+    "PROCESSES_ENV",
+    "Failed",
+    "Recipe",
+    "Rendered",
+    "render_elsewhere",
+    "render_pool",
+]
 
 PROCESSES_ENV = "ENVBUILDER_RENDER_PROCESSES"
-GRACE = 0.5
-"""Seconds past a template's render budget before its worker is killed: a loop is stopped by the
-worker's own deadline and keeps the worker; only a C call that ignores it costs a process."""
+GRACE = 1.0
+"""Seconds past a template's render budget before its process is killed: a loop is stopped by the
+process's own deadline; only a C call that ignores it is killed. It also covers the fresh
+process's start, which a loaded machine can stretch past half a second."""
 BATCH = 64
 """Contexts sent to a worker in one call by :meth:`~envbuilder.templating.Template.render_each`
 (a search tool's passages): one round trip for many small renders, still under one deadline."""
@@ -71,9 +89,16 @@ def render_elsewhere(template: Template, contexts: Sequence[Mapping[str, Any]]) 
     Raises:
         TemplateError: a render failed, ran past the budget, or its worker died.
     """
+    recipe = template.recipe
     try:
         reply = render_pool().call(
-            _render, template.recipe, [dict(c) for c in contexts], timeout=template.seconds + GRACE
+            _render,
+            recipe,
+            [dict(c) for c in contexts],
+            timeout=template.seconds + GRACE,
+            prepare=[(_prepare, list(recipe))],
+            # Each text is within the character budget; JSON takes at most 6 bytes a character.
+            reply_limit=len(contexts) * template.max_chars * 6 + 4096,
         )
     except CheckTimeout:
         raise TemplateError(
@@ -82,6 +107,10 @@ def render_elsewhere(template: Template, contexts: Sequence[Mapping[str, Any]]) 
             "(or raise `limits.render_seconds` in the spec)",
             code="template_budget",
         ) from None
+    except WorkerError as exc:
+        raise TemplateError(
+            f"{template.name}: the render failed ({exc.kind})", code="template_error"
+        ) from None
     except WorkerFailed as exc:
         message = (
             f"{template.name}: the render stopped: {str(exc).replace('worker process', 'render process')}"
@@ -89,36 +118,70 @@ def render_elsewhere(template: Template, contexts: Sequence[Mapping[str, Any]]) 
         raise TemplateError(message, code="template_budget") from None
     except (pickle.PicklingError, TypeError, AttributeError):
         return None  # a field the pickle cannot carry (an open handle, a lambda)
-    kind, *rest = reply
-    if kind == "ok":
-        texts: list[str] = rest[0]
-        return texts
-    message, hint, code = rest
-    raise TemplateError(message, hint=hint, code=code)
+    if isinstance(reply, Rendered):
+        if len(reply.texts) != len(contexts):
+            raise TemplateError(
+                f"{template.name}: the render process answered out of turn", code="template_error"
+            )
+        return reply.texts
+    raise TemplateError(reply.message, hint=reply.hint, code=reply.code)
 
 
 # -- the worker's side ----------------------------------------------------------------------------
 
-_compiled: OrderedDict[Recipe, Template] = OrderedDict()
+
+class Rendered(BaseModel):
+    """A render process's texts, one per context."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    texts: list[str]
 
 
-def _render(recipe: Recipe, contexts: list[dict[str, Any]]) -> tuple[Any, ...]:
-    """Run in a worker: compile ``recipe`` (once) and render it over each context; the texts or
-    the first error's parts."""
+class Failed(BaseModel):
+    """A render process's first :class:`TemplateError`, as its parts."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    message: str
+    hint: str | None
+    code: str
+
+
+_compiled: OrderedDict[str, Template] = OrderedDict()
+
+
+@worker_function
+def _render(recipe: Recipe, contexts: list[dict[str, Any]]) -> Rendered | Failed:
+    """Run in a render process: the template of ``recipe`` (compiled by the zygote, or here)
+    over each context; the texts or the first error's parts."""
     global in_worker
     in_worker = True
     try:
-        template = _compiled.get(recipe)
-        if template is None:
-            template = _compile(recipe)
-            _compiled[recipe] = template
-            if len(_compiled) > _CACHED:
-                _compiled.popitem(last=False)
-        else:
-            _compiled.move_to_end(recipe)
-        return ("ok", [template.render(context) for context in contexts])
+        template = _template(recipe)
+        return Rendered(texts=[template.render(context) for context in contexts])
     except TemplateError as exc:
-        return ("error", exc.message, exc.hint, exc.code)
+        return Failed(message=exc.message, hint=exc.hint, code=exc.code)
+
+
+@worker_function
+def _prepare(recipe: list[Any]) -> bool:
+    """Run in a zygote: compile the spec's template once for every child to come (a compile
+    error is the child's to report, with the render)."""
+    global in_worker
+    in_worker = True
+    _template(tuple(recipe))
+    return True
+
+
+def _template(recipe: Recipe) -> Template:
+    key = json.dumps(list(recipe))
+    template = _compiled.get(key)
+    if template is None:
+        template = _compiled[key] = _compile(recipe)
+        if len(_compiled) > _CACHED:
+            _compiled.popitem(last=False)
+    else:
+        _compiled.move_to_end(key)
+    return template
 
 
 def _compile(recipe: Recipe) -> Template:
