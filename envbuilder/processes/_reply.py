@@ -77,7 +77,7 @@ class _Refused(BaseModel):
     refused: str
 
 
-_OTHER = TypeAdapter(_Raised | _Refused)
+_OTHER: TypeAdapter[_Raised | _Refused] = TypeAdapter(_Raised | _Refused)
 
 
 @functools.lru_cache(maxsize=256)
