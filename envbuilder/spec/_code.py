@@ -100,7 +100,9 @@ def code_problems(loaded: LoadedSpec, trust_code: bool | None = None) -> list[Pr
             only from the user's own folders (:func:`own_folder`).
     """
     parts = code_parts(loaded.spec)
-    origin = _untrusted_origin(loaded, trust_code) if parts else None
+    if not parts:
+        return []
+    origin = _untrusted_origin(loaded, trust_code)
     if origin is None:
         return []
     by_code: dict[tuple[str, str], list[Loc]] = {}

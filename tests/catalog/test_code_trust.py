@@ -306,3 +306,26 @@ def test_a_pack_cache_is_recognised_wherever_it_is(
     monkeypatch.setenv(MARKER, str(marker))
     refused(in_process("validate", str(cached)), "shop")
     assert not marker.exists()
+
+
+def test_workers_load_a_trusted_pack_as_the_supervisor_did(
+    source: Path,
+    tmp_path: Path,
+    keys: dict[str, Path],  # noqa: F811 - the fixture
+    redis_url: str,
+) -> None:
+    """Each worker process loads the specs again: the pack whose signature verified, and one
+    trusted by --trust-code, run their code there too (else every worker would refuse them)."""
+    site = tmp_path / "site"
+    publish([source / "shop.yaml"], str(site), sign_key=keys["publisher"])
+    signed = site / json.loads((site / "catalog.json").read_text())["environments"][0]["pack"]["path"]
+    workers = ["--workers", "2", "--store", redis_url]
+    marker = tmp_path / "marker"
+    key = ["--trusted-key", str(keys["publisher.pub"])]
+    with serve_process(str(signed), *key, *workers, env={MARKER: str(marker)}) as (url, _):
+        for _ in range(4):  # whichever worker answers
+            assert [t["name"] for t in httpx.get(f"{url}/shop/tools", timeout=10).json()["tools"]] == [
+                "submit",
+                "lookup",
+            ]
+    assert marker.read_text() == "ran"

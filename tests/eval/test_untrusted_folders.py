@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from typer.testing import CliRunner
 
@@ -198,3 +201,28 @@ def test_publish_refuses_a_destination_catalog_that_names_a_path(spec: Path, tmp
         "name. Names are lowercase letters, digits, `-` and `_`; publish to a clean destination\n"
     )
     assert not list(tmp_path.rglob("escape.html")) and not (site / "env").exists()
+
+
+def test_view_serve_serves_nothing_a_link_points_to_outside_the_folder(
+    downloaded: Path, victim: Path
+) -> None:
+    (downloaded / "secret.txt").symlink_to(victim)
+    (downloaded / "inside.txt").write_text("ours\n")
+    (downloaded / "alias.txt").symlink_to(downloaded / "inside.txt")
+    proc = subprocess.Popen([sys.executable, "-m", "envbuilder", "view", str(downloaded), "--serve"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert proc.stderr is not None
+        deadline = time.monotonic() + 90
+        line = ""
+        while "serving" not in line and time.monotonic() < deadline:
+            line = proc.stderr.readline()
+        url = re.search(r"serving (\S+)/index\.html", line)
+        assert url, line
+        assert httpx.get(f"{url[1]}/index.html", timeout=10).status_code == 200
+        assert httpx.get(f"{url[1]}/alias.txt", timeout=10).text == "ours\n"  # a link inside is fine
+        refused = httpx.get(f"{url[1]}/secret.txt", timeout=10)
+        assert refused.status_code == 404 and PRECIOUS not in refused.text
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)
