@@ -76,7 +76,8 @@ def read_spec_text(path: Path) -> str:
                     message=f"a spec is UTF-8 text (YAML), and byte {exc.start} of this file is not "
                     f"UTF-8 ({exc.object[exc.start : exc.start + 1]!r})",
                     file=str(path),
-                    hint="Give the spec's .yaml file; a pack must end in .zip",
+                    hint="Give the spec's .yaml file; `serve`, `validate`, `check`, `catalog` and `eval` "
+                    "also take packs (.zip)",
                 )
             ]
         ) from None

@@ -58,7 +58,8 @@ def test_a_binary_file_named_as_a_spec_is_a_located_error(good: Path, tmp_path: 
     code, output = validate(disguised)
     assert code == 1
     assert output.startswith(f"{disguised}: a spec is UTF-8 text (YAML), and byte ")
-    assert output.endswith(f"Give the spec's .yaml file; a pack must end in .zip\n{disguised}: 1 problem\n")
+    hint = "Give the spec's .yaml file; `serve`, `validate`, `check`, `catalog` and `eval` also take packs"
+    assert output.endswith(f"{hint} (.zip)\n{disguised}: 1 problem\n")
 
 
 def _rezip(good: Path, out: Path, change: Callable[[str, bytes], list[tuple[str, bytes]]]) -> Path:
