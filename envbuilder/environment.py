@@ -35,7 +35,7 @@ from envbuilder.protocol import (
     TextBlock,
 )
 from envbuilder.simulated_user import SimulatedUser
-from envbuilder.spec import LoadedSpec, load_spec
+from envbuilder.spec import LoadedSpec, code_parts, code_problems, load_spec
 from envbuilder.state import Document
 from envbuilder.templating import (
     Template,
@@ -76,13 +76,25 @@ def _files(loaded: LoadedSpec, data: list[Path], templates: dict[str, Path]) -> 
 class Environment:
     """Everything a server needs to serve one spec; raises SpecError listing every problem."""
 
-    def __init__(self, loaded: LoadedSpec, *, strict: bool = True):
+    def __init__(self, loaded: LoadedSpec, *, strict: bool = True, trust_code: bool | None = None):
         """Compile ``loaded``; with ``strict=False`` (for ``validate``) problems are kept in
-        :attr:`problems` instead of raised, and the environment is only good for more checks."""
+        :attr:`problems` instead of raised, and the environment is only good for more checks.
+
+        ``trust_code`` decides whether the spec's own code (a ``function`` module, an ``mcp``
+        command) may run: True always, False never, None (the default) only when the spec lies
+        in the user's own folders (see :mod:`envbuilder.spec._code`). Refused code is never
+        imported or started: the refusal is a located problem, raised before anything is built.
+        """
         self.loaded = loaded
         spec = self.spec = loaded.spec
         self.name = spec.name
-        problems: list[Problem] = []
+        problems: list[Problem] = code_problems(loaded, trust_code)
+        refused = {loc[:2] for loc, _, _ in code_parts(spec)} if problems else set()
+        if problems and (strict or any(loc[:1] != ("tools",) for loc in refused)):
+            # Nothing more is built (strict, or a refused part outside `tools:`, which the other
+            # checks would build): the refusal is all there is to say.
+            raise SpecError(problems)
+        self._refused_tools = refused  # built without these; `validate` reports the rest
 
         def fail(loc: Loc, exc: EnvbuilderError) -> None:
             problems.append(loaded.locate(loc, exc.message, code=exc.code, hint=exc.hint))
@@ -333,6 +345,8 @@ class Environment:
         context = ToolContext(base_dir=self.loaded.base_dir, splits=self.splits, document=self.document)
         for i, config in enumerate(self.spec.tools):
             loc: Loc = ("tools", i)
+            if loc in self._refused_tools:
+                continue  # its code may not run (reported in __init__)
             try:
                 cls = tools.for_config(config)
                 made = cls(config, context).expand()
@@ -552,9 +566,13 @@ def _dotted(loc: Loc) -> str:
     return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
 
 
-def load_environment(path: str | os.PathLike[str] | Path) -> Environment:
-    """Load the spec at ``path`` and compile it; raises SpecError listing every problem."""
-    return Environment(load_spec(path))
+def load_environment(path: str | os.PathLike[str] | Path, *, trust_code: bool | None = None) -> Environment:
+    """Load the spec at ``path`` and compile it; raises SpecError listing every problem.
+
+    ``trust_code``: whether the spec's own code may run (see :class:`Environment`); by default
+    only a spec in the user's own folders runs its ``function`` and ``mcp`` tools.
+    """
+    return Environment(load_spec(path), trust_code=trust_code)
 
 
 def _gold_fields(gold: str | None) -> frozenset[str]:

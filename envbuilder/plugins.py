@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, GetCoreSchemaHandler, GetJsonSchemaH
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, core_schema
 
-from envbuilder.errors import EnvbuilderError, did_you_mean
+from envbuilder.errors import EnvbuilderError, Loc, did_you_mean
 
 __all__ = ["ConfigModel", "PluginField", "Registry"]
 
@@ -25,6 +25,14 @@ class ConfigModel(BaseModel):
     attribute docstring becomes the key's description in the JSON Schema."""
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
+
+    def runs_code(self) -> tuple[Loc, str] | None:
+        """What this block runs of the spec's own choosing outside envbuilder's sandbox (a Python
+        module it imports, a command it starts): the key inside the block that names it, and a
+        phrase saying what it does; None (the default) when it runs none. A block that does is
+        built only from the user's own folders or with ``--trust-code`` (``envbuilder.spec``'s
+        code trust); a plugin type whose config names code to run overrides this."""
+        return None
 
 
 class Plugin:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from envbuilder.authoring._leaks import duplicate_ids, gold_leaks
 from envbuilder.environment import Environment
-from envbuilder.errors import EnvbuilderError, Loc, Problem, format_loc
+from envbuilder.errors import EnvbuilderError, Loc, Problem, SpecError, format_loc
 from envbuilder.spec import LoadedSpec, load_spec_partially
 
 __all__ = ["Validation", "validate_spec"]
@@ -29,7 +29,7 @@ class Validation:
         return not self.problems
 
 
-def validate_spec(path: str | os.PathLike[str]) -> Validation:
+def validate_spec(path: str | os.PathLike[str], *, trust_code: bool | None = None) -> Validation:
     """Every problem of the spec at ``path`` in one run, sorted by file and line.
 
     Beyond the schema: the dataset opens, the splits exist and are not empty, templates parse
@@ -39,13 +39,16 @@ def validate_spec(path: str | os.PathLike[str]) -> Validation:
     (:mod:`envbuilder.authoring._leaks`).
     A spec with schema errors still gets every check its valid parts allow; the invalid keys
     whose dependent checks could not run are listed in :attr:`Validation.skipped`.
+
+    ``trust_code``: whether the spec's own code may run to be checked (see
+    :class:`~envbuilder.environment.Environment`); a part refused is reported, never imported.
     """
     result = Validation(str(path))
     partial_load = load_spec_partially(path)
     loaded, problems = partial_load.loaded, list(partial_load.problems)
     result.skipped = [format_loc(loc) for loc in partial_load.skipped]
     if loaded is not None:
-        env = _environment(loaded, problems, partial=bool(problems))
+        env = _environment(loaded, problems, partial=bool(problems), trust_code=trust_code)
         if env is not None:
             problems += env.problems
             checked = {p.loc[0] for p in problems if p.loc}  # a block with a problem: not rendered
@@ -60,9 +63,13 @@ def validate_spec(path: str | os.PathLike[str]) -> Validation:
     return result
 
 
-def _environment(loaded: LoadedSpec, problems: list[Problem], *, partial: bool) -> Environment | None:
+def _environment(
+    loaded: LoadedSpec, problems: list[Problem], *, partial: bool, trust_code: bool | None
+) -> Environment | None:
     try:
-        return Environment(loaded, strict=False)
+        return Environment(loaded, strict=False, trust_code=trust_code)
+    except SpecError as exc:  # located already (code it may not run)
+        problems.extend(exc.problems)
     except EnvbuilderError as exc:
         problems.append(loaded.locate((), exc.message, code=exc.code, hint=exc.hint))
     except Exception:

@@ -50,8 +50,18 @@ def find_specs(paths: Iterable[Path]) -> list[Path]:
     return out
 
 
-def load_environments(paths: Iterable[Path], *, cache_dir: Path | None = None) -> Collection:
+def load_environments(
+    paths: Iterable[Path],
+    *,
+    cache_dir: Path | None = None,
+    trust_code: bool = False,
+    signed: Iterable[Path] = (),
+) -> Collection:
     """Load every spec and pack under ``paths``; a failure is recorded and the rest still load.
+
+    A spec's own code (``function``, ``mcp``) runs when it lies in the user's own folders, a
+    pack's only when it is among ``signed`` (its lock's signature verified with a trusted key);
+    ``trust_code`` lets every one run it (``--trust-code``).
 
     Raises:
         SpecError: two environments share a name (located at the second one's ``name:``), or
@@ -72,9 +82,14 @@ def load_environments(paths: Iterable[Path], *, cache_dir: Path | None = None) -
             ]
         )
     out = Collection()
+    verified = {p.resolve() for p in signed}
     for path in find_specs(paths):
         try:
-            env = load_pack(path, cache_dir=cache_dir) if is_pack(path) else load_environment(path)
+            env = (
+                load_pack(path, cache_dir=cache_dir, trust_code=trust_code or path.resolve() in verified)
+                if is_pack(path)
+                else load_environment(path, trust_code=True if trust_code else None)
+            )
         except EnvbuilderError as exc:
             out.failures.append(LoadFailure(path, exc))
             continue

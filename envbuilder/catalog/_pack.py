@@ -17,19 +17,32 @@ import json
 import os
 import shutil
 import stat
+import struct
 import tempfile
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from envbuilder import __version__, paths
+from envbuilder.catalog._binding import check_spec
 from envbuilder.catalog._files import content_hash, file_sha256
 from envbuilder.environment import Environment, load_environment
 from envbuilder.errors import DataError
+from envbuilder.spec import load_spec
 
-__all__ = ["LOCK_NAME", "PackInfo", "is_pack", "load_pack", "open_pack", "pack", "safe_entries"]
+__all__ = [
+    "LOCK_NAME",
+    "UNREADABLE",
+    "PackInfo",
+    "is_pack",
+    "load_pack",
+    "open_pack",
+    "pack",
+    "safe_entries",
+]
 
-LOCK_NAME = "envbuilder.lock.json"
+LOCK_NAME = paths.PACK_LOCK_NAME
 _FORMAT = 1
 _EPOCH = (1980, 1, 1, 0, 0, 0)  # fixed timestamps keep packs reproducible
 
@@ -50,8 +63,11 @@ def is_pack(path: Path) -> bool:
     return path.suffix.lower() == ".zip"
 
 
-def pack(spec: Path, out: Path) -> PackInfo:
+def pack(spec: Path, out: Path, *, trust_code: bool | None = None) -> PackInfo:
     """Bundle the environment of ``spec`` into the zip ``out``; checks the pack serves before returning.
+
+    ``trust_code``: whether the spec's own code may run while it is loaded (see
+    :class:`~envbuilder.environment.Environment`; by default only from the user's own folders).
 
     Raises:
         SpecError: the spec does not load.
@@ -61,7 +77,7 @@ def pack(spec: Path, out: Path) -> PackInfo:
         raise DataError(
             f"a pack is a .zip file, not {str(out)!r}", hint="Use --out NAME.zip", code="pack_name"
         )
-    env = load_environment(spec)
+    env = load_environment(spec, trust_code=trust_code)
     files = env.files
     spec_file = env.loaded.path.resolve() if env.loaded.path is not None else None
     assert spec_file is not None  # load_environment reads a file
@@ -91,7 +107,8 @@ def pack(spec: Path, out: Path) -> PackInfo:
                 shutil.copyfileobj(src, dst, 1 << 20)
     try:
         with tempfile.TemporaryDirectory() as scratch:
-            load_pack(tmp, cache_dir=Path(scratch))  # what the receiving side will do
+            # What the receiving side will do (the code it holds already ran here, from `spec`).
+            load_pack(tmp, cache_dir=Path(scratch), trust_code=True)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
@@ -107,16 +124,23 @@ def _info(name: str) -> zipfile.ZipInfo:
     return info
 
 
-def load_pack(path: Path, *, cache_dir: Path | None = None) -> Environment:
+def load_pack(path: Path, *, cache_dir: Path | None = None, trust_code: bool = False) -> Environment:
     """The environment of the pack at ``path``, checked to read only the pack's files.
+
+    A pack is not the user's own folder: its code (``function`` modules, ``mcp`` commands) runs
+    only with ``trust_code=True`` (``--trust-code``, or a signature checked with a trusted key).
 
     Raises:
         DataError: see :func:`open_pack`; also ``pack_unportable`` when the spec reads a file
-            outside the pack (an absolute path) so it would not serve what was published.
-        SpecError: the packed spec does not load here (e.g. a grader plugin is missing).
+            outside the pack (an absolute path) so it would not serve what was published, and
+            ``pack_mismatch`` when the spec's name or version is not the lock's.
+        SpecError: the packed spec does not load here (e.g. a grader plugin is missing), or it
+            holds code and ``trust_code`` is False (``code_not_trusted``, nothing imported).
     """
     folder, lock = _open(path, cache_dir)
-    env = load_environment(folder / lock["spec"])
+    loaded = load_spec(folder / lock["spec"])
+    check_spec(loaded.spec, lock, path)  # before anything is built from it
+    env = Environment(loaded, trust_code=trust_code)
     files = env.files
     for file in files.values():
         if not file.is_relative_to(folder.resolve()):
@@ -178,6 +202,17 @@ def _open(path: Path, cache_dir: Path | None) -> tuple[Path, dict[str, str]]:
     return target, _verify(path, target)
 
 
+#: What reading a damaged zip raises (a bad header, truncated or corrupt deflate data, a bad offset).
+UNREADABLE = (
+    zipfile.BadZipFile,
+    zipfile.LargeZipFile,
+    NotImplementedError,
+    zlib.error,
+    EOFError,
+    struct.error,
+    ValueError,
+)
+
 MAX_BYTES_ENV = "ENVBUILDER_MAX_PACK_BYTES"
 MAX_BYTES = 4 << 30
 """Most bytes a pack may expand to (``$ENVBUILDER_MAX_PACK_BYTES`` overrides)."""
@@ -229,6 +264,8 @@ def safe_entries(zf: zipfile.ZipFile, path: Path) -> list[zipfile.ZipInfo]:
         seen.add(key)
         if stat.S_IFMT(info.external_attr >> 16) not in (0, stat.S_IFREG, stat.S_IFDIR):
             raise bad(f"holds a link or special file {name!r}")
+        if info.flag_bits & 0x1:
+            raise bad(f"holds an encrypted entry {name!r}")
         if info.is_dir():
             continue
         total += info.file_size
@@ -251,8 +288,12 @@ def _extract(path: Path, dest: Path) -> None:
                 # ZipExtFile stops at the declared size (checked above) and checks the CRC.
                 with zf.open(info) as src, out.open("xb") as dst:
                     shutil.copyfileobj(src, dst, 1 << 20)
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError) as exc:
+    except UNREADABLE as exc:
         raise DataError(f"{str(path)!r} is not a readable pack: {exc}", code="pack_invalid") from None
+    except OSError as exc:  # a corrupt offset, or two entries that cannot both be files
+        raise DataError(
+            f"cannot extract the pack {str(path)!r}: {exc.strerror or exc}", code="pack_invalid"
+        ) from None
 
 
 def _verify(path: Path, folder: Path) -> dict[str, str]:
@@ -263,7 +304,10 @@ def _verify(path: Path, folder: Path) -> dict[str, str]:
         spec: str = lock["spec"]
         if lock.get("format") != _FORMAT or not isinstance(files, dict) or spec not in files:
             raise ValueError("unexpected format")
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        named, version = lock["name"], lock["version"]
+        if not isinstance(named, str) or not isinstance(version, str):
+            raise ValueError("`name` and `version` must be strings")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise DataError(
             f"pack {str(path)!r} has no valid {LOCK_NAME}: {exc}",
             hint="Make packs with `envbuilder pack SPEC --out FILE.zip`",
@@ -282,4 +326,4 @@ def _verify(path: Path, folder: Path) -> dict[str, str]:
             hint="The pack or its extracted copy in the cache was changed; get the pack again",
             code="pack_mismatch",
         )
-    return {"spec": spec, "content_hash": str(lock.get("content_hash"))}
+    return {"spec": spec, "content_hash": str(lock.get("content_hash")), "name": named, "version": version}

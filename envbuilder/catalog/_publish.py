@@ -59,8 +59,11 @@ def serve_command(catalog_url: str, name: str, version: str) -> str:
     return f"envbuilder serve {catalog_url} --env {name}@{version}"
 
 
-def publish(specs: list[Path], dest: str, *, sign_key: Path | None = None) -> PublishReport:
-    """Publish the environments of ``specs`` (spec files) to ``dest``.
+def publish(
+    specs: list[Path], dest: str, *, sign_key: Path | None = None, trust_code: bool | None = None
+) -> PublishReport:
+    """Publish the environments of ``specs`` (spec files) to ``dest``; ``trust_code`` as in
+    :func:`~envbuilder.catalog.pack`.
 
     Raises:
         SpecError: a spec does not load.
@@ -80,7 +83,7 @@ def publish(specs: list[Path], dest: str, *, sign_key: Path | None = None) -> Pu
         failures: list[LoadFailure] = []
         for i, spec in enumerate(specs):
             try:
-                env = load_environment(spec)
+                env = load_environment(spec, trust_code=trust_code)
                 entry = catalog_entry(env)
                 versions: list[dict[str, Any]] = list(entries.get(env.name, {}).get("versions", []))
                 same = next((v for v in versions if v["content_hash"] == entry["content_hash"]), None)
@@ -88,7 +91,7 @@ def publish(specs: list[Path], dest: str, *, sign_key: Path | None = None) -> Pu
                     _check_version_free(env.name, str(entry["version"]), versions, spec, store.url)
                 # A version already published (and still all there) is reused, not packed again.
                 reuse = same is not None and set(_pack_files(same["pack"])) <= present
-                made = None if reuse else _make_pack(spec, tmp / str(i), sign_key)
+                made = None if reuse else _make_pack(spec, tmp / str(i), sign_key, trust_code)
             except EnvbuilderError as exc:
                 failures.append(LoadFailure(spec, exc))
                 continue
@@ -153,10 +156,12 @@ def _pack_files(ref: dict[str, Any]) -> list[str]:
     return [ref[k] for k in ("path", "lock", "signature") if ref.get(k)]
 
 
-def _make_pack(spec: Path, folder: Path, sign_key: Path | None) -> tuple[dict[str, Any], dict[str, Path]]:
+def _make_pack(
+    spec: Path, folder: Path, sign_key: Path | None, trust_code: bool | None
+) -> tuple[dict[str, Any], dict[str, Path]]:
     """Pack ``spec`` under ``folder``; its catalog reference and its files by destination path."""
     folder.mkdir(parents=True)
-    info = pack(spec, folder / "pack.zip")
+    info = pack(spec, folder / "pack.zip", trust_code=trust_code)
     sha = file_sha256(info.path)
     stem = f"packs/{info.name}/{info.name}-{_lock_version(info.path)}-{sha[:16]}"
     lock = read_lock(info.path)

@@ -19,6 +19,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from envbuilder import paths
+from envbuilder.catalog._binding import check_entry
 from envbuilder.catalog._pack import open_pack
 from envbuilder.catalog._trust import SIGNATURE_SUFFIX, TrustPolicy, check_sha256, read_lock
 from envbuilder.data._cache import atomic_write, build_lock
@@ -39,6 +40,8 @@ class Pulled:
     pack: Path
     """The verified pack in the cache (serve it like any local pack)."""
     url: str
+    signed: bool = False
+    """Its lock's signature verified with the trusted key: its own code may run."""
 
 
 def pull(
@@ -81,9 +84,10 @@ def pull(
         pack = _download(posixpath.join(base, ref["path"]), ref["sha256"], cache)
         signature = _signature(base, ref.get("signature"), cache, ref["sha256"])
         lock = read_lock(pack)
-        trust.check(lock, signature, what)
+        signed = trust.check(lock, signature, what)
+        check_entry(lock, entry, version, what)
         open_pack(pack, cache_dir=cache, lock=lock)
-        out.append(Pulled(entry["name"], str(version["version"]), pack, url))
+        out.append(Pulled(entry["name"], str(version["version"]), pack, url, signed))
     return out
 
 
@@ -231,8 +235,8 @@ def _pull_pack_url(url: str, cache: Path, trust: TrustPolicy) -> Pulled:
         signature = fetch(lock_url).read_bytes() if is_url(url) else Path(lock_url).read_bytes()
     except (DataError, OSError):
         signature = None
-    signed = read_lock(pack)
-    trust.check(signed, signature, url)
-    open_pack(pack, cache_dir=cache, lock=signed)
-    lock = json.loads(signed)
-    return Pulled(str(lock.get("name")), str(lock.get("version")), pack, url)
+    lock_bytes = read_lock(pack)
+    signed = trust.check(lock_bytes, signature, url)
+    open_pack(pack, cache_dir=cache, lock=lock_bytes)
+    lock = json.loads(lock_bytes)
+    return Pulled(str(lock.get("name")), str(lock.get("version")), pack, url, signed)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from envbuilder.catalog._files import file_sha256
-from envbuilder.catalog._pack import LOCK_NAME, safe_entries
+from envbuilder.catalog._pack import LOCK_NAME, UNREADABLE, safe_entries
 from envbuilder.errors import DataError
 
 __all__ = ["SIGNATURE_SUFFIX", "TrustPolicy", "check_sha256", "read_lock", "sign_lock"]
@@ -41,7 +41,7 @@ def read_lock(pack: Path) -> bytes:
                 if info.filename == LOCK_NAME:
                     return zf.read(info)
             raise KeyError(LOCK_NAME)
-    except (OSError, KeyError, zipfile.BadZipFile) as exc:
+    except (OSError, KeyError, *UNREADABLE) as exc:
         raise DataError(f"{str(pack)!r} has no readable {LOCK_NAME}: {exc}", code="pack_invalid") from None
 
 
@@ -78,8 +78,9 @@ class TrustPolicy:
         if trusted_key is not None:
             self._key = _public_key(trusted_key)
 
-    def check(self, lock: bytes, signature: bytes | None, what: str) -> None:
-        """Refuse ``what`` unless its lock's ``signature`` satisfies the policy."""
+    def check(self, lock: bytes, signature: bytes | None, what: str) -> bool:
+        """Refuse ``what`` unless its lock's ``signature`` satisfies the policy; whether the
+        signature was verified with the trusted key (then the pack may run its own code)."""
         if signature is None:
             if self.require_signature:
                 raise DataError(
@@ -87,10 +88,10 @@ class TrustPolicy:
                     hint="Publish it with --sign-key, or serve it without --require-signature",
                     code="signature_missing",
                 )
-            return
+            return False
         if self._key is None:
             log.warning("%s is signed but no --trusted-key is named: the signature is not checked", what)
-            return
+            return False
         from cryptography.exceptions import InvalidSignature
 
         try:
@@ -102,6 +103,7 @@ class TrustPolicy:
                 hint="The pack was changed or signed with another key; check --trusted-key",
                 code="signature_invalid",
             ) from None
+        return True
 
 
 def _public_key(path: Path) -> Any:

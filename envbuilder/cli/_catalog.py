@@ -10,27 +10,44 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from envbuilder.cli._output import fail_on_errors
+from envbuilder.cli._pull import TrustCodeOption, TrustedKeyOption, resolve_targets
 
 if TYPE_CHECKING:
     from envbuilder.catalog import Collection
     from envbuilder.environment import Environment
 
 
-def load_or_exit(paths: list[Path], *, strict: bool, cache_dir: Path | None = None) -> list[Environment]:
+def load_or_exit(
+    paths: list[Path],
+    *,
+    strict: bool,
+    cache_dir: Path | None = None,
+    trust_code: bool = False,
+    signed: list[Path] | None = None,
+) -> list[Environment]:
     """Load every environment under ``paths``; report each failure on stderr and go on, unless
-    ``strict``; exit 1 when a failure is fatal or nothing loaded."""
-    return load_collection(paths, strict=strict, cache_dir=cache_dir).envs
+    ``strict``; exit 1 when a failure is fatal or nothing loaded. Code trust as in
+    :func:`envbuilder.catalog.load_environments`."""
+    return load_collection(
+        paths, strict=strict, cache_dir=cache_dir, trust_code=trust_code, signed=signed
+    ).envs
 
 
 def load_collection(
-    paths: list[Path], *, strict: bool, cache_dir: Path | None = None, why_fatal: str = " (--strict)"
+    paths: list[Path],
+    *,
+    strict: bool,
+    cache_dir: Path | None = None,
+    why_fatal: str = " (--strict)",
+    trust_code: bool = False,
+    signed: list[Path] | None = None,
 ) -> Collection:
     """:func:`load_or_exit`, with the failures kept; ``why_fatal`` ends the message when the
     failures are fatal."""
     from envbuilder.catalog import load_environments
 
     with fail_on_errors():
-        collection = load_environments(paths, cache_dir=cache_dir)
+        collection = load_environments(paths, cache_dir=cache_dir, trust_code=trust_code, signed=signed or [])
     for failure in collection.failures:
         typer.echo(f"error: {failure}", err=True)
     if collection.failures and strict:
@@ -67,16 +84,28 @@ def catalog(
         list[Path] | None,
         typer.Option(help="Run summaries of `envbuilder eval --out` (repeatable): a leaderboard per page."),
     ] = None,
+    trusted_key: TrustedKeyOption = None,
+    trust_code: TrustCodeOption = False,
 ) -> None:
-    """Catalog the environments of SPECS; without --out or --readme, print catalog.json."""
-    from envbuilder.catalog import build_catalog, render_readme, write_site
+    """Catalog the environments of SPECS; without --out or --readme, print catalog.json.
 
+    Loading a spec runs its own code (`function` and `mcp` tools) only from your own folders;
+    a pack's only with --trust-code or a signature that --trusted-key verifies.
+    """
+    from envbuilder.catalog import build_catalog, render_readme, write_site
+    from envbuilder.paths import write_file
+
+    local, signed = resolve_targets(
+        [str(s) for s in specs], envs=None, cache_dir=None, trusted_key=trusted_key, require_signature=False
+    )
     # A catalog or README written without an environment that failed to load would drop it
     # silently (a committed envs/README.md rewritten without it): failures are fatal by default.
     collection = load_collection(
-        specs,
+        local,
         strict=strict or not skip_broken,
         why_fatal=": nothing written (fix it, or pass --skip-broken to catalog the others)",
+        trust_code=trust_code,
+        signed=signed,
     )
     envs = collection.envs
     skipped = [failure.path for failure in collection.failures]
@@ -91,7 +120,8 @@ def catalog(
         typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
         return
     if out is not None:
-        files = write_site(data, out)
+        with fail_on_errors():
+            files = write_site(data, out)
         typer.echo(
             f"envbuilder: catalogued {len(envs)} environment(s) in {out / 'index.html'} ({len(files)} files)"
             + _left_out(skipped)
@@ -104,7 +134,8 @@ def catalog(
             if env.loaded.path is not None
         }
         typed = " ".join(str(s) for s in specs)
-        readme.write_text(render_readme(data, links, specs=typed, readme=str(readme)), encoding="utf-8")
+        with fail_on_errors():
+            write_file(readme, render_readme(data, links, specs=typed, readme=str(readme)))
         typer.echo(f"envbuilder: wrote {readme}" + _left_out(skipped))
 
 

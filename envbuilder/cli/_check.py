@@ -10,6 +10,7 @@ import typer
 
 from envbuilder.cli import _console
 from envbuilder.cli._output import fail_on_errors
+from envbuilder.cli._pull import TrustCodeOption, TrustedKeyOption, spec_of
 
 if TYPE_CHECKING:
     from envbuilder.authoring import CheckResult, MissingTargets
@@ -17,7 +18,9 @@ if TYPE_CHECKING:
 
 
 def check(
-    spec: Annotated[Path, typer.Argument(help="The spec file (YAML).", exists=True, dir_okay=False)],
+    spec: Annotated[
+        Path, typer.Argument(help="The spec file (YAML) or a pack (.zip).", exists=True, dir_okay=False)
+    ],
     sample: Annotated[int, typer.Option(help="Tasks per split whose gold answer is submitted.", min=0)] = 50,
     seed: Annotated[int, typer.Option(help="Seed of the random sample of tasks.")] = 0,
     hacks: Annotated[
@@ -31,14 +34,23 @@ def check(
             help="With --hacks: write the result beside the spec (<stem>.hacks.json) for catalogs.",
         ),
     ] = False,
+    trusted_key: TrustedKeyOption = None,
+    trust_code: TrustCodeOption = False,
 ) -> None:
     """Self-check SPEC: every task has a target, gold answers earn full reward, `tests:` pass.
 
     Before any model sees the spec: no task's target may be null or empty, its grader must give
     full reward to the gold answer (the spec's `gold:`, else the grading target) of a sample of
     tasks, and each entry of its `tests:` block the reward it lists. Exit 1 on any failure.
+    A spec's own code (`function` and `mcp` tools) runs only from your own folders; a pack's
+    only with --trust-code, or a signature that --trusted-key verifies.
     """
-    env, missing, results = _run(spec, sample, seed)
+    with fail_on_errors():
+        loaded, signed = spec_of(spec, trusted_key=trusted_key)
+    if record and loaded != spec:
+        _console.line("--record writes beside the spec: check the spec, not its pack", "red")
+        raise typer.Exit(2)
+    env, missing, results = _run(loaded, sample, seed, trust_code=True if trust_code or signed else None)
     _report_missing(spec, missing)
     _report_gold(spec, env, results, sample)
     _report_tests(spec, results)
@@ -55,13 +67,15 @@ def check(
     raise typer.Exit(1)
 
 
-def _run(spec: Path, sample: int, seed: int) -> tuple[Environment, list[MissingTargets], list[CheckResult]]:
+def _run(
+    spec: Path, sample: int, seed: int, *, trust_code: bool | None
+) -> tuple[Environment, list[MissingTargets], list[CheckResult]]:
     """Validate and compile the spec (exit 1 when invalid), scan for missing targets, and run
     the gold and `tests:` cases."""
     from envbuilder.authoring import gold_cases, missing_targets, run_cases, spec_cases, validate_spec
 
     with fail_on_errors():
-        validation = validate_spec(spec)
+        validation = validate_spec(spec, trust_code=trust_code)
         if not validation.ok:
             _console.problems(validation.problems)
             _console.line(f"{spec}: invalid, nothing checked (see `envbuilder validate`)", "bold red")

@@ -15,6 +15,7 @@ from typing import Annotated, Any
 import typer
 
 from envbuilder.cli._output import fail_on_errors
+from envbuilder.cli._pull import TrustCodeOption, TrustedKeyOption
 from envbuilder.errors import EnvbuilderError
 
 
@@ -42,6 +43,8 @@ class _Options:
     api: str = "chat"
     max_cost: float | None = None
     price: str | None = None
+    trust_code: bool = False
+    trusted_key: Path | None = None
 
 
 #: The environment variable that holds the key of each ``--api`` unless ``--api-key-env`` says.
@@ -128,6 +131,8 @@ def eval_command(
     progress_every: Annotated[
         float, typer.Option(min=0.05, help="Seconds between progress lines when not on a terminal.")
     ] = 5.0,
+    trusted_key: TrustedKeyOption = None,
+    trust_code: TrustCodeOption = False,
 ) -> None:
     """Run a model on one environment's tasks or several; print the score by outcome, with 95 % intervals."""
     from envbuilder.eval._answer import ANSWER_MODES
@@ -152,7 +157,7 @@ def eval_command(
         options = _Options(
             targets, names, answer, model, base_url, os.environ.get(key_env) or None, split, limit,
             samples, concurrency, max_turns, out, env, group_by, sampling, max_errors, max_retries,
-            progress_every, command, api, max_cost, price,
+            progress_every, command, api, max_cost, price, trust_code, trusted_key,
         )  # fmt: skip
         try:
             errors = asyncio.run(_main(options))
@@ -247,7 +252,9 @@ async def _main(o: _Options) -> int:
     from envbuilder.eval._model import DEFAULT_RETRY
     from envbuilder.eval._suite import resolve_targets, write_suite
 
-    targets = await resolve_targets(o.targets, o.envs, o.env)
+    targets = await resolve_targets(
+        o.targets, o.envs, o.env, trust_code=o.trust_code, trusted_key=o.trusted_key
+    )
     several = len(targets) > 1
     if several and o.out is not None and o.out.suffix in (".jsonl", ".json"):
         raise EnvbuilderError(

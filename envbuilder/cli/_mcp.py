@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from envbuilder.cli._output import fail_on_errors
+from envbuilder.cli._pull import TrustCodeOption
 
 
 def mcp(
@@ -19,6 +20,7 @@ def mcp(
     secrets: Annotated[
         str | None, typer.Option(help='Session secrets as JSON, e.g. \'{"OPENAI_API_KEY": "…"}\'.')
     ] = None,
+    trust_code: TrustCodeOption = False,
 ) -> None:
     """Serve one episode of SPEC as an MCP server over stdio (tools, the `task` prompt).
 
@@ -29,7 +31,7 @@ def mcp(
     from envbuilder.server._mcp import serve_stdio
 
     with fail_on_errors():
-        env = load_environment(spec)
+        env = load_environment(spec, trust_code=True if trust_code else None)
         task = env.split(split or next(iter(env.splits))).task(index)
         given = json.loads(secrets) if secrets else {}
         if not isinstance(given, dict) or not all(isinstance(v, str) for v in given.values()):

@@ -11,6 +11,7 @@ import typer
 
 from envbuilder.cli import _console
 from envbuilder.cli._output import fail_on_errors
+from envbuilder.cli._pull import TrustCodeOption
 
 
 def preview(
@@ -22,12 +23,13 @@ def preview(
     index: Annotated[
         int | None, typer.Option("--index", "-i", help="Show only the task at this index.")
     ] = None,
+    trust_code: TrustCodeOption = False,
 ) -> None:
     """Show the rendered prompt of real tasks, the tools, and each task's grading target."""
     from envbuilder.environment import load_environment
 
     with fail_on_errors():
-        env = load_environment(spec)
+        env = load_environment(spec, trust_code=True if trust_code else None)
     name = split or next(iter(env.splits))
     if name not in env.splits:
         raise typer.BadParameter(

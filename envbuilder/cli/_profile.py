@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 from envbuilder.cli._output import fail_on_errors
+from envbuilder.cli._pull import TrustCodeOption
 
 
 def profile(
@@ -35,6 +36,7 @@ def profile(
     concurrency: Annotated[int, typer.Option(min=1, help="Episodes run at the same time.")] = 4,
     max_turns: Annotated[int, typer.Option(min=1, help="Model turns per episode.")] = 10,
     temperature: Annotated[float | None, typer.Option(min=0, help="Sampling temperature.")] = 1.0,
+    trust_code: TrustCodeOption = False,
 ) -> None:
     """Run a model SAMPLES times per task of a split; write each task's pass rate, mean reward and tokens.
 
@@ -46,7 +48,7 @@ def profile(
     from envbuilder.profiling import histogram, profile_split
 
     with fail_on_errors():
-        env = load_environment(spec)
+        env = load_environment(spec, trust_code=True if trust_code else None)
         chosen = split or ("test" if "test" in env.splits else next(iter(env.splits)))
         env.split(chosen)  # an unknown split fails before any model call
         results = out or spec.parent / "profiles" / f"{env.name}-{chosen}.jsonl"

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from envbuilder.cli._output import fail_on_errors
+from envbuilder.cli._pull import TrustCodeOption
 
 
 def publish(
@@ -26,6 +27,7 @@ def publish(
         Path | None,
         typer.Option(help="Sign each new pack's lock with this Ed25519 private key (PEM)."),
     ] = None,
+    trust_code: TrustCodeOption = False,
 ) -> None:
     """Publish the environments of SPECS (packs, catalog.json, site) to a folder, bucket or Hub repo.
 
@@ -35,7 +37,7 @@ def publish(
     from envbuilder.catalog import publish as run
 
     with fail_on_errors():
-        report = run(find_specs(specs), dest, sign_key=sign_key)
+        report = run(find_specs(specs), dest, sign_key=sign_key, trust_code=True if trust_code else None)
     for name in report.uploaded:
         typer.echo(f"  uploaded  {name}")
     typer.echo(

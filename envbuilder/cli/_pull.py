@@ -18,7 +18,18 @@ RequireSignatureOption = Annotated[
     typer.Option("--require-signature", help="Refuse any pack whose lock is not signed by --trusted-key."),
 ]
 TrustedKeyOption = Annotated[
-    Path | None, typer.Option(help="Ed25519 public key (PEM) that checks pack signatures.")
+    Path | None,
+    typer.Option(
+        help="Ed25519 public key (PEM) that checks pack signatures; a pack it verifies may run its own code."
+    ),
+]
+TrustCodeOption = Annotated[
+    bool,
+    typer.Option(
+        "--trust-code",
+        help="Let specs and packs from outside your own folders (packs, catalogs, the cache) run "
+        "their own code: `function` modules and `mcp` tools. Only for sources you trust.",
+    ),
 ]
 
 
@@ -29,25 +40,48 @@ def resolve_targets(
     cache_dir: Path | None,
     trusted_key: Path | None,
     require_signature: bool,
-) -> list[Path]:
-    """Local paths to serve for ``targets``: a catalog (``*.json``, at a URL or on disk) or a pack
-    at a URL is pulled and verified into the cache; with a signature policy, local packs too."""
+) -> tuple[list[Path], list[Path]]:
+    """Local paths to serve for ``targets``, and those of them whose signature the trusted key
+    verified: a catalog (``*.json``, at a URL or on disk) or a pack at a URL is pulled and
+    verified into the cache; with a signature policy, local packs too."""
     from envbuilder.catalog import TrustPolicy, is_pack, pull
     from envbuilder.data._remote import is_url
 
     with fail_on_errors():
         trust = TrustPolicy(trusted_key, require_signature=require_signature)
         out: list[Path] = []
+        signed: list[Path] = []
         for target in targets:
             catalog = target.lower().endswith(".json")  # a published catalog on a local disk
             if is_url(target) or catalog or (is_pack(Path(target)) and (trusted_key or require_signature)):
-                out.extend(p.pack for p in pull(target, envs=envs, cache_dir=cache_dir, trust=trust))
+                for p in pull(target, envs=envs, cache_dir=cache_dir, trust=trust):
+                    out.append(p.pack)
+                    if p.signed:
+                        signed.append(p.pack)
             elif require_signature:
                 typer.echo(f"error: {target} is not a signed pack (--require-signature)", err=True)
                 raise typer.Exit(1)
             else:
                 out.append(Path(target))
-    return out
+    return out, signed
+
+
+def spec_of(path: Path, *, trusted_key: Path | None, cache_dir: Path | None = None) -> tuple[Path, bool]:
+    """The spec file to load for ``path`` (a pack is extracted into the cache and checked
+    against its lock) and whether its lock's signature verified with ``trusted_key``.
+
+    Raises:
+        DataError: the pack is unreadable, malformed, or its signature does not verify.
+    """
+    from envbuilder.catalog import TrustPolicy, is_pack, open_pack
+    from envbuilder.catalog import pull as run
+
+    if not is_pack(path):
+        return path, False
+    signed = trusted_key is not None and any(
+        p.signed for p in run(str(path), cache_dir=cache_dir, trust=TrustPolicy(trusted_key))
+    )
+    return open_pack(path, cache_dir=cache_dir), signed
 
 
 def pull(

@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from envbuilder.cli._output import fail_on_errors
+from envbuilder.cli._pull import TrustCodeOption
 
 #: Changed episodes listed in the table (all of them are in --json and the new results file).
 SHOWN = 10
@@ -22,6 +23,7 @@ def regrade(
         Path | None, typer.Option(help="Where to write the regraded run (default: RUN.regraded.jsonl).")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the changes and scores as JSON.")] = False,
+    trust_code: TrustCodeOption = False,
 ) -> None:
     """Replay RUN's answers on SPEC's graders: which episodes' rewards changed, and the new score."""
     from envbuilder.cli._console import line, table
@@ -32,7 +34,9 @@ def regrade(
     with fail_on_errors():
         if target.resolve() == run.resolve():
             raise_same(run)
-        r = asyncio.run(regrade_run(run, load_environment(spec), target))
+        r = asyncio.run(
+            regrade_run(run, load_environment(spec, trust_code=True if trust_code else None), target)
+        )
     if as_json:
         typer.echo(json.dumps({
             "regraded_from": r.header["regraded_from"], "run_id": r.header["run_id"],

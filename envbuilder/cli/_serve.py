@@ -10,7 +10,13 @@ import typer
 
 from envbuilder.cli._output import fail_on_errors
 from envbuilder.cli._port import port_taken
-from envbuilder.cli._pull import EnvOption, RequireSignatureOption, TrustedKeyOption, resolve_targets
+from envbuilder.cli._pull import (
+    EnvOption,
+    RequireSignatureOption,
+    TrustCodeOption,
+    TrustedKeyOption,
+    resolve_targets,
+)
 
 
 def serve(
@@ -128,8 +134,14 @@ def serve(
     pick: EnvOption = None,
     trusted_key: TrustedKeyOption = None,
     require_signature: RequireSignatureOption = False,
+    trust_code: TrustCodeOption = False,
 ) -> None:
-    """Serve the environments of SPECS over the ORS HTTP protocol."""
+    """Serve the environments of SPECS over the ORS HTTP protocol.
+
+    A spec from your own folders runs its own code (`function` and `mcp` tools); a pack, a
+    catalog's environment or anything in the cache does only with --trust-code, or when its
+    signature verifies with --trusted-key.
+    """
     from envbuilder.cli._catalog import load_or_exit
     from envbuilder.server import ServerSettings
 
@@ -141,14 +153,14 @@ def serve(
     packs = (cache_dir or paths.cache_dir()) / "packs"
     with paths.contained([*(data_root or []), packs]):
         # Catalogs and packs at URLs: pulled into the cache and verified, then served as local packs.
-        local = resolve_targets(
+        local, signed = resolve_targets(
             specs,
             envs=pick,
             cache_dir=cache_dir,
             trusted_key=trusted_key,
             require_signature=require_signature,
         )
-        envs = load_or_exit(local, strict=strict, cache_dir=cache_dir)
+        envs = load_or_exit(local, strict=strict, cache_dir=cache_dir, trust_code=trust_code, signed=signed)
         settings = ServerSettings(
             session_timeout=session_timeout,
             store=store,
@@ -164,7 +176,8 @@ def serve(
             graceful_timeout=graceful_timeout,
             allow_unconfined_checkers=allow_unconfined_checkers,
         )
-        _listen(envs, local, settings, host, port, workers, strict, cache_dir, access_log, log_level)
+        trust = {"trust_code": trust_code, "signed": signed}
+        _listen(envs, local, settings, host, port, workers, strict, cache_dir, trust, access_log, log_level)
 
 
 def _preflight(
@@ -215,6 +228,7 @@ def _listen(
     workers: int,
     strict: bool,
     cache_dir: Path | None,
+    trust: dict[str, Any],
     access_log: bool,
     log_level: str,
 ) -> None:
@@ -248,6 +262,7 @@ def _listen(
             cache_dir=cache_dir,
             settings=settings,
             workers=workers,
+            **trust,
             host=host,
             port=port,
             access_log=access_log,

@@ -9,21 +9,36 @@ import typer
 
 from envbuilder.cli import _console
 from envbuilder.cli._output import fail_on_errors
+from envbuilder.cli._pull import TrustCodeOption, TrustedKeyOption, spec_of
 
 SpecsArg = Annotated[
     list[Path],
-    typer.Argument(help="Spec files (YAML) to validate.", exists=True, dir_okay=False, show_default=False),
+    typer.Argument(
+        help="Spec files (YAML) or packs (.zip) to validate.", exists=True, dir_okay=False, show_default=False
+    ),
 ]
 
 
-def validate(specs: SpecsArg) -> None:
-    """Check each SPEC against the schema and its data; exit 1 when any has a problem."""
-    from envbuilder.authoring import validate_spec
+def validate(
+    specs: SpecsArg, trusted_key: TrustedKeyOption = None, trust_code: TrustCodeOption = False
+) -> None:
+    """Check each SPEC against the schema and its data; exit 1 when any has a problem.
+
+    A spec's own code (`function` and `mcp` tools) is loaded to be checked only from your own
+    folders; a pack's only with --trust-code, or a signature that --trusted-key verifies.
+    """
+    from envbuilder.authoring import Validation, validate_spec
+    from envbuilder.errors import EnvbuilderError, Problem
 
     invalid = 0
     for path in specs:
-        with fail_on_errors():
-            result = validate_spec(path)
+        try:
+            spec, signed = spec_of(path, trusted_key=trusted_key)
+        except EnvbuilderError as exc:  # a pack that cannot be opened: its one problem
+            result = Validation(str(path), [Problem(exc.code, exc.message, file=str(path), hint=exc.hint)])
+        else:
+            with fail_on_errors():
+                result = validate_spec(spec, trust_code=True if trust_code or signed else None)
         if result.ok:
             assert result.env is not None
             _console.line(f"{path}: valid ({result.env.summary()} tasks)", "green")

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import http.server
+import os
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -71,3 +72,12 @@ def _serve(page: Path, port: int, open_browser: bool) -> None:
 class _Quiet(http.server.SimpleHTTPRequestHandler):
     def log_message(self, format: str, *args: object) -> None:  # one line per request is noise
         return None
+
+    def send_head(self) -> Any:
+        """404 for anything outside the served folder once links are followed: a runs folder
+        from elsewhere may hold a link to the user's files."""
+        root = os.path.realpath(self.directory)
+        if os.path.commonpath([root, os.path.realpath(self.translate_path(self.path))]) != root:
+            self.send_error(404, "Not inside the served folder")
+            return None
+        return super().send_head()

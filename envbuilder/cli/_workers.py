@@ -30,9 +30,19 @@ def store_problem(store: str, workers: int) -> str | None:
 
 
 def run_workers(
-    specs: list[Path], *, strict: bool, cache_dir: Path | None, settings: Any, workers: int, **uvicorn: Any
+    specs: list[Path],
+    *,
+    strict: bool,
+    cache_dir: Path | None,
+    settings: Any,
+    workers: int,
+    trust_code: bool = False,
+    signed: list[Path] | None = None,
+    **uvicorn: Any,
 ) -> None:
-    """Serve with ``workers`` processes; ``uvicorn`` holds host, port and the logging options."""
+    """Serve with ``workers`` processes; ``uvicorn`` holds host, port and the logging options.
+    Each worker loads the specs as the supervisor did: the same code trust (``--trust-code``,
+    the packs whose signature verified)."""
     import uvicorn as _uvicorn
 
     from envbuilder.server import uvicorn_options
@@ -42,6 +52,8 @@ def run_workers(
             "specs": [str(p.resolve()) for p in specs],
             "strict": strict,
             "cache_dir": str(cache_dir) if cache_dir else None,
+            "trust_code": trust_code,
+            "signed": [str(p.resolve()) for p in signed or []],
             "settings": dataclasses.asdict(settings),
         }
     )
@@ -61,7 +73,13 @@ def worker_app() -> Any:
 
     config = json.loads(os.environ[CONFIG_VAR])
     cache_dir = Path(config["cache_dir"]) if config["cache_dir"] else None
-    envs = load_or_exit([Path(p) for p in config["specs"]], strict=config["strict"], cache_dir=cache_dir)
+    envs = load_or_exit(
+        [Path(p) for p in config["specs"]],
+        strict=config["strict"],
+        cache_dir=cache_dir,
+        trust_code=config["trust_code"],
+        signed=[Path(p) for p in config["signed"]],
+    )
     settings = ServerSettings(**config["settings"])
     set_protocol_limits(settings)
     return create_app(envs, settings)

@@ -19,6 +19,7 @@ from envbuilder.eval._compare import compare_records
 from envbuilder.eval._report import _html, write_report
 from envbuilder.eval._results import summarize
 from envbuilder.eval._run import ResultsFile, describe_sampling, episode_key
+from envbuilder.paths import write_file
 
 __all__ = ["find_runs", "write_browser"]
 
@@ -42,7 +43,7 @@ def _row(path: Path, folder: Path, header: dict[str, Any], records: list[dict[st
     run = header["run"]
     file = ResultsFile(path)
     s = summarize(records, group_by=None)
-    page, _ = write_report(path, group_by=file.recorded_group_by())
+    page, _ = write_report(path, group_by=file.recorded_group_by(), inside=folder)
     return {
         "id": header["run_id"],
         "model": run["model"],
@@ -109,9 +110,7 @@ def write_browser(folder: Path) -> tuple[Path, int]:
         .get_template("eval/browser.html.jinja")
         .render(folder=folder.name or str(folder), rows=rows, data=_script_json({"comparisons": comparisons}))
     )
-    index = folder / "index.html"
-    index.write_text(page, encoding="utf-8")
-    return index, len(rows)
+    return write_file(folder / "index.html", page, inside=folder), len(rows)
 
 
 def _script_json(data: Any) -> str:

@@ -23,6 +23,7 @@ from envbuilder.eval._agent import absorb, conclude
 from envbuilder.eval._results import Summary, outcome_of, summarize
 from envbuilder.eval._run import ResultsFile, RunIdentity, without_transcript
 from envbuilder.eval._runner import task_fields
+from envbuilder.paths import new_file
 
 __all__ = ["Change", "Regrade", "regrade_run"]
 
@@ -149,7 +150,7 @@ async def regrade_run(results: Path, env: Environment, out: Path | None = None) 
         "regraded_from": header.get("run_id"),
     }
     if out is not None:
-        with out.open("w", encoding="utf-8") as f:
+        with new_file(out) as f:
             f.write(json.dumps(head, ensure_ascii=False) + "\n")
             for r in new_records:
                 f.write(json.dumps(r, ensure_ascii=False) + "\n")

@@ -15,6 +15,7 @@ import jinja2
 
 from envbuilder.eval._results import Summary, interval_methods, outcome_of, summarize
 from envbuilder.eval._run import ResultsFile, describe_sampling
+from envbuilder.paths import relative_url, write_file
 from envbuilder.templating import templates_dir
 
 __all__ = ["write_report"]
@@ -33,16 +34,21 @@ def _html() -> jinja2.Environment:
     env.filters["pretty"] = lambda value: json.dumps(value, indent=2, ensure_ascii=False)
     env.filters["count"] = lambda n: f"{n:,}"
     env.filters["estimate"] = lambda e, percent=False: e.format(percent)
+    env.filters["url"] = relative_url  # a link made from data stays a relative path
     return env
 
 
 def write_report(
-    results: Path, out: Path | None = None, *, group_by: str | None = None
+    results: Path, out: Path | None = None, *, group_by: str | None = None, inside: Path | None = None
 ) -> tuple[Path, Summary]:
     """Render the run in ``results`` to ``out`` (default: beside it, ``.html``); the path and summary.
 
+    ``inside``: the folder the page must be written in without following a link (default: its
+    own folder); see :func:`envbuilder.paths.write_file`.
+
     Raises:
-        EnvbuilderError: ``results`` is not a run's results file.
+        EnvbuilderError: ``results`` is not a run's results file, or ``out`` is a link
+            (``unsafe_output``).
     """
     file = ResultsFile(results)
     header, records = file.load()
@@ -64,5 +70,5 @@ def write_report(
         )
     )
     out = out or results.with_suffix(".html")
-    out.write_text(page, encoding="utf-8")
+    write_file(out, page, inside=inside)
     return out, summary

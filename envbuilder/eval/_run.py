@@ -18,6 +18,7 @@ from typing import Any
 
 from envbuilder import __version__
 from envbuilder.errors import EnvbuilderError
+from envbuilder.paths import refuse_link, write_file
 
 __all__ = [
     "EpisodeKey",
@@ -207,6 +208,7 @@ class ResultsFile:
         Raises:
             RunMismatch: the file belongs to another run; the message names every difference.
         """
+        refuse_link(self.path)  # appended to and cut below: never through a link
         header, records = self.read(light=True)
         if header is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -217,7 +219,7 @@ class ResultsFile:
                 "command": command,
                 "envbuilder": __version__,
             }
-            self.path.write_text(json.dumps(head, ensure_ascii=False) + "\n", encoding="utf-8")
+            write_file(self.path, json.dumps(head, ensure_ascii=False) + "\n")
             return {}
         theirs = RunIdentity.from_dict(header["run"])
         if theirs != identity:
@@ -286,5 +288,4 @@ class ResultsFile:
             "group_by": group_by,
             "summary": summary,
         }
-        self.summary_path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        return self.summary_path
+        return write_file(self.summary_path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")

@@ -23,6 +23,7 @@ import yaml
 from envbuilder.errors import EnvbuilderError, did_you_mean
 from envbuilder.eval._backends import EvalBackend, LocalBackend, RemoteBackend, pick_environment
 from envbuilder.eval._results import Summary
+from envbuilder.paths import write_file
 
 __all__ = ["SUITE_FILE", "Target", "macro_mean", "resolve_targets", "write_suite"]
 
@@ -58,20 +59,20 @@ def _spec_name(path: Path) -> str:
     return str(name) if isinstance(name, str) and name else path.stem
 
 
-def _local(path: Path) -> Callable[[], Awaitable[EvalBackend]]:
+def _local(path: Path, trust_code: bool) -> Callable[[], Awaitable[EvalBackend]]:
     async def open_() -> EvalBackend:
         from envbuilder.environment import load_environment
 
-        return LocalBackend(load_environment(path))
+        return LocalBackend(load_environment(path, trust_code=True if trust_code else None))
 
     return open_
 
 
-def _pack(path: Path) -> Callable[[], Awaitable[EvalBackend]]:
+def _pack(path: Path, trust_code: bool) -> Callable[[], Awaitable[EvalBackend]]:
     async def open_() -> EvalBackend:
         from envbuilder.catalog import load_pack
 
-        return LocalBackend(load_pack(path))
+        return LocalBackend(load_pack(path, trust_code=trust_code))
 
     return open_
 
@@ -99,27 +100,39 @@ def _select(available: dict[str, Target], wanted: list[str] | None, where: str) 
     return [available[w] for w in dict.fromkeys(wanted)]
 
 
-async def resolve_targets(targets: list[str], envs: list[str] | None, env: str | None) -> list[Target]:
-    """The environments ``targets`` (spec files, folders of specs, ORS server URLs) name, narrowed
-    to ``envs`` (``--envs``) or, on one URL, ``env`` (``--env``).
+async def resolve_targets(
+    targets: list[str],
+    envs: list[str] | None,
+    env: str | None,
+    *,
+    trust_code: bool = False,
+    trusted_key: Path | None = None,
+) -> list[Target]:
+    """The environments ``targets`` (spec files, folders of specs, packs, ORS server URLs, a
+    published catalog) name, narrowed to ``envs`` (``--envs``) or, on one URL, ``env`` (``--env``).
+
+    Run in-process, a spec runs its own code (``function``, ``mcp``) only from the user's own
+    folders, a pack only with ``trust_code`` or when its lock's signature verifies with
+    ``trusted_key`` (see :class:`~envbuilder.environment.Environment`).
 
     Raises:
         EnvbuilderError: a path that does not exist, an unknown environment name (with "Did you
             mean …?"), a URL serving several environments when none was named, two environments
             of one name.
     """
-    from envbuilder.catalog import find_specs
+    from envbuilder.catalog import TrustPolicy, find_specs, is_pack, pull
     from envbuilder.client import AsyncClient
+
+    policy = TrustPolicy(trusted_key)
 
     if env is not None and envs is not None:
         raise EnvbuilderError("give --env or --envs, not both", code="invalid_option")
     available: dict[str, Target] = {}
     for target in targets:
         if _is_catalog(target):
-            from envbuilder.catalog import pull
-
             picked = envs if envs is not None else ([env] if env is not None else None)
-            found = {p.name: Target(p.name, _pack(p.pack)) for p in pull(target, envs=picked)}
+            pulled = pull(target, envs=picked, trust=policy)
+            found = {p.name: Target(p.name, _pack(p.pack, trust_code or p.signed)) for p in pulled}
         elif _is_url(target):
             async with AsyncClient(target) as client:
                 names = await client.list_environments()
@@ -132,10 +145,14 @@ async def resolve_targets(targets: list[str], envs: list[str] | None, env: str |
                 raise EnvbuilderError(f"{target}: no such spec file or folder", code="not_found")
             found = {}
             for spec in find_specs([path]):
-                name = _spec_name(spec)
+                if is_pack(spec):  # checked (and its signature, with a trusted key) before it runs
+                    (pulled_pack,) = pull(str(spec), trust=policy)
+                    name, opened = pulled_pack.name, _pack(spec, trust_code or pulled_pack.signed)
+                else:
+                    name, opened = _spec_name(spec), _local(spec, trust_code)
                 if name in found:
                     raise EnvbuilderError(f"two specs in {target} are named {name!r}", code="duplicate_env")
-                found[name] = Target(name, _local(spec))
+                found[name] = Target(name, opened)
         for name, t in found.items():
             if name in available:
                 raise EnvbuilderError(
@@ -165,6 +182,4 @@ def write_suite(folder: Path, runs: dict[str, dict[str, Any]], summaries: dict[s
         "environments": {name: {**runs[name], "summary": summaries[name].to_dict()} for name in summaries},
         "macro_mean_reward_all": macro_mean(summaries),
     }
-    path = folder / SUITE_FILE
-    path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    return path
+    return write_file(folder / SUITE_FILE, json.dumps(data, indent=2, ensure_ascii=False) + "\n")

@@ -68,6 +68,19 @@ def read_spec_text(path: Path) -> str:
                 )
             ]
         ) from None
+    except UnicodeDecodeError as exc:  # a binary file: a pack, an image, a zip under another name
+        raise SpecError(
+            [
+                Problem(
+                    code="spec_unreadable",
+                    message=f"a spec is UTF-8 text (YAML), and byte {exc.start} of this file is not "
+                    f"UTF-8 ({exc.object[exc.start : exc.start + 1]!r})",
+                    file=str(path),
+                    hint="Give the spec's .yaml file; `serve`, `validate`, `check`, `catalog` and `eval` "
+                    "also take packs (.zip)",
+                )
+            ]
+        ) from None
 
 
 def parse_spec(

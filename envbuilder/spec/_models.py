@@ -16,6 +16,8 @@ SplitType = Literal["train", "validation", "test"]
 DatasetField = Annotated[SourceConfig, PluginField(sources)]
 GraderField = Annotated[GraderConfig, PluginField(graders)]
 ToolField = Annotated[ToolConfig, PluginField(tools)]
+#: An environment's name: it appears in URLs (`/gsm8k/tools`), file names and catalog links.
+ENV_NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]*$"
 
 
 class SplitSpec(ConfigModel):
@@ -386,7 +388,7 @@ class Spec(ConfigModel):
         extra="forbid", use_attribute_docstrings=True, frozen=True, title="envbuilder spec"
     )
 
-    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")
+    name: str = Field(pattern=ENV_NAME_PATTERN)
     """The environment's name in URLs (`/gsm8k/tools`): lowercase letters, digits, `-`, `_`."""
     title: str | None = None
     """A human-readable title."""

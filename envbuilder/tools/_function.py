@@ -25,7 +25,7 @@ from typing import Any, Literal, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from envbuilder.errors import ToolError
+from envbuilder.errors import Loc, ToolError
 from envbuilder.tools._base import Tool, ToolCall, ToolConfig, ToolContext, ToolReply
 
 MODULE_PATTERN = r"^([A-Za-z_][A-Za-z0-9_]*\.)*[A-Za-z_][A-Za-z0-9_]*(\.py)?$|^[A-Za-z0-9_./-]+\.py$"
@@ -40,6 +40,9 @@ class FunctionConfig(ToolConfig):
     """A `.py` file beside the spec (`shop.py`) or an installed module (`my_package.shop`)."""
     function: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     """The function's name in the module (default: the tool's `name`)."""
+
+    def runs_code(self) -> tuple[Loc, str]:
+        return ("module",), f"imports and runs the Python module {self.module!r}"
 
 
 class _Input(BaseModel):

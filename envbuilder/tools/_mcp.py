@@ -18,6 +18,7 @@ import contextlib
 import importlib.util
 import os
 import re
+import shlex
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
@@ -25,7 +26,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
-from envbuilder.errors import ToolError
+from envbuilder.errors import Loc, ToolError
 from envbuilder.protocol import ImageBlock, TextBlock
 from envbuilder.tools._base import Tool, ToolCall, ToolConfig, ToolContext, ToolReply
 
@@ -50,6 +51,11 @@ class McpConfig(ToolConfig):
     """Put before each tool's name (two servers with a `search` tool each need one)."""
     timeout: float = Field(default=30.0, gt=0, le=600)
     """Seconds to wait for the server to list its tools or answer one call."""
+
+    def runs_code(self) -> tuple[Loc, str]:
+        if self.command is not None:
+            return ("command",), f"starts the command {shlex.join(self.command)!r}"
+        return ("url",), f"offers the agent the tools of the MCP server at {self.url!r}"
 
     @model_validator(mode="after")
     def _one_server(self) -> McpConfig:

@@ -111,10 +111,10 @@ def test_a_plugin_crash_is_reported_not_raised(specs_dir: Path, monkeypatch: pyt
 
     real = collect.load_environment
 
-    def load(path: Path) -> Any:
+    def load(path: Path, **options: Any) -> Any:
         if path.name == "capitals.yaml":
             raise KeyError("oops")
-        return real(path)
+        return real(path, **options)
 
     monkeypatch.setattr(collect, "load_environment", load)
     loaded = load_environments([specs_dir])

@@ -3,6 +3,7 @@ with a screenshot; ``--serve`` serves it."""
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import subprocess
@@ -149,3 +150,33 @@ def test_serve_serves_the_browser(runs: Path) -> None:
     finally:
         proc.terminate()
         proc.communicate(timeout=30)  # also closes the pipes
+
+
+#: Text that runs script if a page ever puts it into HTML unescaped.
+HOSTILE = "<img src=x onerror=document.body.setAttribute('data-pwned','{}')>"
+
+
+@needs_browser
+def test_hostile_folder_names_and_titles_run_no_script_and_make_no_javascript_link(
+    runs: Path, tmp_path: Path
+) -> None:
+    """A downloaded runs folder named to attack the page: a run folder called
+    ``javascript:alert(document.domain)``, markup as the root folder's name and the model's."""
+    root = tmp_path / HOSTILE.format("folder")
+    run = root / "javascript:alert(document.domain)" / "run.jsonl"
+    run.parent.mkdir(parents=True)
+    header, *rest = (runs / "weak-square.jsonl").read_text().splitlines()
+    head = json.loads(header)
+    head["run"]["model"] = HOSTILE.format("model")
+    run.write_text("\n".join([json.dumps(head), *rest]) + "\n")
+    result = cli("view", str(root))
+    assert result.exit_code == 0, result.output
+    assert 'href="javascript%3Aalert%28document.domain%29/run.html"' in (root / "index.html").read_text()
+    for page in (root / "index.html", run.with_suffix(".html")):
+        dom = browse(page.as_uri(), "--dump-dom")
+        assert not re.search(r"<body[^>]*data-pwned", dom), page  # what the markup would do if it ran
+        assert "&lt;img src=x onerror=" in dom, page  # shown as text
+        hrefs = [html.unescape(h).strip().lower() for h in re.findall(r'href="([^"]*)"', dom)]
+        assert not [h for h in hrefs if h.startswith(("javascript:", "data:", "vbscript:"))], page
+    dom = browse((root / "index.html").as_uri(), "--dump-dom")
+    assert re.findall(r'<a href="([^"]*)"', dom) == ["javascript%3Aalert%28document.domain%29/run.html"]
