@@ -186,6 +186,7 @@ class DockerBackend(Backend):
         run = _Stream(nonce, output, cap=disk + _MB if keep else 0)
         async with self.engine.connect() as api:
             container: str | None = None
+            work: asyncio.Future[None] | None = None
             ended = False
             try:
                 async with asyncio.timeout(_START_SECONDS):
@@ -193,8 +194,8 @@ class DockerBackend(Backend):
                 async with api.attach(container) as stream:
                     async with asyncio.timeout(_START_SECONDS):
                         await api.start(container)
-                    work = asyncio.ensure_future(run.pump(stream, payload))
-                    await _until_ready(run, work)
+                        work = asyncio.ensure_future(run.pump(stream, payload))
+                        await _until_ready(run, work)
                     status = await supervise(work, output, limits.wall_seconds, lambda: api.kill(container))
                 ended = status is None and run.end is not None
             except TimeoutError:
@@ -206,6 +207,10 @@ class DockerBackend(Backend):
                 if container is not None and not ended:
                     with contextlib.suppress(SandboxError):
                         await asyncio.shield(api.remove(container))
+                if work is not None and not work.done():
+                    work.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, Exception):
+                        await work
         if status is None and run.end is None:
             raise SandboxError(
                 "the run's container ended before the run did (the engine stopped it)",
@@ -224,14 +229,10 @@ async def _until_ready(run: _Stream, work: asyncio.Future[None]) -> None:
     """Wait until the set-up says the code starts; its own failure is a SandboxError."""
     waiter: asyncio.Future[Any] = asyncio.ensure_future(run.ready.wait())
     try:
-        async with asyncio.timeout(_START_SECONDS):
-            await asyncio.wait([waiter, work], return_when="FIRST_COMPLETED")
+        await asyncio.wait([waiter, work], return_when="FIRST_COMPLETED")
     finally:
         waiter.cancel()
     if not run.ready.is_set():
-        work.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await work
         said = " / ".join(run.setup_err.decode("utf-8", "replace").split("\n")).strip(" /")
         raise SandboxError(
             f"the sandbox image could not start the run: {said[-500:] or 'it said nothing'}",

@@ -245,7 +245,7 @@ class EngineClient:
         except httpx.HTTPError as exc:
             raise self._unreachable(exc) from None
         try:
-            if response.status_code not in (101, 200):
+            if response.status_code != 101:
                 await response.aread()
                 raise SandboxError(
                     f"the container engine refused to attach to the container: {_message(response)} "

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import os
 import shutil
+import signal
 import time
 from asyncio.subprocess import DEVNULL, PIPE
 from collections.abc import Awaitable, Callable, Sequence
@@ -55,8 +56,7 @@ async def run_process(
 
     async def kill() -> None:
         if proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
+            await asyncio.to_thread(_kill_tree, proc.pid)
         await proc.wait()
 
     status = await supervise(asyncio.ensure_future(finish()), output, limits.wall_seconds, kill)
@@ -81,6 +81,32 @@ async def _start(
         start_new_session=True,  # the server's terminal signals (Ctrl-C) are not the run's
         env={"PATH": os.environ.get("PATH", os.defpath)},
     )
+
+
+def _kill_tree(pid: int) -> None:
+    """SIGKILL the launcher and the children it made. bwrap's child (the PID namespace's init,
+    whose death ends every process of the run) asks for a signal on its parent's death only
+    once it runs: killing bwrap in that moment left it running, holding the run's pipes. So the
+    launcher is stopped first (it then makes no child), and its children are killed with it."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, signal.SIGSTOP)
+    for _ in range(200):  # the stop takes effect when it next runs (a fork in flight ends first)
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[-1].split()[0]
+        except (OSError, IndexError):
+            break
+        if state in (b"T", b"t", b"Z", b"X"):
+            break
+        time.sleep(0.001)
+    children: list[int] = []
+    with contextlib.suppress(OSError):
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{task}/children") as f:
+                children += [int(c) for c in f.read().split()]
+    for target in [*children, pid]:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(target, signal.SIGKILL)
 
 
 class Output:
