@@ -18,7 +18,8 @@ and ``KILL`` and is the container's PID 1:
    files, no core dumps: the same rlimits as bubblewrap), its stdout and stderr the container's;
 3. when the command ends it kills every process left (``kill -9 -1`` as root, repeated until
    none is left), reads the cgroup's OOM-kill count, and writes ``<nonce>:end <status> <oom>``;
-   with a kept folder, a tar of ``/work`` follows (made as uid 65534).
+   with a kept folder, a tar of ``/work`` follows (made as uid 65534), then ``<nonce>:done``.
+   The server stops reading there: the engine's teardown of the container is not the run's.
 
 The nonce is in PID 1's environment only (root's, which uid 65534 cannot read) and the end
 line is written once no process of the code is left, so the code can neither fake the end of
@@ -96,6 +97,8 @@ exit "$rc"
 """
 _KEEP = (
     'setpriv --reuid={uid} --regid={uid} --clear-groups env -i PATH="$PATH" tar -C /work -cf - . 2>/dev/null'
+    "\n"
+    "printf '\\n%s:done\\n' \"$n\""
 )
 
 
@@ -183,7 +186,7 @@ class DockerBackend(Backend):
         nonce = secrets.token_hex(16)
         started = time.monotonic()
         output = Output(limits.output_bytes)
-        run = _Stream(nonce, output, cap=disk + _MB if keep else 0)
+        run = _Stream(nonce, output, keep=keep, cap=disk + _MB)
         async with self.engine.connect() as api:
             container: str | None = None
             work: asyncio.Future[None] | None = None
@@ -243,13 +246,19 @@ async def _until_ready(run: _Stream, work: asyncio.Future[None]) -> None:
 
 class _Stream:
     """Reads a run's attached stream: the set-up's lines, the code's output (against the
-    budget), the end line, and after it the kept folder's tar (up to ``cap`` bytes)."""
+    budget), the end line, and after it the kept folder's tar (up to ``cap`` bytes) and the
+    done line. It stops at the end line (or the done line): the code's processes are gone by
+    then, and the engine's own teardown of the container is no part of the run's time."""
 
-    def __init__(self, nonce: str, output: Output, *, cap: int):
+    def __init__(self, nonce: str, output: Output, *, keep: bool, cap: int):
         self.output = output
         self.ready = asyncio.Event()
         self._ready_line = f"{nonce}:ready\n".encode()
         self._end_mark = f"\n{nonce}:end ".encode()
+        self._done_mark = f"\n{nonce}:done\n".encode()
+        self._keep = keep
+        self._tail = b""
+        self.complete = False
         self._cap = cap
         self.setup_out = bytearray()
         self.setup_err = bytearray()
@@ -265,6 +274,8 @@ class _Stream:
                     self._stdout(data)
                 elif kind == STDERR:
                     self.output.take(self.output.err, data) if self.ready.is_set() else self._setup(data)
+                if self.complete:
+                    break
         finally:
             writer.cancel()
         if self.end is None and self.ready.is_set():
@@ -283,8 +294,7 @@ class _Stream:
             data = bytes(self.setup_out[len(self._ready_line) :])
             self.ready.set()
         if self.end is not None:
-            if len(self.trailer) <= self._cap:
-                self.trailer += data
+            self._trail(data)
             return
         pending = self._pending
         pending += data
@@ -303,5 +313,19 @@ class _Stream:
         self.output.take(self.output.out, bytes(pending[:at]))
         fields = pending[at + len(self._end_mark) : line_end].split()
         self.end = (int(fields[0]), int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else 0)
-        self.trailer += pending[line_end + 1 :]
+        rest = bytes(pending[line_end + 1 :])
         pending.clear()
+        if not self._keep:
+            self.complete = True
+        else:
+            self._trail(rest)
+
+    def _trail(self, data: bytes) -> None:
+        """The kept folder's tar, then the done line (the last bytes of the stream)."""
+        if len(self.trailer) <= self._cap:
+            self.trailer += data
+        self._tail = (self._tail + data)[-len(self._done_mark) :]
+        if self._tail == self._done_mark:
+            self.complete = True
+            if self.trailer.endswith(self._done_mark):
+                del self.trailer[-len(self._done_mark) :]

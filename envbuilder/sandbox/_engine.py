@@ -28,13 +28,13 @@ import struct
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
 
-import httpcore
-import httpx
-
 from envbuilder.errors import SandboxError
+
+if TYPE_CHECKING:
+    import httpx
 
 HOST_ENV = "DOCKER_HOST"
 DEFAULT_HOST = "unix:///var/run/docker.sock"
@@ -107,6 +107,8 @@ class Engine:
     @contextlib.asynccontextmanager
     async def connect(self) -> AsyncIterator[EngineClient]:
         """A client for a few requests (its connections close with the block)."""
+        import httpx  # here: a server that never runs a container never imports it
+
         address = self.address
         transport = httpx.AsyncHTTPTransport(uds=address.uds, verify=address.tls or False)
         timeout = httpx.Timeout(_REQUEST_SECONDS, connect=_CONNECT_SECONDS)
@@ -140,6 +142,8 @@ class EngineClient:
         Raises:
             SandboxError: the engine cannot be reached, or refused the call.
         """
+        import httpx
+
         try:
             response = await self._client.request(
                 method,
@@ -231,6 +235,8 @@ class EngineClient:
         self, path: str, params: Mapping[str, Any], body: Any = None
     ) -> AsyncIterator[RawStream]:
         """A POST whose connection the engine turns into a raw stream (attach, exec start)."""
+        import httpx
+
         headers = {"Connection": "Upgrade", "Upgrade": "tcp"}
         request = self._client.build_request(
             "POST",
@@ -260,15 +266,19 @@ class RawStream:
     """A hijacked connection: write the container's stdin, read its output frames."""
 
     def __init__(self, stream: Any):
+        import httpcore
+
         self._stream = stream
         self._buffer = bytearray()
+        # What a broken or closed connection raises (the container ended, or the engine went).
+        self._broken = (OSError, httpcore.NetworkError, httpcore.TimeoutException)
 
     async def write(self, data: bytes) -> bool:
         """Send ``data``; False when the container no longer reads (it ended)."""
         try:
             if data:
                 await self._stream.write(data)
-        except (OSError, httpcore.NetworkError, httpcore.TimeoutException):
+        except self._broken:
             return False
         return True
 
@@ -286,7 +296,7 @@ class RawStream:
                 yield kind, payload
             try:
                 chunk = await self._stream.read(1 << 16)
-            except (OSError, httpcore.NetworkError, httpcore.TimeoutException):
+            except self._broken:
                 chunk = b""
             if not chunk:
                 return
