@@ -1,4 +1,4 @@
-"""How the server picks a sandbox backend: by name, from ``$ENVBUILDER_SANDBOX``, one shared per name."""
+"""How the server picks a sandbox backend (``$ENVBUILDER_SANDBOX``): one shared per name and settings."""
 
 from __future__ import annotations
 

@@ -181,3 +181,20 @@ async def test_no_container_is_left_behind() -> None:
                 break
             await asyncio.sleep(0.1)
     assert left == []
+
+
+async def test_the_whole_run_is_bounded_by_a_memory_cgroup() -> None:
+    """Two processes of 200 MB each: within each one's 256 MB address space (bubblewrap's bound),
+    past the container's 256 + 2 x 2 + 64 MB; the cgroup's OOM killer ends it: a memory limit."""
+    code = (
+        "import os, sys, time\n"
+        "child = os.fork()\n"
+        "x = bytearray(200 * 1024 * 1024)\n"
+        "time.sleep(3)\n"
+        "if child == 0:\n"
+        "    os._exit(0)\n"
+        "sys.exit(1 if os.waitpid(child, 0)[1] else 0)\n"
+    )
+    backend = DockerBackend(host=engine_host("docker"))
+    result = await backend.run(["python3", "-I", "main.py"], {"main.py": code.encode()}, LIMITS)
+    assert result.status is Status.MEMORY and result.describe().startswith("memory limit"), result
