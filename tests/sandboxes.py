@@ -14,6 +14,7 @@ import concurrent.futures
 import contextlib
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 import time
@@ -25,6 +26,7 @@ import pytest
 from envbuilder.errors import SandboxError
 from envbuilder.sandbox import Backend, BubblewrapBackend, DockerBackend
 from envbuilder.sandbox._engine import DEFAULT_HOST, Engine, EngineAddress
+from tests.servers import free_port
 
 BACKENDS = ("bubblewrap", "docker", "podman")
 """Every backend the sandbox tests are parametrized over (``podman`` is the Docker backend on
@@ -101,30 +103,52 @@ def _engine_problem(host: str) -> str | None:
         return pool.submit(run).result()
 
 
+def podman_over_tcp() -> str:
+    """A Podman engine at ``tcp://127.0.0.1:<port>``: an engine reached over the network, as a
+    remote one is (its images are the local Podman's)."""
+    if "tcp" not in _podman:
+        engine_host("podman")  # Podman runs here and has the image
+        _podman["tcp"] = _serve_podman(f"tcp://127.0.0.1:{free_port()}")
+    return _podman["tcp"]
+
+
 def _start_podman() -> str:
     """``podman system service`` on a socket of its own, stopped when the tests end."""
+    folder = Path(tempfile.mkdtemp(prefix="envbuilder-podman-"))
+    _podman["host"] = _serve_podman(f"unix://{folder / 'podman.sock'}", folder)
+    return _podman["host"]
+
+
+def _serve_podman(address: str, folder: Path | None = None) -> str:
     podman = shutil.which("podman")
     if podman is None:
         _skip("needs a container engine for the podman sandbox: podman is not installed (apt install podman)")
         raise AssertionError  # unreachable: _skip raises
-    folder = Path(tempfile.mkdtemp(prefix="envbuilder-podman-"))
-    socket_path = folder / "podman.sock"
     process = subprocess.Popen(
-        [podman, "system", "service", "--time=0", f"unix://{socket_path}"],
+        [podman, "system", "service", "--time=0", address],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
     _stop_at_exit(process, folder)
     deadline = time.monotonic() + 30
-    while not socket_path.exists():
+    while not _listening(address):
         if process.poll() is not None or time.monotonic() > deadline:
             _skip(f"needs a container engine for the podman sandbox: its service exited {process.poll()}")
         time.sleep(0.05)
-    _podman["host"] = f"unix://{socket_path}"
-    return _podman["host"]
+    return address
 
 
-def _stop_at_exit(process: subprocess.Popen[bytes], folder: Path) -> None:
+def _listening(address: str) -> bool:
+    scheme, _, rest = address.partition("://")
+    if scheme == "unix":
+        return Path(rest).exists()
+    host, _, port = rest.rpartition(":")
+    with contextlib.suppress(OSError), socket.create_connection((host, int(port)), timeout=0.2):
+        return True
+    return False
+
+
+def _stop_at_exit(process: subprocess.Popen[bytes], folder: Path | None) -> None:
     import atexit
 
     def stop() -> None:
@@ -133,6 +157,7 @@ def _stop_at_exit(process: subprocess.Popen[bytes], folder: Path) -> None:
             process.wait(10)
         except subprocess.TimeoutExpired:
             process.kill()
-        shutil.rmtree(folder, ignore_errors=True)
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
 
     atexit.register(stop)

@@ -20,7 +20,7 @@ from envbuilder.sandbox._docker import LABEL, OWNER_LABEL, owner
 from envbuilder.sandbox._engine import Engine, EngineAddress
 from envbuilder.sandbox._workdir import pack
 from tests.graders._util import grade, make
-from tests.sandboxes import engine_host
+from tests.sandboxes import engine_host, podman_over_tcp
 
 LIMITS = Limits(wall_seconds=5, cpu_seconds=3.5, memory_mb=256, processes=8, output_kb=4, disk_mb=2)
 UNREACHABLE = "tcp://127.0.0.1:1"
@@ -198,3 +198,51 @@ async def test_the_whole_run_is_bounded_by_a_memory_cgroup() -> None:
     backend = DockerBackend(host=engine_host("docker"))
     result = await backend.run(["python3", "-I", "main.py"], {"main.py": code.encode()}, LIMITS)
     assert result.status is Status.MEMORY and result.describe().startswith("memory limit"), result
+
+
+async def test_an_engine_over_tcp_runs_the_same() -> None:
+    """``DOCKER_HOST=tcp://…`` (how replicas share engine hosts): here Podman's API on a TCP port."""
+    host = podman_over_tcp()
+    backend = DockerBackend(host=host)
+    assert backend.address.base_url.startswith("http://127.0.0.1:")
+    result = await backend.run(["python3", "-I", "main.py"], {"main.py": b"print(6 * 7)"}, LIMITS)
+    assert (result.status, result.stdout) == (Status.OK, "42\n")
+
+
+def test_tls_to_an_engine_uses_the_docker_cert_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """DOCKER_TLS_VERIFY: https, the engine checked against ca.pem, this client known by its
+    cert.pem and key.pem (files made here, as ``dockerd --tlsverify`` setups have them)."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "envbuilder-test")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(1)
+        .not_valid_before(now)
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    pem = cert.public_bytes(serialization.Encoding.PEM)
+    (tmp_path / "ca.pem").write_bytes(pem)
+    (tmp_path / "cert.pem").write_bytes(pem)
+    (tmp_path / "key.pem").write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    monkeypatch.setenv("DOCKER_TLS_VERIFY", "1")
+    monkeypatch.setenv("DOCKER_CERT_PATH", str(tmp_path))
+    address = EngineAddress.from_env("tcp://engine.example:2376")
+    assert address.base_url == "https://engine.example:2376" and address.tls is not None
+    assert address.tls.verify_mode.name == "CERT_REQUIRED" and address.tls.get_ca_certs()
