@@ -290,11 +290,11 @@ async def _chunks(path: Path) -> AsyncIterator[bytes]:
             yield chunk
 
 
-def apt_mirror(suite: str) -> str:
-    """The Debian mirror apt uses for ``suite`` (``/etc/apt/sources.list`` and ``.d``), else
-    deb.debian.org."""
-    candidates: list[Path] = [Path("/etc/apt/sources.list")]
-    folder = Path("/etc/apt/sources.list.d")
+def apt_mirror(suite: str, etc: Path = Path("/etc")) -> str:
+    """The Debian mirror apt uses for ``suite`` (``etc``'s ``apt/sources.list`` and
+    ``apt/sources.list.d``), else deb.debian.org."""
+    candidates: list[Path] = [etc / "apt" / "sources.list"]
+    folder = etc / "apt" / "sources.list.d"
     if folder.is_dir():
         candidates += sorted(folder.glob("*.sources")) + sorted(folder.glob("*.list"))
     for path in candidates:
