@@ -11,15 +11,17 @@ Inside, a small ``sh`` set-up (:data:`BOOTSTRAP`) runs as root with only ``SETUI
 and ``KILL`` and is the container's PID 1:
 
 1. it unpacks the run's files (a tar on the container's stdin; with a kept folder, the folder
-   first) into ``/work`` as the run's user (uid 65534), and writes ``<nonce>:ready`` on stdout:
-   what fails before that is the engine's or the image's fault, never the code's;
+   first) into ``/work`` as the run's user (uid 65534), and writes ``<nonce>:ready`` on stdout
+   and on stderr: what fails before that is the engine's or the image's fault, never the code's;
 2. it runs the command as uid 65534 with an empty environment (:data:`BASE_ENV` only), stdin
    from ``/dev/null``, under ``nice`` and ``prlimit`` (CPU time, address space, file size, open
    files, no core dumps: the same rlimits as bubblewrap), its stdout and stderr the container's;
 3. when the command ends it kills every process left (``kill -9 -1`` as root, repeated until
-   none is left), reads the cgroup's OOM-kill count, and writes ``<nonce>:end <status> <oom>``;
-   with a kept folder, a tar of ``/work`` follows (made as uid 65534), then ``<nonce>:done``.
-   The server stops reading there: the engine's teardown of the container is not the run's.
+   none is left), reads the cgroup's OOM-kill count, and writes ``<nonce>:end <status> <oom>``
+   on both streams (the engine keeps each one in order, not one against the other); with a
+   kept folder, a tar of ``/work`` follows on stdout (made as uid 65534), then ``<nonce>:done``.
+   The server stops reading once it has them: the engine's teardown of the container is not
+   the run's.
 
 The nonce is in PID 1's environment only (root's, which uid 65534 cannot read) and the end
 line is written once no process of the code is left, so the code can neither fake the end of
@@ -81,7 +83,7 @@ setpriv --reuid={uid} --regid={uid} --clear-groups env -i PATH="$PATH" tar -x -f
   echo "envbuilder: the run's files could not be unpacked into /work" >&2; exit 1; }}
 command -v "$1" >/dev/null || {{
   echo "envbuilder: the command '$1' is not in the image ($PATH)" >&2; exit 1; }}
-printf '%s:ready\\n' "$n"
+printf '\\n%s:ready\\n' "$n"; printf '\\n%s:ready\\n' "$n" >&2
 timeout -s KILL {deadline} setpriv --reuid={uid} --regid={uid} --clear-groups env -i {env} \\
   prlimit {rlimits} -- nice -n {nice} "$@" </dev/null
 rc=$?
@@ -91,7 +93,7 @@ oom=0
 for f in /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control; do
   if [ -r "$f" ]; then while read -r k v; do [ "$k" = oom_kill ] && oom=$v; done <"$f"; fi
 done
-printf '\\n%s:end %s %s\\n' "$n" "$rc" "$oom"
+printf '\\n%s:end %s %s\\n' "$n" "$rc" "$oom"; printf '\\n%s:end %s %s\\n' "$n" "$rc" "$oom" >&2
 {keep}
 exit "$rc"
 """
@@ -244,88 +246,118 @@ async def _until_ready(run: _Stream, work: asyncio.Future[None]) -> None:
         )
 
 
+class _Channel:
+    """One of a container's two streams: the set-up's bytes until its ready line, the code's
+    output (counted against the budget, into ``buf``) until the end line, then what follows."""
+
+    def __init__(self, nonce: str, output: Output, buf: bytearray):
+        self._ready_line = f"\n{nonce}:ready\n".encode()
+        self._end_mark = f"\n{nonce}:end ".encode()
+        self._output, self._buf = output, buf
+        self.setup = bytearray(b"\n")  # (a newline first: the ready line may be the first bytes)
+        self.ready = False
+        self._pending = bytearray()  # the code's, unless an end line starts in it
+        self.end: list[bytes] | None = None  # the end line's fields
+
+    def feed(self, data: bytes) -> bytes:
+        """Take the stream's next bytes; once the end line has passed, what follows it."""
+        if not self.ready:
+            self.setup += data
+            at = self.setup.find(self._ready_line)
+            if at < 0:
+                del self.setup[4096:]  # the set-up's own words, for an error (bounded)
+                return b""
+            data = bytes(self.setup[at + len(self._ready_line) :])
+            del self.setup[at:]
+            self.ready = True
+        if self.end is not None:
+            return data
+        pending = self._pending
+        pending += data
+        at = pending.find(self._end_mark)
+        if at < 0:
+            keep = len(self._end_mark) - 1  # an end line may be starting at the end
+            if len(pending) > keep:
+                self._output.take(self._buf, bytes(pending[:-keep]))
+                del pending[:-keep]
+            return b""
+        line_end = pending.find(b"\n", at + len(self._end_mark))
+        self._output.take(self._buf, bytes(pending[:at]))
+        del pending[:at]
+        if line_end < 0:
+            return b""
+        line_end -= at
+        self.end = bytes(pending[len(self._end_mark) : line_end]).split()
+        rest = bytes(pending[line_end + 1 :])
+        pending.clear()
+        return rest
+
+    def flush(self) -> None:
+        """The run was stopped before its end line: what is pending was the code's."""
+        if self.ready and self.end is None:
+            self._output.take(self._buf, bytes(self._pending))
+            self._pending.clear()
+
+
 class _Stream:
-    """Reads a run's attached stream: the set-up's lines, the code's output (against the
-    budget), the end line, and after it the kept folder's tar (up to ``cap`` bytes) and the
-    done line. It stops at the end line (or the done line): the code's processes are gone by
-    then, and the engine's own teardown of the container is no part of the run's time."""
+    """Reads a run's attached stream: stdout and stderr each carry the set-up's ready line,
+    the code's output (against the budget) and the set-up's end line (the engine keeps each
+    stream in order, not one against the other); after stdout's end line, the kept folder's
+    tar (up to ``cap`` bytes) and the done line. Reading stops once both end lines (and the
+    done line) are in: the code's processes are gone by then, and the engine's teardown of the
+    container is no part of the run's time."""
 
     def __init__(self, nonce: str, output: Output, *, keep: bool, cap: int):
         self.output = output
-        self.ready = asyncio.Event()
-        self._ready_line = f"{nonce}:ready\n".encode()
-        self._end_mark = f"\n{nonce}:end ".encode()
+        self.ready = asyncio.Event()  # the code started (stdout's ready line)
+        self._out = _Channel(nonce, output, output.out)
+        self._err = _Channel(nonce, output, output.err)
         self._done_mark = f"\n{nonce}:done\n".encode()
         self._keep = keep
-        self._tail = b""
-        self.complete = False
         self._cap = cap
-        self.setup_out = bytearray()
-        self.setup_err = bytearray()
-        self._pending = bytearray()  # stdout not yet known to be the code's (a mark may start)
-        self.end: tuple[int, int] | None = None  # (exit status, OOM kills)
+        self._tail = b""
+        self._done = not keep
         self.trailer = bytearray()
+        self.end: tuple[int, int] | None = None  # (exit status, OOM kills), from stdout's end line
+
+    @property
+    def complete(self) -> bool:
+        return self.end is not None and self._err.end is not None and self._done
+
+    @property
+    def setup_err(self) -> bytes:
+        return bytes(self._err.setup)
 
     async def pump(self, stream: RawStream, payload: bytes) -> None:
         writer = asyncio.ensure_future(stream.write(payload))
         try:
             async for kind, data in stream.frames():
                 if kind == STDOUT:
-                    self._stdout(data)
+                    rest = self._out.feed(data)
+                    if self._out.ready:
+                        self.ready.set()
+                    if self._out.end is not None:
+                        if self.end is None:
+                            fields = self._out.end
+                            oom = int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else 0
+                            self.end = (int(fields[0]), oom)
+                        if self._keep:
+                            self._trail(rest)
                 elif kind == STDERR:
-                    self.output.take(self.output.err, data) if self.ready.is_set() else self._setup(data)
+                    self._err.feed(data)
                 if self.complete:
                     break
         finally:
             writer.cancel()
-        if self.end is None and self.ready.is_set():
-            self.output.take(self.output.out, bytes(self._pending))  # killed: the rest is the code's
-
-    def _setup(self, data: bytes) -> None:
-        self.setup_err += data[: 4096 - len(self.setup_err)]
-
-    def _stdout(self, data: bytes) -> None:
-        if not self.ready.is_set():
-            self.setup_out += data
-            if len(self.setup_out) < len(self._ready_line):
-                return
-            if not self.setup_out.startswith(self._ready_line):
-                return  # not the set-up's line: the run never starts (see _until_ready)
-            data = bytes(self.setup_out[len(self._ready_line) :])
-            self.ready.set()
-        if self.end is not None:
-            self._trail(data)
-            return
-        pending = self._pending
-        pending += data
-        at = pending.find(self._end_mark)
-        if at < 0:
-            keep = len(self._end_mark) - 1  # a mark may be starting at the end
-            if len(pending) > keep:
-                self.output.take(self.output.out, bytes(pending[:-keep]))
-                del pending[:-keep]
-            return
-        line_end = pending.find(b"\n", at + len(self._end_mark))
-        if line_end < 0:
-            self.output.take(self.output.out, bytes(pending[:at]))
-            del pending[:at]
-            return
-        self.output.take(self.output.out, bytes(pending[:at]))
-        fields = pending[at + len(self._end_mark) : line_end].split()
-        self.end = (int(fields[0]), int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else 0)
-        rest = bytes(pending[line_end + 1 :])
-        pending.clear()
-        if not self._keep:
-            self.complete = True
-        else:
-            self._trail(rest)
+        self._out.flush()
+        self._err.flush()
 
     def _trail(self, data: bytes) -> None:
-        """The kept folder's tar, then the done line (the last bytes of the stream)."""
+        """The kept folder's tar, then the done line (the last bytes of stdout)."""
         if len(self.trailer) <= self._cap:
             self.trailer += data
         self._tail = (self._tail + data)[-len(self._done_mark) :]
         if self._tail == self._done_mark:
-            self.complete = True
+            self._done = True
             if self.trailer.endswith(self._done_mark):
                 del self.trailer[-len(self._done_mark) :]

@@ -263,3 +263,16 @@ def _processes_with(marker: str) -> list[int]:
         except OSError:
             continue
     return found
+
+
+async def test_the_last_of_the_output_is_never_lost(backend: Backend) -> None:
+    """Output written on both streams just before the code ends comes back whole, every time (a
+    container's stdout and stderr travel apart: one may end before the other is all read)."""
+    script = (
+        "echo out; i=0; while [ $i -lt 300 ]; do echo err$i >&2; i=$((i + 1)); done; "
+        "echo last >&2; printf tail; exit 3"
+    )
+    for _ in range(10):
+        result = await backend.run(["sh", "-c", script], {}, FAST)
+        assert (result.status, result.exit_code, result.stdout) == (Status.EXIT, 3, "out\ntail")
+        assert result.stderr.splitlines() == [f"err{i}" for i in range(300)] + ["last"]
