@@ -21,6 +21,7 @@ from envbuilder.cli import (
     _profile,
     _publish,
     _pull,
+    _sandbox,
     _schema,
     _serve,
     _validate,
@@ -66,6 +67,7 @@ app.command("init")(_init.init)
 app.add_typer(_eval_group.eval_app, name="eval")
 app.command("view")(_view.view)
 app.command("profile")(_profile.profile)
+app.add_typer(_sandbox.sandbox_app, name="sandbox")
 
 
 def _version(value: bool) -> None:

@@ -32,6 +32,9 @@ class Backend(abc.ABC):
     """An isolation engine that runs commands under :class:`Limits`."""
 
     name: ClassVar[str]
+    #: The environment variables the backend reads when it is made (``default_backend`` keeps
+    #: one backend per name and values of these).
+    ENV: ClassVar[tuple[str, ...]] = ()
 
     async def run(
         self,
@@ -43,8 +46,9 @@ class Backend(abc.ABC):
     ) -> RunResult:
         """Run ``command`` in ``/work`` holding ``files`` (name → content).
 
-        ``workdir`` is a host folder mounted as ``/work`` (kept between runs, e.g. a session's);
-        without it ``/work`` is a fresh, empty, size-limited folder.
+        ``/work`` is a fresh, empty, size-limited folder. With ``workdir`` (a host folder kept
+        between runs, e.g. a session's) it starts with that folder's files, and the folder
+        receives what ``/work`` holds when the run ends by itself (only what fit the limit).
 
         Raises:
             SandboxError: the engine could not run the command at all.

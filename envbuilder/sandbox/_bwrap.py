@@ -39,8 +39,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tarfile
-import tempfile
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -49,6 +47,7 @@ from envbuilder.errors import SandboxError
 from envbuilder.sandbox._backend import BASE_ENV, Backend
 from envbuilder.sandbox._process import run_process
 from envbuilder.sandbox._result import Limits, RunResult, Status
+from envbuilder.sandbox._workdir import restore
 
 #: Host paths shown read-only (when they exist); symlinks (merged /usr) are recreated as such.
 SYSTEM_PATHS = (
@@ -79,6 +78,7 @@ class BubblewrapBackend(Backend):
     """Runs each command under ``bwrap`` in fresh namespaces with rlimits."""
 
     name = "bubblewrap"
+    ENV = (EXTRA_PATHS_ENV, UID_ENV)
 
     def __init__(self, *, extra_paths: Sequence[str] | None = None, uid: int | None = None):
         if extra_paths is None:
@@ -162,9 +162,10 @@ class BubblewrapBackend(Backend):
         # bwrap builds the view on its own tmpfs: make it read-only, or it is an unbounded disk.
         out += ["--remount-ro", "/", "--chdir", "/work", "--"]
         if ready and workdir is not None:
-            # As below, but the pipe is kept (fd 8, closed for the code) to send /work back.
+            # As below, but the pipe is kept (fd 8, closed for the code) to send /work back; the
+            # kept folder is copied in without replacing the run's own files (which win).
             signal = (
-                f"printf 1 >&0 && exec 8>&0 0</dev/null && cp -R {PERSIST}/. /work/ 2>/dev/null; "
+                f"printf 1 >&0 && exec 8>&0 0</dev/null && cp -R -n {PERSIST}/. /work/ 2>/dev/null; "
                 '"$@" 8>&-; rc=$?; tar -C /work -cf - . >&8 2>/dev/null; exit $rc'
             )
             out += ["/bin/sh", "-c", signal, "sh"]
@@ -211,7 +212,7 @@ class BubblewrapBackend(Backend):
             with _memfds({**files, **self.etc_files()}) as fds:
                 argv = self.argv(command, limits, fds, workdir, ready=True)
                 try:
-                    result, _ = await run_process(
+                    result = await run_process(
                         argv, limits, stdin=ready_w, pass_fds=list(fds.values()), after_start=close_write
                     )
                 except OSError as exc:
@@ -225,7 +226,7 @@ class BubblewrapBackend(Backend):
             reader.close()
         ready = back[:1]
         if workdir is not None and ready and result.status != Status.TIMEOUT:
-            await asyncio.to_thread(_restore, workdir, back[1:], limits.disk_mb * 1024 * 1024)
+            await asyncio.to_thread(restore, workdir, back[1:], limits.disk_mb * 1024 * 1024)
         if not ready and result.exit_code is not None:
             # bwrap failed before the command started (no user namespaces, a bad mount): the
             # code never ran. (The code never holds the pipe: this cannot be faked.)
@@ -260,30 +261,6 @@ class _PipeReader:
     def close(self) -> None:
         with contextlib.suppress(OSError):
             os.close(self._fd)
-
-
-def _restore(workdir: Path, data: bytes, limit: int) -> None:
-    """Make ``workdir`` hold what the run left in ``/work`` (a tar, at most ``limit`` bytes of
-    files, regular files and folders only); when it is not that, keep the folder as it was."""
-    try:
-        with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
-            members = [m for m in tar.getmembers() if m.isfile() or m.isdir()]
-            if sum(m.size for m in members) > limit:
-                return
-            staging = Path(tempfile.mkdtemp(prefix=".restore-", dir=workdir.parent))
-            try:
-                tar.extractall(staging, members=members, filter="data")
-                for child in list(workdir.iterdir()):
-                    if child.is_dir() and not child.is_symlink():
-                        shutil.rmtree(child, ignore_errors=True)
-                    else:
-                        child.unlink(missing_ok=True)
-                for child in staging.iterdir():
-                    child.rename(workdir / child.name)
-            finally:
-                shutil.rmtree(staging, ignore_errors=True)
-    except (tarfile.TarError, OSError, ValueError):
-        return
 
 
 def confined_python(argv: Sequence[str]) -> list[str]:

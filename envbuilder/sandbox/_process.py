@@ -1,8 +1,10 @@
-"""Drive one sandbox process from the event loop: bounded output, a wall-time limit, a kill.
+"""Drive one sandboxed run from the event loop: bounded output, a wall-time limit, a kill.
 
-The process is an isolation engine's launcher (``bwrap``, ``docker run``), never the model's
-code itself. Its pipes are read by the event loop as they fill, so nothing waits on a thread
-and a run that writes without end is killed as soon as it passes the output limit.
+:func:`run_process` runs an isolation engine's launcher (``bwrap``), never the model's code
+itself. Its pipes are read by the event loop as they fill, so nothing waits on a thread and a
+run that writes without end is killed as soon as it passes the output limit. :class:`Output`
+and :func:`supervise` are the same rules for a run whose output comes another way (a
+container's attached stream).
 """
 
 from __future__ import annotations
@@ -11,9 +13,11 @@ import asyncio
 import contextlib
 import os
 import shutil
+import signal
 import time
 from asyncio.subprocess import DEVNULL, PIPE
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 from envbuilder.sandbox._result import Limits, RunResult, Status, classify
 
@@ -29,32 +33,42 @@ async def run_process(
     *,
     stdin: bytes | int | None = None,
     pass_fds: Sequence[int] = (),
-    on_kill: Callable[[], Awaitable[None]] | None = None,
     after_start: Callable[[], None] | None = None,
-    env: dict[str, str] | None = None,
-) -> tuple[RunResult, int]:
-    """Run ``argv``; return its result and the launcher's own exit status.
+) -> RunResult:
+    """Run ``argv`` and return its result.
 
-    ``stdin`` is bytes to write to it, or a file descriptor to give it. ``on_kill`` runs
-    after the launcher is killed (a container engine must be told to stop the container:
-    killing its client does not); ``after_start`` once the process exists (to close the
-    parent's copies of descriptors it was given). ``env`` is the launcher's whole
-    environment (default: only ``PATH``): the server's own never reaches it.
+    ``stdin`` is bytes to write to it, or a file descriptor to give it. ``after_start`` runs
+    once the process exists (to close the parent's copies of descriptors it was given). The
+    launcher's environment is only ``PATH``: the server's own never reaches it.
     Raises ``OSError`` when ``argv[0]`` cannot be started.
     """
     started = time.monotonic()
-    proc = await _start(argv, stdin, pass_fds, env)
+    proc = await _start(argv, stdin, pass_fds)
     if after_start is not None:
         after_start()
-    output = _Output(limits.output_bytes)
-    status = await _supervise(proc, output, stdin, limits.wall_seconds, on_kill)
-    return _result(proc, output, status, started)
+    output = Output(limits.output_bytes)
+
+    async def finish() -> None:
+        await asyncio.gather(
+            _feed(proc, stdin), output.pump(proc.stdout, output.out), output.pump(proc.stderr, output.err)
+        )
+        await proc.wait()
+
+    async def kill() -> None:
+        if proc.returncode is None:
+            await asyncio.to_thread(_kill_tree, proc.pid)
+        await proc.wait()
+
+    status = await supervise(asyncio.ensure_future(finish()), output, limits.wall_seconds, kill)
+    code = proc.returncode if proc.returncode is not None else -1
+    # A launcher killed by a signal shows as -N; report it as a shell would, 128 + N.
+    return output.result(status, 128 - code if code < 0 else code, started)
 
 
 async def _start(
-    argv: Sequence[str], stdin: bytes | int | None, pass_fds: Sequence[int], env: dict[str, str] | None
+    argv: Sequence[str], stdin: bytes | int | None, pass_fds: Sequence[int]
 ) -> asyncio.subprocess.Process:
-    """The launcher, in its own session, with piped output and only the given environment,
+    """The launcher, in its own session, with piped output and only ``PATH`` in its environment,
     under ``nice`` (:data:`NICENESS`): code spinning at 100 % must not slow the server's loop."""
     nice = shutil.which("nice")
     launcher = [nice, "-n", str(NICENESS), *argv] if nice else list(argv)
@@ -65,11 +79,37 @@ async def _start(
         stderr=asyncio.subprocess.PIPE,
         pass_fds=tuple(pass_fds),
         start_new_session=True,  # the server's terminal signals (Ctrl-C) are not the run's
-        env=env if env is not None else {"PATH": os.environ.get("PATH", os.defpath)},
+        env={"PATH": os.environ.get("PATH", os.defpath)},
     )
 
 
-class _Output:
+def _kill_tree(pid: int) -> None:
+    """SIGKILL the launcher and the children it made. bwrap's child (the PID namespace's init,
+    whose death ends every process of the run) asks for a signal on its parent's death only
+    once it runs: killing bwrap in that moment left it running, holding the run's pipes. So the
+    launcher is stopped first (it then makes no child), and its children are killed with it."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, signal.SIGSTOP)
+    for _ in range(200):  # the stop takes effect when it next runs (a fork in flight ends first)
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[-1].split()[0]
+        except (OSError, IndexError):
+            break
+        if state in (b"T", b"t", b"Z", b"X"):
+            break
+        time.sleep(0.001)
+    children: list[int] = []
+    with contextlib.suppress(OSError):
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{task}/children") as f:
+                children += [int(c) for c in f.read().split()]
+    for target in [*children, pid]:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(target, signal.SIGKILL)
+
+
+class Output:
     """stdout and stderr kept up to one shared byte budget; ``over`` is set once it is passed."""
 
     def __init__(self, budget: int) -> None:
@@ -78,13 +118,28 @@ class _Output:
         self.out = bytearray()
         self.err = bytearray()
 
+    def take(self, buf: bytearray, chunk: bytes) -> None:
+        """Count ``chunk`` against the budget and keep what fits in ``buf``."""
+        buf += chunk[: max(0, self.budget)]
+        self.budget -= len(chunk)
+        if self.budget < 0:
+            self.over.set()  # the run is killed; its output is read on (discarded) to the end
+
     async def pump(self, stream: asyncio.StreamReader | None, buf: bytearray) -> None:
         assert stream is not None
         while chunk := await stream.read(_CHUNK):
-            buf += chunk[: max(0, self.budget)]
-            self.budget -= len(chunk)
-            if self.budget < 0:
-                self.over.set()  # the run is killed; read on (discarding) to the pipe's end
+            self.take(buf, chunk)
+
+    def result(self, status: Status | None, exit_code: int, started: float) -> RunResult:
+        """The run's result: ``status`` when the run was stopped, else its exit status decides."""
+        stderr = self.err.decode("utf-8", "replace")
+        return RunResult(
+            status=status if status is not None else classify(exit_code, stderr),
+            exit_code=None if status is not None else exit_code,
+            stdout=self.out.decode("utf-8", "replace"),
+            stderr=stderr,
+            seconds=time.monotonic() - started,
+        )
 
 
 async def _feed(proc: asyncio.subprocess.Process, stdin: bytes | int | None) -> None:
@@ -97,23 +152,16 @@ async def _feed(proc: asyncio.subprocess.Process, stdin: bytes | int | None) -> 
         proc.stdin.close()
 
 
-async def _supervise(
-    proc: asyncio.subprocess.Process,
-    output: _Output,
-    stdin: bytes | int | None,
+async def supervise(
+    work: asyncio.Future[Any],
+    output: Output,
     wall_seconds: float,
-    on_kill: Callable[[], Awaitable[None]] | None,
+    kill: Callable[[], Awaitable[None]],
 ) -> Status | None:
-    """Wait for the run to end, pass its output limit, or pass its wall time; kill it in the
-    last two cases (or when cancelled). None when it ended by itself."""
-
-    async def finish() -> None:
-        await asyncio.gather(
-            _feed(proc, stdin), output.pump(proc.stdout, output.out), output.pump(proc.stderr, output.err)
-        )
-        await proc.wait()
-
-    work = asyncio.ensure_future(finish())
+    """Wait for ``work`` (the run: its output read to the end) to finish, the output to pass its
+    limit, or the wall time to pass; in the last two cases (or when cancelled) ``kill`` the run
+    and let ``work`` drain. The status the run was stopped with; None when it ended by itself.
+    One rule for every backend: what ends a run, and that a stopped run is always killed."""
     overflow = asyncio.ensure_future(output.over.wait())
     status: Status | None = None
     try:
@@ -127,36 +175,9 @@ async def _supervise(
     finally:
         overflow.cancel()
         if status is not None or work.cancelled() or not work.done():
-            await _kill(proc, on_kill)
-        # Once every process is dead the pipes end: let the readers see that and close.
+            await asyncio.shield(kill())
+        # Once every process is dead the streams end: let the readers see that and close.
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await asyncio.wait_for(asyncio.shield(work), timeout=_DRAIN_SECONDS)
         work.cancel()
     return status
-
-
-def _result(
-    proc: asyncio.subprocess.Process, output: _Output, status: Status | None, started: float
-) -> tuple[RunResult, int]:
-    """The run's result, and the launcher's exit status as a shell reports it."""
-    code = proc.returncode if proc.returncode is not None else -1
-    # A launcher killed by a signal shows as -N; report it as a shell would, 128 + N.
-    shown = 128 - code if code < 0 else code
-    stderr = output.err.decode("utf-8", "replace")
-    result = RunResult(
-        status=status if status is not None else classify(shown, stderr),
-        exit_code=None if status is not None else shown,
-        stdout=output.out.decode("utf-8", "replace"),
-        stderr=stderr,
-        seconds=time.monotonic() - started,
-    )
-    return result, shown
-
-
-async def _kill(proc: asyncio.subprocess.Process, on_kill: Callable[[], Awaitable[None]] | None) -> None:
-    if proc.returncode is None:
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
-    if on_kill is not None:
-        await asyncio.shield(on_kill())
-    await asyncio.shield(proc.wait())

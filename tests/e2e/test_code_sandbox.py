@@ -1,4 +1,5 @@
-"""End to end: ``envs/humaneval.yaml`` served by a real uvicorn, answers run in real bubblewrap.
+"""End to end: ``envs/humaneval.yaml`` served by a real uvicorn, answers run in each real
+sandbox backend (bubblewrap, Docker, Podman: tests/sandboxes.py), every test on each.
 
 Every canonical solution scores 1.0 through the server; both reference clients grade
 episodes; and answers that attack the sandbox are contained while other sessions are served.
@@ -20,7 +21,8 @@ import pytest
 from envbuilder.environment import Environment, load_environment
 from envbuilder.sandbox import default_concurrency
 from envbuilder.server import ServerSettings, create_app
-from tests.conftest import ENVS
+from tests.conftest import ENVS, ROOT
+from tests.sandboxes import BACKENDS, configured
 from tests.servers import serve_app
 
 SECRET = "sk-server-secret-do-not-leak"
@@ -31,13 +33,15 @@ def humaneval() -> Environment:
     return load_environment(ENVS / "humaneval.yaml")
 
 
-@pytest.fixture(scope="module")
-def url(humaneval: Environment) -> Iterator[str]:
+@pytest.fixture(scope="module", params=BACKENDS)
+def url(request: pytest.FixtureRequest) -> Iterator[str]:
     # A secret in the server's environment: the sandbox must not see it.
     os.environ["ENVBUILDER_TEST_SERVER_SECRET"] = SECRET
     try:
-        with serve_app(create_app([humaneval], ServerSettings(ping_interval=0.2))) as base:
-            yield base
+        with configured(request.param):  # the grader takes the configured backend when loaded
+            served = load_environment(ENVS / "humaneval.yaml")
+            with serve_app(create_app([served], ServerSettings(ping_interval=0.2))) as base:
+                yield base
     finally:
         del os.environ["ENVBUILDER_TEST_SERVER_SECRET"]
 
@@ -129,8 +133,9 @@ def test_openreward_grades_humaneval_episodes(url: str, humaneval: Environment) 
 ATTACKS: dict[str, tuple[str, str]] = {
     "read server files": (
         "    import os\n"
-        "    seen = [p for p in ('/work/wt', '/root', '/home', '/etc/shadow', '/sys')\n"
+        f"    seen = [p for p in ({str(ROOT)!r}, '/root', '/etc/shadow')\n"
         "            if os.path.exists(p) and os.access(p, os.R_OK)]\n"
+        "    seen += [p for p in ('/home',) if os.path.isdir(p) and os.listdir(p)]\n"
         "    assert not seen, seen\n"
         "    raise SystemExit('isolated')\n",
         "isolated",

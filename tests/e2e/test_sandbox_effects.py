@@ -1,6 +1,7 @@
 """The sandbox judged by what happens, not by what the code prints: a listener on the host must
 see no connection from a run, and one client's looping answers do not hold another client's
-grade behind them (the sandbox's slots are shared by client, in turn)."""
+grade behind them (the sandbox's slots are shared by client, in turn). On every backend
+(bubblewrap, Docker, Podman: tests/sandboxes.py)."""
 
 from __future__ import annotations
 
@@ -16,11 +17,11 @@ from typing import Any
 import httpx
 import pytest
 
-from envbuilder.environment import Environment, load_environment
+from envbuilder.environment import load_environment
 from envbuilder.sandbox import Limits, Slots, run_code
-from envbuilder.sandbox._bwrap import BubblewrapBackend
 from envbuilder.server import ServerSettings, create_app
 from tests.conftest import ENVS
+from tests.sandboxes import BACKENDS, configured, make_backend
 from tests.servers import serve_app
 
 
@@ -37,7 +38,8 @@ def _host_addresses() -> list[str]:
 
 
 @pytest.mark.asyncio
-async def test_a_listener_on_the_host_sees_no_connection_from_a_run() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_a_listener_on_the_host_sees_no_connection_from_a_run(backend: str) -> None:
     listeners = []
     for address in _host_addresses():
         tcp = socket.socket()
@@ -65,7 +67,7 @@ async def test_a_listener_on_the_host_sees_no_connection_from_a_run() -> None:
             ["python3", "-I", "main.py"],
             {"main.py": code.encode()},
             Limits(wall_seconds=20),
-            backend=BubblewrapBackend(),
+            backend=make_backend(backend),
         )
         assert "tried" in result.stdout  # the code ran to the end
         socks = [s for _, t, u in listeners for s in (t, u)]
@@ -104,19 +106,16 @@ LOOP = "    while True:\n        pass\n"
 GOOD = "    return any(abs(a - b) < threshold for i, a in enumerate(numbers) for b in numbers[i + 1:])\n"
 
 
-@pytest.fixture(scope="module")
-def humaneval() -> Environment:
-    return load_environment(ENVS / "humaneval.yaml")
-
-
-@pytest.fixture
-def url(humaneval: Environment, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+@pytest.fixture(params=BACKENDS)
+def url(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     from envbuilder.sandbox import _slots
 
     monkeypatch.setattr(_slots, "_shared", Slots(2))  # two runs at once, whatever the cores
     settings = ServerSettings(api_keys=(HOARDER, HONEST), ping_interval=0.2)
-    with serve_app(create_app([humaneval], settings)) as base:
-        yield base
+    with configured(request.param):  # the grader takes the configured backend when loaded
+        humaneval = load_environment(ENVS / "humaneval.yaml")
+        with serve_app(create_app([humaneval], settings)) as base:
+            yield base
 
 
 def _submit(url: str, key: str, answer: str) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""The bubblewrap backend run for real: what a run sees, each limit, and engine failures."""
+"""The bubblewrap backend run for real: what it shows of the host, and its own failures (what
+every backend does is tested once for all of them: test_backends.py)."""
 
 from __future__ import annotations
 
@@ -18,15 +19,10 @@ async def _py(code: str, limits: Limits = FAST) -> tuple[Status, str, str]:
     return result.status, result.stdout, result.describe()
 
 
-async def test_the_view_is_small_and_the_environment_empty(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ENVBUILDER_SECRET_FOR_TEST", "sk-hidden")
-    status, out, _ = await _py(
-        "import os; print(sorted(os.listdir('/'))); print(sorted(os.environ)); print(os.listdir('.'));"
-        "print(os.getpid(), len([p for p in os.listdir('/proc') if p.isdigit()]))"
-    )
+async def test_the_view_is_small() -> None:
+    status, out, _ = await _py("import os; print(sorted(os.listdir('/')))")
     assert status is Status.OK
-    root, env, here, pids = out.splitlines()
-    assert set(eval(root)) <= {
+    assert set(eval(out)) <= {
         "bin",
         "dev",
         "etc",
@@ -40,27 +36,6 @@ async def test_the_view_is_small_and_the_environment_empty(monkeypatch: pytest.M
         "usr",
         "work",
     }
-    assert eval(env) == ["HOME", "LANG", "PATH", "PWD", "PYTHONDONTWRITEBYTECODE", "TMPDIR"]
-    assert eval(here) == ["main.py"]
-    assert int(pids.split()[1]) <= 3  # its own PID namespace: bwrap's init, sh/prlimit, python
-
-
-async def test_the_code_yields_the_cpu_to_the_server() -> None:
-    from envbuilder.sandbox._process import NICENESS
-
-    status, out, _ = await _py("import os; print(os.nice(0))")
-    assert status is Status.OK and int(out) == min(19, os.nice(0) + NICENESS)
-
-
-async def test_cpu_time_is_its_own_limit() -> None:
-    status, _, reason = await _py("while True: pass", FAST.model_copy(update={"wall_seconds": 30}))
-    assert status is Status.CPU_TIME and reason.startswith("cpu time limit")
-
-
-async def test_disk_is_bounded() -> None:
-    status, _, reason = await _py("open('/tmp/x', 'wb').write(b'x' * 3_000_000)")
-    assert status is Status.EXIT
-    assert "File too large" in reason or "No space left" in reason
 
 
 async def test_an_engine_failure_is_a_sandbox_error_not_a_result(
@@ -79,23 +54,11 @@ async def test_an_engine_failure_is_a_sandbox_error_not_a_result(
         await BubblewrapBackend().run(["/usr/bin/true"], {}, FAST)
 
 
-async def test_the_code_cannot_pose_as_an_engine_failure() -> None:
-    status, _, reason = await _py("import sys; sys.stderr.write('bwrap: fake failure\\n'); sys.exit(1)")
-    assert status is Status.EXIT and "bwrap: fake failure" in reason
-
-
 def test_unknown_backend_names_the_known_ones() -> None:
     with pytest.raises(
         SandboxError, match=r"unknown sandbox backend 'bubblewarp'\. Did you mean 'bubblewrap'"
     ):
         backend_from_name("bubblewarp")
-
-
-def test_file_names_are_plain() -> None:
-    with pytest.raises(ValueError, match="must be a plain name"):
-        import asyncio
-
-        asyncio.run(BubblewrapBackend().run(["true"], {"../x": b""}, FAST))
 
 
 async def test_etc_holds_the_sandboxs_own_users_not_the_hosts() -> None:

@@ -1,4 +1,5 @@
-"""The ``python`` and ``bash`` tools: code run in the real bubblewrap sandbox during an episode."""
+"""The ``python`` and ``bash`` tools: code run in each real sandbox backend during an episode
+(bubblewrap, Docker, Podman: tests/sandboxes.py), every test on each."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from envbuilder.protocol import RunToolSuccess
 from envbuilder.server._sessions import SessionRecord
 from envbuilder.spec import parse_spec
 from envbuilder.tools._code import WORKDIRS_ENV
+from tests.sandboxes import BACKENDS, configured
 
 HERE = Path(__file__).parent
 SPEC = """
@@ -45,8 +47,14 @@ def workdirs(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     shutil.rmtree(root, ignore_errors=True)
 
 
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> Iterator[str]:
+    with configured(request.param):  # the tools take the configured backend when loaded
+        yield request.param
+
+
 @pytest.fixture
-def env(workdirs: Path) -> Environment:
+def env(workdirs: Path, backend: str) -> Environment:
     return Environment(parse_spec(SPEC, file="code.yaml", base_dir=HERE))
 
 
@@ -134,15 +142,23 @@ async def test_bash_runs_a_script(env: Environment) -> None:
     assert text.startswith("/work\nhi\n") and "exit status 3" in text
 
 
-async def test_a_folder_the_sandbox_cannot_reach_is_an_error_output(
-    env: Environment, monkeypatch: pytest.MonkeyPatch
+async def test_a_sandbox_that_cannot_run_is_an_error_output(
+    backend: str, workdirs: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """bubblewrap cannot mount a folder its user cannot reach; a container engine is gone."""
     hidden = Path(tempfile.mkdtemp(prefix="envbuilder-test-hidden-"))
     try:
-        hidden.chmod(0o700)
-        monkeypatch.setenv(WORKDIRS_ENV, str(hidden / "workdirs"))
+        if backend == "bubblewrap":
+            hidden.chmod(0o700)
+            monkeypatch.setenv(WORKDIRS_ENV, str(hidden / "workdirs"))
+            expected = "bubblewrap failed"
+        else:
+            monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:1")
+            expected = "the container engine at tcp://127.0.0.1:1 cannot be reached"
+        env = Environment(parse_spec(SPEC, file="code.yaml", base_dir=HERE))
         result = await env.call_tool(Episode(task=env.split("test").task(0)), "python", {"code": "print(1)"})
         assert isinstance(result, RunToolSuccess)
-        assert result.output.metadata and "bubblewrap failed" in result.output.metadata["error"]
+        assert result.output.metadata and expected in result.output.metadata["error"]
+        assert "failed: the sandbox could not run the code" in result.output.metadata["error"]
     finally:
         shutil.rmtree(hidden, ignore_errors=True)

@@ -1,0 +1,60 @@
+"""``envbuilder sandbox build-image``: the container sandbox's image, from Debian's packages."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated
+
+import typer
+
+from envbuilder.cli._output import fail_on_errors
+
+sandbox_app = typer.Typer(
+    no_args_is_help=True,
+    help="The code sandbox's container image (`ENVBUILDER_SANDBOX=docker`).",
+)
+
+
+@sandbox_app.command("build-image")
+def build_image(
+    suite: Annotated[str, typer.Option(help="The Debian release to build from.")] = "bookworm",
+    mirror: Annotated[
+        str | None, typer.Option(help="The Debian mirror (default: the one apt uses, else deb.debian.org).")
+    ] = None,
+    host: Annotated[
+        str | None,
+        typer.Option(help="The engine, e.g. unix:///run/podman/podman.sock (default: $DOCKER_HOST)."),
+    ] = None,
+    keep_rootfs: Annotated[
+        bool,
+        typer.Option(
+            "--keep-rootfs",
+            help="Keep the root filesystem's tar in the cache folder (so another engine skips debootstrap).",
+        ),
+    ] = False,
+    force: Annotated[bool, typer.Option("--force", help="Build again even when the engine has it.")] = False,
+) -> None:
+    """Build the Docker backend's sandbox image into the engine: a Debian minbase root filesystem
+    with Python (debootstrap, which needs root) imported, and the sandbox's image on top.
+
+    Both are tagged with a hash of their recipe and skipped when the engine has them. Prints the
+    image's tag (set ENVBUILDER_SANDBOX_IMAGE to it when --suite is not the default).
+    """
+    from envbuilder.sandbox import ImageRecipe
+    from envbuilder.sandbox import build_image as build
+    from envbuilder.sandbox._images import keep_folder
+
+    with fail_on_errors():
+        report = asyncio.run(
+            build(
+                ImageRecipe(suite=suite),
+                host=host,
+                mirror=mirror,
+                keep_rootfs=keep_folder() if keep_rootfs else None,
+                force=force,
+                say=lambda text: typer.echo(text, err=True),
+            )
+        )
+    for image, how, seconds in report.steps:
+        typer.echo(f"{image}: {how}" + (f" in {seconds:.1f} s" if how != "cached" else ""), err=True)
+    typer.echo(f"{report.tag} ({report.size / 1e6:.0f} MB)")
