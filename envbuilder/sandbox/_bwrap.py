@@ -34,7 +34,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import io
 import os
 import shutil
 import subprocess
