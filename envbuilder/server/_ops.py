@@ -14,6 +14,7 @@ import contextlib
 import contextvars
 import functools
 import hashlib
+import urllib.parse
 import uuid
 from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ from envbuilder.episode import Episode
 from envbuilder.errors import DataError, EnvbuilderError, RequestRejected, TaskNotFound
 from envbuilder.protocol import CallRequest, CreateRequest
 from envbuilder.server import _sse
-from envbuilder.server._sessions import SessionRecord
+from envbuilder.server._sessions import SessionRecord, call_key, session_key
 from envbuilder.server._state import ServerSettings, State, log
 
 JSON = b"application/json"
@@ -184,11 +185,16 @@ def require_sid(header: str | None) -> str:
 
 
 async def session_of(state: State, sid: str) -> SessionRecord:
-    """The session (its timeout renewed); 404 when unknown."""
-    session = await state.sessions.get(sid)
+    """The running request's client's session ``sid`` (its timeout renewed); 404 when unknown,
+    which is what another client's session is (:func:`owned`)."""
+    session = await state.sessions.get(owned(sid))
     if session is None:
-        raise RequestRejected(404, "Active environment not found")
+        raise RequestRejected(404, NO_SESSION)
     return session
+
+
+NO_SESSION = "Active environment not found"
+"""The answer to a session this client does not have (none by that id, or another's)."""
 
 
 def parse_secrets(header: str | None, body: dict[str, str] | None) -> dict[str, str]:
@@ -223,12 +229,24 @@ front door for every request."""
 
 
 def client_name() -> str:
-    """Who the running request is from, for fair shares: a hash of its API key (never the key),
-    else its address."""
+    """Who the running request is from: a hash of its API key (never the key), else, on a
+    server without keys, its address (as the server sees it, or as a proxy it trusts forwards
+    it). Sessions belong to it (:func:`owned`) and are capped per client.
+
+    Without keys the address is the only identity there is: clients behind one address (a NAT,
+    a proxy, loopback) share it and tell their sessions apart by their ids, which
+    ``/create_session`` makes random."""
     key, address = CLIENT.get()
     if key is not None:
         return _key_name(key)
-    return f"addr:{address[0]}" if address else "addr:?"
+    return _address_name(address[0] if address else "?")
+
+
+def owned(sid: str) -> str:
+    """The store's key of the running request's client's session ``sid``: a session is found
+    only by the client that created it, on every route, in every store and replica; any other
+    client gets what an id nobody created gets."""
+    return session_key(client_name(), sid)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -236,6 +254,13 @@ def _key_name(key: bytes) -> str:
     """A key's name in the session records (only accepted keys reach here, so the cache holds
     the server's own keys, at most)."""
     return "key:" + hashlib.sha256(key).hexdigest()[:24]
+
+
+@functools.lru_cache(maxsize=4096)
+def _address_name(host: str) -> str:
+    """An address's name in the session records: quoted, so that no ``/`` (a session key's
+    separator) comes through a forwarded address."""
+    return "addr:" + urllib.parse.quote(host, safe=":.[]")
 
 
 async def create(
@@ -272,7 +297,7 @@ async def create(
     secrets = parse_secrets(x_secrets, body.secrets)
     session = SessionRecord(
         sid=sid, env=env.name.lower(), episode=Episode(task=task, secrets=secrets), client=client_name()
-    )
+    )  # stored under its creator's name (SessionRecord.key): another client's id never clashes
     if not await state.sessions.add(session, state.caps):
         raise RequestRejected(400, "Session already exists")
     return Reply(orjson.dumps({"sid": sid}))
@@ -318,7 +343,9 @@ async def ping(state: State, sid: str) -> Reply:
 
 
 async def delete(state: State, sid: str) -> Reply:
-    await state.delete(sid)
+    """Delete the client's session ``sid``; idempotent (PROTOCOL.md E13), so another client's
+    session gets what an unknown one gets: 200, and it is not deleted."""
+    await state.delete(owned(sid))
     return Reply(orjson.dumps({"sid": sid}))
 
 
@@ -378,14 +405,16 @@ def _outcome(result: Any) -> str | None:
 
 
 async def run_call(
-    state: State, session: SessionRecord, name: str, tool_input: dict[str, Any], task_id: str
+    state: State, session: SessionRecord, name: str, tool_input: dict[str, Any], call: str
 ) -> bytes:
-    """Run one tool call under the session's lock and save the episode with the call's result;
-    the SSE frames that follow ``task_id``. A save lost to a call on another worker (the
-    store's version check) re-reads the session and runs the call again on it."""
-    lock = state.locks.get(session.sid)
+    """Run one tool call under the session's lock and save the episode with the call's result
+    (kept as ``call``, :func:`call_key`); the SSE frames that follow its ``task_id``. A save
+    lost to a call on another worker (the store's version check) re-reads the session and runs
+    the call again on it."""
+    key = session.key
+    lock = state.locks.get(key)
     if lock is None:
-        lock = state.locks[session.sid] = asyncio.Lock()
+        lock = state.locks[key] = asyncio.Lock()
     store = state.sessions
     async with lock:
         current = await store.latest(session)
@@ -399,14 +428,14 @@ async def run_call(
                     result = await state.envs[current.env].call_tool(current.episode, name, tool_input)
             except Exception as exc:  # a bug in a tool: report it on the stream, keep serving
                 frames = _sse.event("error", f"{type(exc).__name__} while running {name!r}")
-                await store.record(task_id, frames)
+                await store.record(call, frames)
                 return frames
             frames = _sse.result_events(result.model_dump_json())
-            if await store.save(current, task_id, frames, _outcome(result)):
+            if await store.save(current, call, frames, _outcome(result)):
                 return frames
             if not store.shared:
                 raise SessionDeleted  # in memory a save fails only for a deleted (or replaced) session
-            current = await store.get(session.sid)
+            current = await store.get(key)
     raise RequestRejected(503, "too many concurrent calls on this session", headers={"Retry-After": "1"})
 
 
@@ -437,10 +466,12 @@ async def open_call(
     store a new call is read, announced and leased in one round trip."""
     if task_id is None and state.sessions.shared:
         task_id = uuid.uuid4().hex
-        session = await state.sessions.begin(sid, task_id, name, tool_input)
+        key = owned(sid)
+        call = call_key(key, task_id)
+        session = await state.sessions.begin(key, call, name, tool_input)
         if session is None:
-            raise RequestRejected(404, "Active environment not found")
-        return task_id, state.calls.start(task_id, _leased(state, session, name, tool_input, task_id, True))
+            raise RequestRejected(404, NO_SESSION)
+        return task_id, state.calls.start(call, _leased(state, session, name, tool_input, call, True))
     return await start_call(state, await session_of(state, sid), name, tool_input, task_id)
 
 
@@ -449,20 +480,21 @@ async def start_call(
 ) -> tuple[str, Awaitable[bytes] | bytes | None]:
     """Begin a ``/call``: its task id and either the finished frames (bytes), a future of them
     (a running call re-attached to, or a blocking one), a coroutine of them (an ordinary call),
-    or None for an unknown ``task_id``."""
+    or None for a ``task_id`` this session has no call by (:func:`call_key`)."""
     if task_id is not None:
-        return task_id, await _reattach(state, task_id)
+        return task_id, await _reattach(state, call_key(session.key, task_id))
     task_id = uuid.uuid4().hex
+    call = call_key(session.key, task_id)
     if streamed(state, session, name):
-        return task_id, state.calls.start(task_id, _leased(state, session, name, tool_input, task_id))
-    return task_id, _ordinary(state, session, name, tool_input, task_id)
+        return task_id, state.calls.start(call, _leased(state, session, name, tool_input, call))
+    return task_id, _ordinary(state, session, name, tool_input, call)
 
 
 async def _ordinary(
-    state: State, session: SessionRecord, name: str, tool_input: dict[str, Any], task_id: str
+    state: State, session: SessionRecord, name: str, tool_input: dict[str, Any], call: str
 ) -> bytes:
     try:
-        return await run_call(state, session, name, tool_input, task_id)
+        return await run_call(state, session, name, tool_input, call)
     except SessionDeleted:
         raise RequestRejected(410, "Session deleted") from None
 
@@ -472,44 +504,44 @@ async def _leased(
     session: SessionRecord,
     name: str,
     tool_input: dict[str, Any],
-    task_id: str,
+    call: str,
     claimed: bool = False,
 ) -> bytes:
     """A call a client may re-attach to, from any worker of a shared store: announced with a
     lease (unless ``claimed`` already) that is renewed while it runs (``_redis``)."""
     store = state.sessions
     if not claimed:
-        await store.claim(task_id, session.sid, name, tool_input)
+        await store.claim(call, session.key, name, tool_input)
     if not (store.shared and state.envs[session.env].is_blocking(name)):  # the others finish at once
-        return await run_call(state, session, name, tool_input, task_id)
+        return await run_call(state, session, name, tool_input, call)
 
     async def renew() -> None:
         while True:
             await asyncio.sleep(LEASE_RENEW)
             with contextlib.suppress(RequestRejected):
-                await store.renew(task_id)
+                await store.renew(call)
 
     renewer = asyncio.ensure_future(renew())
     try:
-        return await run_call(state, session, name, tool_input, task_id)
+        return await run_call(state, session, name, tool_input, call)
     finally:
         renewer.cancel()
 
 
-async def _reattach(state: State, task_id: str) -> Awaitable[bytes] | bytes | None:
-    running = state.calls.running(task_id)
+async def _reattach(state: State, call: str) -> Awaitable[bytes] | bytes | None:
+    running = state.calls.running(call)
     if running is not None:
         return running
-    frames = await state.sessions.result(task_id)
+    frames = await state.sessions.result(call)
     if frames is not None or not state.sessions.shared:
         return frames
-    pending = await state.sessions.pending(task_id)
+    pending = await state.sessions.pending(call)
     if pending is None:
         return None
-    return state.calls.start(task_id, _follow(state, task_id, pending))
+    return state.calls.start(call, _follow(state, call, pending))
 
 
-async def _follow(state: State, task_id: str, pending: Any) -> bytes:
+async def _follow(state: State, call: str, pending: Any) -> bytes:
     """Wait for a call running on another worker; take it over when its worker is gone (its
     lease lapsed): run it again on the session as last saved, so its attempt counts once."""
     store = state.sessions
@@ -517,18 +549,18 @@ async def _follow(state: State, task_id: str, pending: Any) -> bytes:
         if pending is None:
             return UNKNOWN_TASK
         if pending.ours:
-            frames = await store.result(task_id)  # saved just before its worker died?
+            frames = await store.result(call)  # saved just before its worker died?
             if frames is not None:
                 return frames
             session = await store.get(pending.sid)
             if session is None:
                 raise SessionDeleted
-            return await _leased(state, session, pending.name, pending.input, task_id)
+            return await _leased(state, session, pending.name, pending.input, call)
         await asyncio.sleep(FOLLOW_POLL)
-        frames = await store.result(task_id)
+        frames = await store.result(call)
         if frames is not None:
             return frames
-        pending = await store.pending(task_id)
+        pending = await store.pending(call)
 
 
 LEASE_RENEW = 1.0

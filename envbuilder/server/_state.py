@@ -117,8 +117,8 @@ class State:
             else RedisStore(settings.store, settings.session_timeout, settings.call_linger)
         )
         self.locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
-        """Each session's call lock, while a call holds or awaits it (a session that expires
-        instead of being deleted leaves nothing behind)."""
+        """Each session's call lock by its key, while a call holds or awaits it (a session that
+        expires instead of being deleted leaves nothing behind)."""
         self.served = ServedTasks()
         per_client = settings.max_sessions_per_client
         self.caps = Caps(settings.max_sessions, per_client or fair_share(settings.max_sessions))
@@ -168,11 +168,12 @@ class State:
             return self.default
         raise RequestRejected(404, self.unknown(value))
 
-    async def delete(self, sid: str) -> None:
+    async def delete(self, key: str) -> None:
+        """Delete the session stored as ``key`` (``SessionRecord.key``), if there is one."""
         # The session is read first only when a tool may have to clean up after it.
-        session = await self.sessions.get(sid) if self._cleanup else None
-        await self.sessions.delete(sid)
-        self.locks.pop(sid, None)
+        session = await self.sessions.get(key) if self._cleanup else None
+        await self.sessions.delete(key)
+        self.locks.pop(key, None)
         if session is not None and session.episode.tool_state:
             self._end_session(self.envs[session.env], session.episode)
 

@@ -13,6 +13,7 @@ import pytest
 
 from envbuilder.environment import Environment
 from envbuilder.server import ServerSettings, create_app
+from envbuilder.server._sessions import session_key
 from envbuilder.spec import parse_spec
 from tests.conftest import ENVS
 from tests.fakes.chat_server import ChatServer, reply
@@ -85,7 +86,7 @@ def test_ors_sdk_plays_with_a_simulated_customer_and_the_state_in_redis(
             for call in gold:
                 out = s.call_tool(call["name"], call["arguments"])
                 assert out.reward is None and not out.finished
-            size = redis.Redis.from_url(redis_url).strlen(f"eb:s:{s.sid}")
+            size = redis.Redis.from_url(redis_url).strlen("eb:s:" + session_key("addr:127.0.0.1", s.sid))
             assert 0 < size < 64_000  # the changes, not the 2.8 MB database
             last = s.call_tool("send_message", {"message": CLOSING})
             assert last.finished is True and last.reward == 1.0

@@ -15,7 +15,7 @@ from envbuilder.environment import Environment
 from envbuilder.episode import Episode
 from envbuilder.server import ServerSettings, create_app
 from envbuilder.server._redis import RedisStore
-from envbuilder.server._sessions import SessionRecord
+from envbuilder.server._sessions import SessionRecord, session_key
 from tests.redisd import RedisServer
 from tests.servers import serve_app
 
@@ -79,7 +79,7 @@ def test_a_session_is_served_by_every_server(gsm8k: Environment, redis_url: str)
 def test_a_session_expires_with_its_timeout(gsm8k: Environment, redis_url: str) -> None:
     with _two_servers(gsm8k, redis_url, session_timeout=0.5) as (a, b):
         a.post("/create", headers=H, json=TASK)
-        ttl = redis.Redis.from_url(redis_url).pttl("eb:s:s1")
+        ttl = redis.Redis.from_url(redis_url).pttl("eb:s:" + session_key("addr:127.0.0.1", "s1"))
         assert 0 < ttl <= 500
         for _ in range(4):  # each request renews it
             time.sleep(0.2)
@@ -95,20 +95,21 @@ async def test_a_save_checks_the_version_it_read(redis_url: str, gsm8k: Environm
         assert await store.add(SessionRecord("s", "gsm8k", Episode(task=task)))
         assert await store.add(SessionRecord("s", "gsm8k", Episode(task=task)))  # a retry: equal
         assert not await store.add(SessionRecord("s", "gsm8k", Episode(task=task, attempts=1)))
-        one, two = await store.get("s"), await store.get("s")
+        key = session_key("", "s")  # (a record's client is "" unless given)
+        one, two = await store.get(key), await store.get(key)
         assert one is not None and two is not None and one.version == two.version
         first = one.version
         one.episode.attempts = two.episode.attempts = 1
         assert await store.save(one, "t1", b"frames-1", "correct")
         assert not await store.save(two, "t2", b"frames-2", "incorrect")  # read the old version
         assert await store.result("t1") == b"frames-1" and await store.result("t2") is None
-        latest = await store.get("s")
+        latest = await store.get(key)
         assert latest is not None and latest.version == first + 1 and latest.to_dict() == one.to_dict()
         assert await store.grades() == {"correct": 1}
-        await store.delete("s")
+        await store.delete(key)
         assert not await store.save(one, "t3", b"", "correct")  # deleted: nothing is written
         # Deleted and created again while a call on the old session ran: its save must not land.
-        old = await store.get("s")
+        old = await store.get(key)
         assert old is None
         assert await store.add(SessionRecord("s", "gsm8k", Episode(task=task)))
         stale = SessionRecord("s", "gsm8k", Episode(task=task, attempts=1), version=first)

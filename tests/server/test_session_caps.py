@@ -11,7 +11,7 @@ import pytest
 from envbuilder.episode import Episode
 from envbuilder.errors import RequestRejected
 from envbuilder.server._calls import CallRegistry
-from envbuilder.server._sessions import Caps, SessionRecord, SessionStore
+from envbuilder.server._sessions import Caps, SessionRecord, SessionStore, session_key
 
 CAPS = Caps(total=5, per_client=3)
 
@@ -60,9 +60,10 @@ async def test_a_deleted_session_frees_its_place_and_only_its_own(store: Any) ->
     for i in range(3):
         assert await store.add(_session(f"a{i}", "key:a"), CAPS)
     assert await store.add(_session("b0", "key:b"), CAPS)
-    await store.delete("a1")
-    await store.delete("a1")  # twice: freed once
-    await store.delete("unknown")
+    await store.delete(session_key("key:a", "a1"))
+    await store.delete(session_key("key:a", "a1"))  # twice: freed once
+    await store.delete(session_key("key:a", "unknown"))
+    await store.delete(session_key("key:b", "a2"))  # another client's id: not a's session
     assert await store.add(_session("a3", "key:a"), CAPS)
     assert (await _refused(store, _session("a4", "key:a"))).status == 429
     assert await store.add(_session("b1", "key:b"), CAPS)
@@ -99,7 +100,7 @@ async def test_deleting_one_of_a_clients_sessions_frees_one_place_only() -> None
     store = SessionStore(CallRegistry(60))
     assert await store.add(_session("a0", "key:a"), CAPS)
     assert await store.add(_session("a1", "key:a"), CAPS)
-    await store.delete("a0")
+    await store.delete(session_key("key:a", "a0"))
     assert await store.add(_session("a2", "key:a"), CAPS)
     assert await store.add(_session("a3", "key:a"), CAPS)
     assert (await _refused(store, _session("a4", "key:a"))).status == 429
