@@ -58,11 +58,16 @@ class ServerSettings:
     """Sessions one client (an API key, or an address without keys) holds at once (429 beyond);
     default :func:`fair_share` of ``max_sessions``, so one client cannot take every session."""
     max_connections: int = 2048
-    """Open connections plus running requests (503 beyond). Near it, idle keep-alive
-    connections are closed to make room; past it, a new connection is closed at once."""
+    """Open connections (each runs one request at a time). Near it, idle keep-alive connections
+    are closed to make room, those of the addresses holding most first; at it, a new connection
+    takes the place of one of an address holding more (not one running a request), else it is
+    answered 503 with Retry-After."""
     max_connections_per_client: int | None = None
     """Open connections from one address (default :func:`fair_share` of ``max_connections``):
-    past it, that address's idle connections are closed, then its new ones."""
+    past it, that address's idle connections are closed, then its new ones answered 503."""
+    header_timeout: float = 10.0
+    """Seconds a client has to send a request's line and headers (408 beyond): a client sends
+    them in one write, so a connection that trickles them holds a slot for this long at most."""
     read_timeout: float = 30.0
     """Seconds a client has to send a whole request (headers and body); then it is closed."""
     graceful_timeout: float = 10.0
