@@ -265,7 +265,7 @@ def _headers(scope: dict[str, Any]) -> dict[bytes, bytes]:
 async def _read_body(headers: dict[bytes, bytes], receive: Any, limit: int) -> bytes:
     """The whole body, or _TooLarge as soon as it (or its declared length) passes ``limit``."""
     declared = headers.get(b"content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    if declared is not None and declared.isdigit() and _larger(declared, limit):
         raise _TooLarge(0)
     chunks: list[bytes] = []
     size = 0
@@ -282,6 +282,12 @@ async def _read_body(headers: dict[bytes, bytes], receive: Any, limit: int) -> b
             return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
+def _larger(digits: bytes, limit: int) -> bool:
+    """Whether the decimal ``digits`` (a client's header) name more than ``limit``, without
+    int() of thousands of digits (which Python refuses)."""
+    return len(digits) > 18 or int(digits) > limit
+
+
 DRAIN_FACTOR = 4
 """A body up to this many times the limit is read (and dropped) before its 413 is sent."""
 DRAIN_SECONDS = 2.0
@@ -293,7 +299,7 @@ async def _drain(receive: Any, read: int, headers: dict[bytes, bytes], limit: in
     otherwise see its connection reset instead of the 413. Larger bodies are not read at all."""
     declared = headers.get(b"content-length")
     cap = DRAIN_FACTOR * limit
-    if declared is not None and declared.isdigit() and int(declared) > cap:
+    if declared is not None and declared.isdigit() and _larger(declared, cap):
         return
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(DRAIN_SECONDS):

@@ -321,6 +321,13 @@ CLIENT_ID_PREFIX = "client:"
 """Prefix of the id of a task a client wrote, so it never takes a served task's id."""
 
 
+def is_client_task(task: Task) -> bool:
+    """Whether ``task`` is one a client wrote (``--client-tasks``): its id is marked, or it has
+    none (every served row has one)."""
+    task_id = task.get("id")
+    return task_id is None or str(task_id).startswith(CLIENT_ID_PREFIX)
+
+
 def _client_task(settings: ServerSettings, task: Any) -> Any:
     """A task the client wrote, when the server takes those (``--client-tasks``), its id
     marked as the client's; else 403."""
@@ -356,26 +363,51 @@ def delete_session(sid: str) -> Reply:
 # -- an episode -----------------------------------------------------------------------------------
 
 
-async def _render(env: Environment, fn: Any, arg: Any) -> Any:
+async def _render(env: Environment, fn: Any, arg: Any, task: Task) -> Any:
     """Render on the loop when it takes bounded time, else on a worker thread (under the
-    template's deadline), so a slow template never holds the other requests."""
+    template's deadline), so a slow template never holds the other requests.
+
+    A render that fails (past its budget, refused by the sandbox, or the task's data does not
+    fit the template) is never a 500, which is kept for the server's own bugs:
+
+    * on a served task it is the environment's failure, not the request's: 503 with
+      Retry-After (a render past its time budget may pass on a less loaded server; both
+      reference clients retry a 503, then give up with this detail). It is the ``/prompt``
+      counterpart of a grade that cannot be computed, which is void, never 0;
+    * on a task the client wrote (``--client-tasks``) its data is the client's: 422."""
     try:
         return fn(arg) if env.inline_prompt else await budget.offload(fn, arg)
     except EnvbuilderError as exc:  # a template or the task's data cannot be rendered
-        raise RequestRejected(500, str(exc)) from None
+        if is_client_task(task):
+            raise RequestRejected(
+                422, f"the task_spec this session was created with cannot be rendered: {exc}"
+            ) from None
+        log.warning(
+            "environment %s cannot render the prompt of task %r: %s", env.name, task.get("id"), exc.message
+        )
+        raise RequestRejected(
+            503,
+            f"the environment cannot render this task's prompt: {exc}. Its spec is at fault, not the "
+            "request: retry later, or skip the task",
+            headers={"Retry-After": RENDER_RETRY_AFTER},
+        ) from None
+
+
+RENDER_RETRY_AFTER = "5"
+"""Seconds a client is asked to wait before asking again for a prompt that could not be rendered."""
 
 
 async def prompt(state: State, sid: str) -> Reply:
     session = await session_of(state, sid)
     env = state.envs[session.env]
-    return models_reply(await _render(env, env.prompt, session.episode.task))
+    return models_reply(await _render(env, env.prompt, session.episode.task, session.episode.task))
 
 
 async def messages(state: State, sid: str) -> Reply:
     """The conversation so far: the prompt, then each tool call and its result."""
     session = await session_of(state, sid)
     env = state.envs[session.env]
-    return models_reply(await _render(env, env.conversation, session.episode))
+    return models_reply(await _render(env, env.conversation, session.episode, session.episode.task))
 
 
 async def task_tools(state: State, sid: str) -> Reply:
