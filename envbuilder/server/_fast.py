@@ -26,7 +26,7 @@ from starlette.routing import BaseRoute
 
 from envbuilder.errors import RequestRejected
 from envbuilder.protocol import CallRequest, CreateRequest, SplitRequest, TaskRangeRequest, TaskRequest
-from envbuilder.server import _access, _ops
+from envbuilder.server import _access, _ops, _owners
 from envbuilder.server._responses import reply_headers, send_reply
 from envbuilder.server._state import State
 
@@ -114,7 +114,7 @@ class FastFront:
             key = self.keys.match(headers)
             if key is None:
                 return await _answer(send, _access.UNAUTHORIZED, _access.CHALLENGE)
-        _ops.CLIENT.set((key, scope.get("client")))
+        _owners.CLIENT.set((key, scope.get("client")))
         parts = path.split("/")
         first = parts[1].lower() if len(parts) > 1 else ""
         if first not in self.roots and first not in self.state.envs:

@@ -11,10 +11,6 @@ import asyncio
 import base64
 import binascii
 import contextlib
-import contextvars
-import functools
-import hashlib
-import urllib.parse
 import uuid
 from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
@@ -29,7 +25,8 @@ from envbuilder.episode import Episode
 from envbuilder.errors import DataError, EnvbuilderError, RequestRejected, TaskNotFound
 from envbuilder.protocol import CallRequest, CreateRequest
 from envbuilder.server import _sse
-from envbuilder.server._sessions import SessionRecord, call_key, session_key
+from envbuilder.server._owners import client_name, owned
+from envbuilder.server._sessions import SessionRecord, call_key
 from envbuilder.server._state import ServerSettings, State, log
 
 JSON = b"application/json"
@@ -219,48 +216,6 @@ def parse_secrets(header: str | None, body: dict[str, str] | None) -> dict[str, 
                 '{"NAME": {"value": "...", "allowed_domains": [...]}}',
             ) from None
     return secrets
-
-
-CLIENT: contextvars.ContextVar[tuple[bytes | None, Any]] = contextvars.ContextVar(
-    "envbuilder_client", default=(None, None)
-)
-"""The request's API key (None without keys) and ASGI ``client`` (address, port), set by the
-front door for every request."""
-
-
-def client_name() -> str:
-    """Who the running request is from: a hash of its API key (never the key), else, on a
-    server without keys, its address (as the server sees it, or as a proxy it trusts forwards
-    it). Sessions belong to it (:func:`owned`) and are capped per client.
-
-    Without keys the address is the only identity there is: clients behind one address (a NAT,
-    a proxy, loopback) share it and tell their sessions apart by their ids, which
-    ``/create_session`` makes random."""
-    key, address = CLIENT.get()
-    if key is not None:
-        return _key_name(key)
-    return _address_name(address[0] if address else "?")
-
-
-def owned(sid: str) -> str:
-    """The store's key of the running request's client's session ``sid``: a session is found
-    only by the client that created it, on every route, in every store and replica; any other
-    client gets what an id nobody created gets."""
-    return session_key(client_name(), sid)
-
-
-@functools.lru_cache(maxsize=1024)
-def _key_name(key: bytes) -> str:
-    """A key's name in the session records (only accepted keys reach here, so the cache holds
-    the server's own keys, at most)."""
-    return "key:" + hashlib.sha256(key).hexdigest()[:24]
-
-
-@functools.lru_cache(maxsize=4096)
-def _address_name(host: str) -> str:
-    """An address's name in the session records: quoted, so that no ``/`` (a session key's
-    separator) comes through a forwarded address."""
-    return "addr:" + urllib.parse.quote(host, safe=":.[]")
 
 
 async def create(

@@ -32,7 +32,7 @@ from envbuilder.server._calls import CallRegistry
 
 
 def session_key(client: str, sid: str) -> str:
-    """Where the session ``sid`` of ``client`` (``_ops.client_name``: ``key:<hash>`` or
+    """Where the session ``sid`` of ``client`` (``_owners.client_name``: ``key:<hash>`` or
     ``addr:<address>``) is stored. A client's name has no ``/``, so no two clients' sessions
     share a name whatever ids they choose: a session belongs to its creator by construction."""
     return client + "/" + sid
