@@ -12,11 +12,10 @@ uvicorn a protocol that:
   arrives in one packet costs nothing extra;
 * shares the ``max_connections`` slots between client addresses. A connection that runs no
   request (a keep-alive one between requests, one that has not sent its request, or not all of
-  its headers) can give way to another: past ``max_connections_per_client``, the address's own
-  oldest such connection does; near the cap, keep-alive connections are closed (those of the
-  addresses holding most first); at the cap, a new connection takes the place of such a
-  connection of the address holding most, if that address holds more than the new one's. A few
-  addresses cannot keep a new one out however many connections they open;
+  its headers) can give way to a new one: past ``max_connections_per_client`` the address's own
+  (a keep-alive one first, else its oldest); at the cap, one of the address holding most, if it
+  holds at least as many as the new one's (its own included): never a smaller holder's. A few
+  addresses cannot keep another out however many connections they open;
 * answers what it refuses with 503, ``Retry-After`` and a JSON detail, then closes after
   reading what the client still sends (briefly, and for a bounded number of connections at
   once), so the client reads the answer instead of a reset.
@@ -25,6 +24,7 @@ uvicorn a protocol that:
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from typing import Any
 
@@ -39,6 +39,8 @@ RETRY_AFTER = 1
 """Seconds a refused client is asked to wait: slots free as requests finish."""
 LINGER = 1.0
 """Seconds a refused connection is read (and dropped) after its answer before it is closed."""
+_ARRIVALS = itertools.count()
+"""The order connections arrive in (the oldest gives way first)."""
 
 
 def _answer(status: bytes, detail: str, retry_after: int | None = None) -> bytes:
@@ -82,7 +84,7 @@ class GuardedProtocol(HttpToolsProtocol):
         self._lingering: set[GuardedProtocol] = state.setdefault("envbuilder_lingering", set())
         self._peers[self._peer] = self._peers.get(self._peer, 0) + 1
         self._counted = True
-        self._made = self.loop.time()
+        self._made = next(_ARRIVALS)  # (not the loop's clock: uvloop's is the same all turn)
         self._admit()
 
     # -- slots -------------------------------------------------------------------------------
@@ -93,21 +95,20 @@ class GuardedProtocol(HttpToolsProtocol):
         share = self.max_connections_per_client
         own = peers[self._peer]
         if own > share:  # its own oldest connection that runs no request makes room
-            own -= self._evict(own - share, only=self._peer)
+            own -= self._evict(own - share, only=self._peer, above=0)
             if own > share:
                 self._refuse(f"this address holds its maximum of {share:,} connections; retry shortly")
                 return
         cap = self.max_connections
-        high_water = max(1, cap - max(1, cap // 16))
         total = len(self.connections)
-        if total > high_water:
-            total -= self._evict(total - high_water, idle_only=True)
         if total > cap:
-            total -= self._evict(total - cap, above=own)
+            # Room is made only at an address holding at least as many as this one (its own
+            # included): never at a smaller holder's expense.
+            total -= self._evict(total - cap, above=own - 1)
             if total > cap:
                 self._refuse(f"the server holds its maximum of {cap:,} connections; retry shortly")
 
-    def _evict(self, wanted: int, *, only: str | None = None, idle_only: bool = False, above: int = 0) -> int:
+    def _evict(self, wanted: int, *, above: int, only: str | None = None) -> int:
         """Let go of up to ``wanted`` other connections (:meth:`_evictable`) of ``only`` or of
         the addresses holding more than ``above`` connections, the address holding most first.
         How many were let go."""
@@ -119,7 +120,7 @@ class GuardedProtocol(HttpToolsProtocol):
             and isinstance(other, GuardedProtocol)
             and (only is None or other._peer == only)
             and peers.get(other._peer, 0) > above
-            and other._evictable(idle_only)
+            and other._evictable()
         ]
         done = 0
         while done < wanted and candidates:
@@ -133,14 +134,12 @@ class GuardedProtocol(HttpToolsProtocol):
             done += 1
         return done
 
-    def _evictable(self, idle_only: bool) -> bool:
-        """Whether this connection may give up its slot: a keep-alive connection between
-        requests; unless ``idle_only``, also one that has not sent its request yet, or not
-        all of its headers (no request of it is running)."""
+    def _evictable(self) -> bool:
+        """Whether this connection may give up its slot: no request of it is running (a
+        keep-alive connection between requests, one that has not sent its request yet, or not
+        all of its headers)."""
         if self._rejected or self.transport.is_closing():
             return False
-        if idle_only:
-            return self._kept_alive()
         return self._idle() or (self._reading and not self._headers_done)
 
     def _kept_alive(self) -> bool:

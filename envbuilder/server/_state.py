@@ -58,13 +58,13 @@ class ServerSettings:
     """Sessions one client (an API key, or an address without keys) holds at once (429 beyond);
     default :func:`fair_share` of ``max_sessions``, so one client cannot take every session."""
     max_connections: int = 2048
-    """Open connections (each runs one request at a time). Near it, idle keep-alive connections
-    are closed to make room, those of the addresses holding most first; at it, a new connection
-    takes the place of one of an address holding more (not one running a request), else it is
-    answered 503 with Retry-After."""
+    """Open connections (each runs one request at a time). At it, a new connection takes the
+    place of one that runs no request at the address holding most, if that address holds at
+    least as many as the new one's; else it is answered 503 with Retry-After."""
     max_connections_per_client: int | None = None
     """Open connections from one address (default :func:`fair_share` of ``max_connections``):
-    past it, that address's idle connections are closed, then its new ones answered 503."""
+    past it, the address's own connection that runs no request gives way, else the new one is
+    answered 503."""
     header_timeout: float = 10.0
     """Seconds a client has to send a request's line and headers (408 beyond): a client sends
     them in one write, so a connection that trickles them holds a slot for this long at most."""

@@ -122,6 +122,25 @@ def small(gsm8k: Environment) -> Iterator[str]:
         yield url
 
 
+RUNNING = (
+    b"POST /gsm8k/num_tasks HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+    b"content-length: 50\r\nexpect: 100-continue\r\n\r\n"
+)
+"""A request whose headers are complete and whose body never comes: it runs (waits for its
+body), as the server's ``100 Continue`` shows."""
+
+
+def _running(port: int, address: str) -> socket.socket:
+    """A connection whose request runs (the server said ``100 Continue``) and never ends."""
+    sock = socket.socket()
+    sock.bind((address, 0))
+    sock.connect(("127.0.0.1", port))
+    sock.sendall(RUNNING)
+    sock.settimeout(10)
+    assert sock.recv(100) == b"HTTP/1.1 100 Continue\r\n\r\n"
+    return sock
+
+
 def test_a_full_server_serves_a_new_address_and_refuses_with_a_503(small: str) -> None:
     port = _port(small)
     with _sockets() as held:
@@ -137,24 +156,21 @@ def test_a_full_server_serves_a_new_address_and_refuses_with_a_503(small: str) -
         held.remove(let_go[0])
         let_go[0].close()
         held.append(_half_sent(port, "127.0.0.3"))  # full again: four and four
-        # A fifth from 127.0.0.3 would hold more than any other address: refused, with a 503
-        # its client reads (httpx sends its request, then reads the answer).
+        # Another from 127.0.0.3 would hold more than 127.0.0.2: it takes its own oldest's place.
         with _client(small, "127.0.0.3") as more:
-            r = more.get("/gsm8k/splits")
+            assert more.get("/gsm8k/splits").status_code == 200
+        assert select.select(held, [], [], 10)[0] == [held[4]]  # 127.0.0.3's first
+        for sock in held:
+            sock.close()
+        held.clear()
+        # Eight requests running: nothing can give way, so a new address is refused with a
+        # 503 its client reads (httpx sends its request, then reads the answer).
+        held += [_running(port, "127.0.0.2") for _ in range(4)]
+        held += [_running(port, "127.0.0.3") for _ in range(4)]
+        with _client(small, "127.0.0.5") as another:
+            r = another.get("/gsm8k/splits")
         assert r.status_code == 503 and int(r.headers["retry-after"]) >= 1
         assert r.json() == {"detail": "the server holds its maximum of 8 connections; retry shortly"}
-        assert not select.select(held, [], [], 0)[0]  # nobody else was let go for it
-        with _client(small, "127.0.0.5") as another:  # another new address is served
-            assert another.get("/gsm8k/splits").status_code == 200
-        assert len(select.select(held, [], [], 10)[0]) == 1
-
-
-RUNNING = (
-    b"POST /gsm8k/num_tasks HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
-    b"content-length: 50\r\nexpect: 100-continue\r\n\r\n"
-)
-"""A request whose headers are complete and whose body never comes: it runs (waits for its
-body), as the server's ``100 Continue`` shows."""
 
 
 def test_past_its_share_an_address_gives_up_its_oldest_waiting_connection(gsm8k: Environment) -> None:
@@ -171,14 +187,7 @@ def test_past_its_share_an_address_gives_up_its_oldest_waiting_connection(gsm8k:
         held.clear()
         # Three requests running (each waits for its body): none can give way, so a fourth
         # connection is refused, with a 503 its client reads.
-        for _ in range(3):
-            sock = socket.socket()
-            sock.bind(("127.0.0.2", 0))
-            sock.connect(("127.0.0.1", port))
-            sock.sendall(RUNNING)
-            held.append(sock)
-            sock.settimeout(10)
-            assert sock.recv(100) == b"HTTP/1.1 100 Continue\r\n\r\n"  # running now
+        held += [_running(port, "127.0.0.2") for _ in range(3)]
         with _client(url, "127.0.0.2") as fourth:
             r = fourth.get("/gsm8k/splits")
         assert r.status_code == 503 and int(r.headers["retry-after"]) >= 1
