@@ -45,15 +45,18 @@ def owned(sid: str) -> str:
     return session_key(client_name(), sid)
 
 
-@functools.lru_cache(maxsize=1024)
-def _key_name(key: bytes) -> str:
-    """A key's name in the session records (only accepted keys reach here, so the cache holds
-    the server's own keys, at most)."""
+def _name_key(key: bytes) -> str:
+    """A key's name in the session records: a hash of it, never the key."""
     return "key:" + hashlib.sha256(key).hexdigest()[:24]
 
 
-@functools.lru_cache(maxsize=4096)
-def _address_name(host: str) -> str:
+def _name_address(host: str) -> str:
     """An address's name in the session records: quoted, so that no ``/`` (a session key's
     separator) comes through a forwarded address."""
     return "addr:" + urllib.parse.quote(host, safe=":.[]?")
+
+
+# Cached: only accepted keys reach here (the cache holds the server's own keys, at most), and
+# the addresses of the clients seen lately.
+_key_name = functools.lru_cache(maxsize=1024)(_name_key)
+_address_name = functools.lru_cache(maxsize=4096)(_name_address)
