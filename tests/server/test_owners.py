@@ -48,6 +48,18 @@ def test_a_clients_name_is_its_keys_hash_else_its_address() -> None:
     assert _as(None, ("a%2Fb", 5)) == "addr:a%252Fb"
 
 
+def test_the_names_themselves_uncached() -> None:
+    import hashlib
+
+    from envbuilder.server._owners import _name_address, _name_key
+
+    assert _name_key(b"k") == "key:" + hashlib.sha256(b"k").hexdigest()[:24]
+    assert len(_name_key(KEY_A.encode())) == 28
+    assert _name_address("10.0.0.1") == "addr:10.0.0.1"
+    assert _name_address("[::1]:8") == "addr:[::1]:8" and _name_address("?") == "addr:?"
+    assert _name_address("a/b c%") == "addr:a%2Fb%20c%25"
+
+
 def test_a_session_key_is_its_owner_and_its_id_and_no_two_owners_share_one() -> None:
     token = CLIENT.set((None, ("10.0.0.1", 5)))
     try:
@@ -177,3 +189,64 @@ async def test_each_owner_has_its_own_share_of_sessions(gsm8k: Environment, stor
         await a.post("/delete", headers={"X-Session-ID": "s0"})
         r = await a.post("/create", headers={"X-Session-ID": "s2"}, json={"split": "test", "index": 0})
         assert r.status_code == 200
+
+
+async def test_a_running_call_is_found_on_another_replica_by_its_owner_only(
+    redis_url: str, judged: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two replicas on one Redis, in process: key A's call waits on the judge on replica 1; on
+    replica 2, key B (its own session under the same id) re-attaching with A's task_id finds
+    nothing, while A follows the running call and gets its result."""
+    import asyncio
+    import threading
+
+    import redis as redis_client
+
+    from envbuilder.spec import parse_spec
+    from tests.conftest import ENVS
+    from tests.fakes.chat_server import ChatServer, completion
+
+    release = threading.Event()
+
+    def slow(body: dict[str, Any], i: int) -> tuple[int, dict[str, Any], dict[str, str]]:
+        release.wait(30)
+        return 200, completion("VERDICT: CORRECT"), {}
+
+    monkeypatch.setenv("OWNERS_JUDGE_KEY", "sk-owners")
+    with ChatServer(slow) as judge:
+        text = judged(judge.base_url, reference="{{ answer }}", api_key_env="OWNERS_JUDGE_KEY", cache=False)
+        env = Environment(parse_spec(text, file="judged.yaml", base_dir=ENVS))
+        settings = ServerSettings(api_keys=(KEY_A, KEY_B), store=redis_url, ping_interval=0.1)
+        one, two = create_app([env], settings), create_app([env], settings)
+        async with one.router.lifespan_context(one), two.router.lifespan_context(two):
+            h = {"X-Session-ID": "s"}
+            call = {"name": "submit", "input": {"answer": "18"}}
+            async with _client(one, KEY_A) as a1, _client(two, KEY_A) as a2, _client(two, KEY_B) as b2:
+                assert (
+                    await a1.post("/create", headers=h, json={"split": "test", "index": 0})
+                ).status_code == 200
+                assert (
+                    await b2.post("/create", headers=h, json={"split": "test", "index": 1})
+                ).status_code == 200
+                running = asyncio.ensure_future(a1.post("/judged/call", headers=h, json=call))
+                store = redis_client.Redis.from_url(redis_url)
+                while not (pending := store.keys("eb:q:*")):  # the call is announced, and waits
+                    await asyncio.sleep(0.02)
+                [key] = pending
+                owner_sid, task_id = key.decode()[len("eb:q:") :].split("\t")
+                assert owner_sid.endswith("/s") and owner_sid.startswith("key:")
+                assert json.loads(store.get(key))["sid"] == owner_sid  # the session's key, not its id
+                theirs = await b2.post("/judged/call", headers=h, json={**call, "task_id": task_id})
+                assert _events(theirs.text) == [("error", "unknown task_id")]
+                follow = asyncio.ensure_future(
+                    a2.post("/judged/call", headers=h, json={**call, "task_id": task_id})
+                )
+                await asyncio.sleep(0.3)  # (a2 now polls the running call; it must wait, not run it)
+                assert not follow.done() and len(judge.requests) == 1
+                release.set()
+                first, followed = await running, await follow
+            ends = [_events(r.text)[-1] for r in (first, followed)]
+            assert ends[0] == ends[1] and ends[0][0] == "end"
+            assert json.loads(ends[0][1])["output"]["reward"] == 1.0
+            assert _events(followed.text)[0] == ("task_id", task_id)
+    assert len(judge.requests) == 1  # run once, on replica 1
