@@ -88,11 +88,13 @@ return cur
 """
 
 
-# KEYS: session, live sessions (zset sid -> expiry ms), the client's sessions (the same).
-# ARGV: record, session ttl ms, cap in all, cap per client, session key, store key prefix.
-# A new session in one step, counted against both caps. A zset entry's score is its session's
-# expiry as last known; entries past it are looked at again (a session renewed by use is
-# re-scored, a gone one dropped), so the counts hold however sessions end.
+# KEYS: session, live sessions (zset session key -> expiry ms), the client's sessions (the same).
+# ARGV: record, session ttl ms, cap in all, cap per client, session key, session key prefix,
+# client zset prefix. A new session in one step, counted against both caps. A zset entry's
+# score is its session's expiry as last known; entries past it are looked at again (a session
+# renewed by use is re-scored, a gone one dropped, from its client's set too: a session key
+# starts with its client's name and '/'), so the counts hold however sessions end. A client's
+# set does not expire by itself: its sessions may be renewed by use past any expiry it had.
 _ADD = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -102,7 +104,11 @@ for i = 2, 3 do
   for _, sid in ipairs(stale) do
     local left = redis.call('PTTL', ARGV[6] .. sid)
     if left > 0 then redis.call('ZADD', KEYS[i], now + left, sid)
-    else redis.call('ZREM', KEYS[i], sid) end
+    else
+      redis.call('ZREM', KEYS[i], sid)
+      local client = string.match(sid, '^([^/]*)/')
+      if i == 2 and client then redis.call('ZREM', ARGV[7] .. client, sid) end
+    end
   end
 end
 if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[3]) then return -1 end
@@ -111,7 +117,6 @@ redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 local expiry = now + tonumber(ARGV[2])
 redis.call('ZADD', KEYS[2], expiry, ARGV[5])
 redis.call('ZADD', KEYS[3], expiry, ARGV[5])
-redis.call('PEXPIRE', KEYS[3], ARGV[2])
 return 1
 """
 
@@ -241,6 +246,7 @@ class RedisStore:
             caps.per_client,
             session.key,
             PREFIX + "s:",
+            PREFIX + "by:",
         ]
         done = await self._eval(_ADD, keys, args)
         if done == 1:
