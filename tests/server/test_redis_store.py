@@ -9,12 +9,14 @@ import time
 from collections.abc import Iterator
 
 import httpx
+import pytest
 import redis
 
 from envbuilder.environment import Environment
 from envbuilder.episode import Episode
+from envbuilder.errors import RequestRejected
 from envbuilder.server import ServerSettings, create_app
-from envbuilder.server._redis import RedisStore
+from envbuilder.server._redis import PendingCall, RedisStore
 from envbuilder.server._sessions import SessionRecord, session_key
 from tests.redisd import RedisServer
 from tests.servers import serve_app
@@ -185,3 +187,97 @@ def test_the_stored_json_is_the_session_record(gsm8k: Environment) -> None:
     session = SessionRecord("s", "gsm8k", episode, last_seen=1.5)
     assert orjson.loads(session.to_json()) == orjson.loads(orjson.dumps(session.to_dict()))
     assert SessionRecord.from_dict(orjson.loads(session.to_json())) == session
+
+
+# -- the store's own contract, in process (what mutation testing found untested) ------------
+
+
+async def test_a_record_added_or_saved_can_be_saved_again(redis_url: str, gsm8k: Environment) -> None:
+    store = RedisStore(redis_url, session_timeout=60, call_linger=60)
+    r = redis.Redis.from_url(redis_url)
+    try:
+        record = SessionRecord("s", "gsm8k", Episode(task=gsm8k.split("test").task(0)), client="key:a")
+        assert await store.add(record)
+        first = record.version
+        assert first == int(r.get("eb:s:key:a/s").partition(b":")[0])  # the version it stored
+        # A call announced (and leased) on the session, then saved: its record goes with the save.
+        assert await store.begin(record.key, "key:a/s\tc1", "submit", {"answer": "1"}) is not None
+        assert await store.save(record, "key:a/s\tc1", b"frames-1", "incorrect")
+        assert record.version == first + 1
+        assert await store.pending("key:a/s\tc1") is None and await store.result("key:a/s\tc1") == b"frames-1"
+        assert 0 < r.pttl("eb:c:key:a/s\tc1") <= 60_000  # kept for the linger
+        assert await store.save(record, "key:a/s\tc2", b"frames-2", "correct")
+        assert record.version == first + 2
+        assert await store.grades() == {"incorrect": 1, "correct": 1}
+        assert SessionRecord.from_dict(record.to_dict()).version == 0
+    finally:
+        await store.aclose()
+
+
+async def test_a_call_whose_worker_stopped_renewing_is_taken_over_once(redis_url: str) -> None:
+    """The lease of a worker that died lapses; the first worker to look takes it (``ours``),
+    the next one finds it held."""
+    dead, first, second = (RedisStore(redis_url, 60, 60) for _ in range(3))
+    r = redis.Redis.from_url(redis_url)
+    try:
+        await dead.claim("key:a/s\tc", "key:a/s", "submit", {"answer": "7"})
+        assert r.get("eb:l:key:a/s\tc") == dead._owner
+        taken = await first.pending("key:a/s\tc")
+        assert taken is not None and not taken.ours  # the lease is still held
+        r.delete("eb:l:key:a/s\tc")  # it lapses (the dead worker renews no more)
+        taken = await first.pending("key:a/s\tc")
+        assert taken == PendingCall("key:a/s", "submit", {"answer": "7"}, True)
+        assert r.get("eb:l:key:a/s\tc") == first._owner
+        assert (await second.pending("key:a/s\tc")).ours is False  # type: ignore[union-attr]
+        await first.renew("key:a/s\tc")
+        assert r.pttl("eb:l:key:a/s\tc") > 0
+        await first.record("key:a/s\tc", b"frames")
+        assert await second.pending("key:a/s\tc") is None
+    finally:
+        for store in (dead, first, second):
+            await store.aclose()
+
+
+async def test_a_store_that_refuses_writes_or_is_down(redis_url: str, redis_session: RedisServer) -> None:
+    store = RedisStore(redis_url, 60, 60)
+    r = redis.Redis.from_url(redis_url)
+    record = SessionRecord("s", "gsm8k", Episode(task={"id": "test-0"}), client="key:a")
+    try:
+        assert store.url == redis_url and store.problem is None
+        assert await store.healthy() and store.problem is None
+        assert (
+            0 < r.pttl(b"eb:health:" + store._owner) <= 5000 and r.get(b"eb:health:" + store._owner) == b"1"
+        )
+        r.config_set("maxmemory", 1)
+        try:
+            with pytest.raises(RequestRejected) as refused:
+                await store.add(record)
+            assert (refused.value.status, refused.value.headers) == (503, {"Retry-After": "1"})
+            assert refused.value.message == "the session store refuses writes (out of memory); retry shortly"
+            with pytest.raises(RequestRejected) as refused:
+                await store.record("key:a/s\tc", b"frames")  # (a command, not a script)
+            assert refused.value.status == 503
+            await store.delete(record.key)  # deleting frees memory: taken
+            assert not await store.healthy() and store.problem == "out of memory"
+        finally:
+            r.config_set("maxmemory", 0)
+        assert await store.healthy() and store.problem is None
+        redis_session.stop()
+        try:
+            assert not await store.healthy() and store.problem == "down"
+            with pytest.raises(RequestRejected) as down:
+                await store.get(record.key)
+            assert (down.value.status, down.value.headers) == (503, {"Retry-After": "1"})
+        finally:
+            redis_session.start()
+    finally:
+        await store.aclose()
+
+
+def test_the_store_urls_taken() -> None:
+    from envbuilder.server._redis import check_url
+
+    for url in ("redis://127.0.0.1:6379/0", "rediss://h:6380/1", "unix:///tmp/redis.sock"):
+        assert check_url(url) is None, url
+    assert check_url("REDIS://h") == "unsupported store 'REDIS://h': expected memory or redis://host:port/db"
+    assert check_url("redis://h:port/0").startswith("invalid store URL 'redis://h:port/0': ")
