@@ -202,13 +202,16 @@ async def test_a_record_added_or_saved_can_be_saved_again(redis_url: str, gsm8k:
         assert first == int(r.get("eb:s:key:a/s").partition(b":")[0])  # the version it stored
         # A call announced (and leased) on the session, then saved: its record goes with the save.
         assert await store.begin(record.key, "key:a/s\tc1", "submit", {"answer": "1"}) is not None
+        assert r.pttl("eb:q:key:a/s\tc1") > 60_000  # announced for the linger and a lease
         assert await store.save(record, "key:a/s\tc1", b"frames-1", "incorrect")
         assert record.version == first + 1
         assert await store.pending("key:a/s\tc1") is None and await store.result("key:a/s\tc1") == b"frames-1"
         assert 0 < r.pttl("eb:c:key:a/s\tc1") <= 60_000  # kept for the linger
         assert await store.save(record, "key:a/s\tc2", b"frames-2", "correct")
-        assert record.version == first + 2
-        assert await store.grades() == {"incorrect": 1, "correct": 1}
+        assert await store.save(record, "key:a/s\tc3", b"frames-3", "correct")
+        assert record.version == first + 3
+        assert await store.grades() == {"incorrect": 1, "correct": 2}
+        assert 59_000 < r.pttl("eb:s:key:a/s") <= 60_000  # the session timeout, renewed by the save
         assert SessionRecord.from_dict(record.to_dict()).version == 0
     finally:
         await store.aclose()
@@ -222,6 +225,7 @@ async def test_a_call_whose_worker_stopped_renewing_is_taken_over_once(redis_url
     try:
         await dead.claim("key:a/s\tc", "key:a/s", "submit", {"answer": "7"})
         assert r.get("eb:l:key:a/s\tc") == dead._owner
+        assert r.pttl("eb:q:key:a/s\tc") > 60_000 and 0 < r.pttl("eb:l:key:a/s\tc") <= 3000
         taken = await first.pending("key:a/s\tc")
         assert taken is not None and not taken.ours  # the lease is still held
         r.delete("eb:l:key:a/s\tc")  # it lapses (the dead worker renews no more)
@@ -229,10 +233,13 @@ async def test_a_call_whose_worker_stopped_renewing_is_taken_over_once(redis_url
         assert taken == PendingCall("key:a/s", "submit", {"answer": "7"}, True)
         assert r.get("eb:l:key:a/s\tc") == first._owner
         assert (await second.pending("key:a/s\tc")).ours is False  # type: ignore[union-attr]
-        await first.renew("key:a/s\tc")
-        assert r.pttl("eb:l:key:a/s\tc") > 0
+        r.pexpire("eb:l:key:a/s\tc", 100)
+        r.pexpire("eb:q:key:a/s\tc", 100)
+        await first.renew("key:a/s\tc")  # a running call's lease and record live on
+        assert r.pttl("eb:l:key:a/s\tc") > 2000 and r.pttl("eb:q:key:a/s\tc") > 60_000
         await first.record("key:a/s\tc", b"frames")
         assert await second.pending("key:a/s\tc") is None
+        assert await second.result("key:a/s\tc") == b"frames"
     finally:
         for store in (dead, first, second):
             await store.aclose()
