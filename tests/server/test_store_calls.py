@@ -60,6 +60,9 @@ async def test_a_saved_session_stays_in_the_reapers_clock() -> None:
     assert await store.latest(session) is session
     assert await store.save(session, "call", b"frames", "correct")
     assert await store.result("call") == b"frames"
+    await store.record("failed", b"error-frames")  # a call whose tool raised
+    assert await store.result("failed") == b"error-frames"
+    assert await store.begin(session.key, "c", "submit", {}) is session and await store.healthy()
     assert store.sweep(60) == []  # seen just now
     assert store.sweep(-1) == [session]
     assert await store.latest(session) is None
