@@ -58,12 +58,13 @@ async def test_a_saved_session_stays_in_the_reapers_clock() -> None:
     session = SessionRecord(sid="s", env="gsm8k", episode=Episode(task={"id": "test-0"}), client="key:a")
     assert await store.add(session)
     assert await store.latest(session) is session
+    session.last_seen = 0.0
     assert await store.save(session, "call", b"frames", "correct")
+    assert store.sweep(60) == []  # the save renewed it
     assert await store.result("call") == b"frames"
     await store.record("failed", b"error-frames")  # a call whose tool raised
     assert await store.result("failed") == b"error-frames"
     assert await store.begin(session.key, "c", "submit", {}) is session and await store.healthy()
-    assert store.sweep(60) == []  # seen just now
     assert store.sweep(-1) == [session]
     assert await store.latest(session) is None
     assert not await store.save(session, "late", b"x", "correct")
