@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from envbuilder.client import AsyncClient  # noqa: E402
+from envbuilder.server._sessions import session_key  # noqa: E402
 from tests.fakes.chat_server import ChatServer, reply  # noqa: E402
 from tests.processes import serve_process  # noqa: E402
 from tests.redisd import redis_server  # noqa: E402
@@ -77,7 +78,7 @@ async def episodes(url: str, redis_url: str, concurrency: int) -> dict[str, Any]
                 await s.call_tool("send_message", {"message": "Hello! How can I help you?"})
                 for action in actions:
                     await s.call_tool(action["name"], action["arguments"])
-                sizes.append(int(store.strlen(f"eb:s:{s.sid}")))
+                sizes.append(int(store.strlen("eb:s:" + session_key("addr:127.0.0.1", s.sid))))
                 closing = (", ".join(info) + ". " if info else "") + CLOSING
                 out = await s.call_tool("send_message", {"message": closing})
                 rewards.append(out.reward)

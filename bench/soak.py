@@ -16,7 +16,12 @@ The third round's (issue 31), on reasoning-gym checkers that evaluate answers: r
 answer that SymPy runs writes a reply of its own, pickled and as JSON, claiming full marks:
 ungradeable) and worker poisoning (an answer that replaces every family's checker); alongside,
 honest clients submit reasoning_mix's gold answers, and any grade but 1.0 is an honest error.
-Honest clients use their own key, so fair shares keep their place.
+Also (issue 31): cross-session access (another key probing live honest sessions
+by their ids: each probe must get what an unknown session gets, and the honest episode goes on),
+and connection hoarding from several addresses (127.0.0.2-5 each opening their share of
+connections that never finish their headers, held a few seconds: honest clients from 127.0.0.1
+keep their place, and what the server lets go reads a 503 or 408). Honest clients use their own
+key, so fair shares keep their place.
 """
 
 from __future__ import annotations
@@ -112,6 +117,8 @@ class Counts:
         self.errors: collections.Counter[str] = collections.Counter()
         self.hostile: collections.Counter[str] = collections.Counter()
         self.latencies: list[float] = []
+        self.live: set[str] = set()
+        """Honest sessions open now (what a client that learned their ids would probe)."""
 
 
 async def honest(url: str, n: int, counts: Counts, stop: float, num: int) -> None:
@@ -130,6 +137,7 @@ async def honest(url: str, n: int, counts: Counts, stop: float, num: int) -> Non
                 if r.status_code != 200:
                     counts.errors[f"create {r.status_code}"] += 1
                     continue
+                counts.live.add(sid)
                 r = await client.get("/gsm8k/prompt", headers=h)
                 if r.status_code != 200 or not r.json():
                     counts.errors[f"prompt {r.status_code}"] += 1
@@ -139,6 +147,7 @@ async def honest(url: str, n: int, counts: Counts, stop: float, num: int) -> Non
                 if r.status_code != 200 or "event: end" not in r.text:
                     counts.errors[f"call {r.status_code}"] += 1
                 r = await client.post("/delete", headers=h)
+                counts.live.discard(sid)
                 if r.status_code != 200:
                     counts.errors[f"delete {r.status_code}"] += 1
             except httpx.HTTPError as exc:
@@ -202,7 +211,56 @@ KINDS = [
     "hoard",
     "forgery",
     "poison",
+    "crosssession",
+    "hoardaddr",
 ]
+HOARD_ADDRESSES = ("127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5")
+HOARD_SECONDS = 1.5
+
+
+async def cross_session(client: httpx.AsyncClient, counts: Counts) -> str:
+    """Another key probes a live honest session by its id (as if it had leaked): every route
+    must answer as for an unknown session, and nothing of the honest episode may change."""
+    if not counts.live:
+        return "none-live"
+    sid = random.choice(sorted(counts.live))
+    h = {"X-API-Key": HOSTILE_KEY, "X-Session-ID": sid}
+    probes = [
+        await client.post("/ping", headers=h),
+        await client.get("/gsm8k/prompt", headers=h),
+        await client.get("/gsm8k/messages", headers=h),
+        await client.post("/gsm8k/call", headers=h, json={"name": "submit", "input": {"answer": "7"}}),
+    ]
+    deleted = await client.post("/delete", headers=h)  # idempotent: 200, and nothing is deleted
+    codes = [r.status_code for r in probes]
+    bound = codes == [404] * len(probes) and deleted.status_code == 200
+    return "bound" if bound else "LEAK " + ",".join(map(str, [*codes, deleted.status_code]))
+
+
+async def hoard_addresses(port: int, per_address: int) -> str:
+    """Connections that never finish their headers, ``per_address`` from each of four
+    addresses at once, held :data:`HOARD_SECONDS`; what each one got from the server."""
+
+    async def one(address: str) -> str:
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port, local_addr=(address, 0))
+        except OSError as exc:
+            return f"connect-{type(exc).__name__}"
+        try:
+            writer.write(b"GET /health HTTP/1.1\r\nhost: x\r\nx-slow: ")
+            await writer.drain()
+            got = await asyncio.wait_for(reader.read(64), HOARD_SECONDS)
+            return "closed" if got == b"" else got[9:12].decode(errors="replace")
+        except TimeoutError:
+            return "held"
+        except ConnectionError:
+            return "reset"
+        finally:
+            writer.close()
+
+    results = await asyncio.gather(*(one(a) for a in HOARD_ADDRESSES for _ in range(per_address)))
+    tally = collections.Counter(results)
+    return ",".join(f"{k}x{n}" for k, n in sorted(tally.items()))
 
 
 async def _submit(client: httpx.AsyncClient, env: str, h: dict[str, str], answer: str) -> str:
@@ -261,7 +319,9 @@ async def second_round(client: httpx.AsyncClient, kind: str) -> str:
         await client.post("/delete", headers=h)
 
 
-async def hostile(url: str, port: int, counts: Counts, stop: float, kinds: list[str]) -> None:
+async def hostile(
+    url: str, port: int, counts: Counts, stop: float, kinds: list[str], per_address: int
+) -> None:
     key = {"X-API-Key": KEY}
     async with httpx.AsyncClient(base_url=url, timeout=30) as client:
         while time.monotonic() < stop:
@@ -294,6 +354,10 @@ async def hostile(url: str, port: int, counts: Counts, stop: float, kinds: list[
                     status = r.status_code
                 elif kind in ("mathfreeze", "mathstarve", "loopfree", "forge", "hoard", "forgery", "poison"):
                     status = await second_round(client, kind)
+                elif kind == "crosssession":
+                    status = await cross_session(client, counts)
+                elif kind == "hoardaddr":
+                    status = await hoard_addresses(port, per_address)
                 else:
                     h = {**key, "X-Session-ID": f"freeze-{random.random()}"}
                     await client.post(
@@ -361,7 +425,10 @@ async def run(args: argparse.Namespace, url: str, port: int, proc: psutil.Proces
     await asyncio.gather(
         monitor(proc, samples, stop),
         *(honest(url, n, counts, stop, num) for n in range(args.concurrency)),
-        *(hostile(url, port, counts, stop, args.kinds.split(",")) for _ in range(args.hostile)),
+        *(
+            hostile(url, port, counts, stop, args.kinds.split(","), args.hoard_per_address)
+            for _ in range(args.hostile)
+        ),
         *(honest_reasoning(url, counts, stop, gold) for _ in range(args.reasoning)),
     )
     elapsed = time.monotonic() - started
@@ -416,6 +483,18 @@ def main() -> None:
         "--kinds", default=",".join(KINDS), help=f"hostile requests to send, of {','.join(KINDS)}"
     )
     ap.add_argument(
+        "--max-connections",
+        type=int,
+        default=400,
+        help="the server's --max-connections (its share per address is a quarter: 100)",
+    )
+    ap.add_argument(
+        "--hoard-per-address",
+        type=int,
+        default=100,
+        help="connections each hoarding address opens (hoardaddr): its share fills the cap",
+    )
+    ap.add_argument(
         "--pin",
         action="store_true",
         help="the server (and its grading and render processes) on CPU 0, this load on the others",
@@ -426,6 +505,10 @@ def main() -> None:
         if not others:
             raise SystemExit("--pin needs two CPUs")
         os.sched_setaffinity(0, others)
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)  # the hoarders' sockets
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 8192)), hard))
     folder = Path(tempfile.mkdtemp(prefix="soak-"))
     port = free_port()
     cmd = [
@@ -447,6 +530,8 @@ def main() -> None:
         "--client-tasks",
         "--max-sessions",
         "2000",  # a quarter per key: the hoarder meets its share, honest clients never
+        "--max-connections",
+        str(args.max_connections),
     ]
     log = (folder / "server.log").open("w+b")  # a file, not a pipe: a full pipe would stall it
     server = subprocess.Popen(

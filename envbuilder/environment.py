@@ -451,8 +451,8 @@ class Environment:
         if not isinstance(task_id, str) or "-" not in task_id:
             return None
         split, _, row = task_id.rpartition("-")
-        if not row.isdigit():
-            return None
+        if not (row.isascii() and row.isdigit()) or len(row) > MAX_ROW_DIGITS:
+            return None  # (int() of client text: no other digits, no 4,301-digit numbers)
         i = int(row)
         for view in self.splits.values():
             if view.shaper.split != split or view.shaper.id_column is not None:
@@ -539,6 +539,8 @@ class Environment:
 
 BUDGET_SAMPLE = 256
 """Rows read from the start and spread over a split to find its longest values at load time."""
+MAX_ROW_DIGITS = 18
+"""Digits of the longest row number a default task id (``test-42``) can hold."""
 
 
 def _longest_rows(view: SplitView) -> list[int]:

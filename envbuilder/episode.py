@@ -25,6 +25,10 @@ __all__ = ["Episode", "GradeCounts", "SubmitTool", "finished_error"]
 
 log = logging.getLogger("envbuilder.episode")
 
+MAX_USER_FAILURES = 3
+"""Replies a simulated user may fail to give in one episode (each after its retries) before
+the episode ends void."""
+
 #: Grade details that hold the gold answer: the target itself, a pattern built from it, a
 #: judge's reasoning about it, a state diff against the gold one, a code run's output (which may
 #: quote the hidden tests). Shown only once the episode has finished and the spec sets
@@ -211,20 +215,32 @@ class SubmitTool:
         return {**episode.task, TRAJECTORY: self.trajectory_of(episode, message, reply)}
 
     async def _converse(self, episode: Episode, message: str, user: SimulatedUser) -> ToolOutput:
-        """One agent message to the simulated user: its reply, or the graded end of the episode."""
+        """One agent message to the simulated user: its reply, or the graded end of the episode.
+
+        A reply the user's endpoint refuses or fails to give (after the retry policy's own
+        retries) is not a turn, but it counts: at :data:`MAX_USER_FAILURES` of them the episode
+        ends void (no reward: the failure is not the agent's), so an episode sends at most
+        ``max_turns + MAX_USER_FAILURES - 1`` messages to the user, however many the agent
+        sends."""
         name, field = self.spec.name, self.spec.answer_field
         dialogue = [
             (str(e["input"].get(field, "")), e["output"])
             for e in episode.transcript
             if e["name"] == name and not e["error"]
         ]
+        failures = sum(1 for e in episode.transcript if e["name"] == name and e["error"])
         turn_no = len(dialogue) + 1
         try:
             turn = await user.reply(episode.task, dialogue, message, episode.secrets)
         except UserUnavailable as exc:
+            failures += 1
+            if failures >= MAX_USER_FAILURES:
+                return self._user_gone(episode, exc, failures)
             text = f"{exc.message}; your message was not delivered, send it again"
             return ToolOutput(
-                blocks=[TextBlock(text=f"Error: {text}")], metadata={"error": text}, finished=False
+                blocks=[TextBlock(text=f"Error: {text}")],
+                metadata={"error": text, "user_failures": failures},
+                finished=False,
             )
         if not turn.stopped and turn_no < user.spec.max_turns:
             return ToolOutput(
@@ -247,6 +263,28 @@ class SubmitTool:
             blocks=[TextBlock(text=f"{said}[{why} {text}]")],
             metadata=metadata,
             reward=output.reward,
+            finished=True,
+        )
+
+    def _user_gone(self, episode: Episode, exc: UserUnavailable, failures: int) -> ToolOutput:
+        """The void end of an episode whose simulated user keeps failing: finished, no reward,
+        the reason in the metadata (counted as an ungradeable grade)."""
+        reason = (
+            f"the simulated user failed {failures} times, so the episode ends void (no reward): {exc.message}"
+        )
+        log.warning("an episode ends void: %s", reason)
+        self.counts.add(Outcome.UNGRADEABLE)
+        episode.ungradeable += 1
+        episode.finished = True
+        return ToolOutput(
+            blocks=[TextBlock(text=f"Error: {reason}")],
+            metadata={
+                "outcome": Outcome.UNGRADEABLE.value,
+                "score": None,
+                "reason": reason,
+                "user_failures": failures,
+            },
+            reward=None,
             finished=True,
         )
 

@@ -9,9 +9,24 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+import orjson
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 JSONObject = dict[str, Any]
+
+
+def _storable(value: JSONObject) -> JSONObject:
+    """A client's JSON as the server can keep it: sessions are stored as JSON whose integers
+    have 64 bits, so a larger integer is refused here (422) rather than failing later."""
+    try:
+        orjson.dumps(value)
+    except TypeError:
+        raise ValueError("holds an integer outside the 64-bit range; send large numbers as strings") from None
+    return value
+
+
+ClientObject = Annotated[JSONObject, AfterValidator(_storable)]
+"""A JSON object a client sends that the server keeps (a ``task_spec``, a tool call's input)."""
 
 #: Block types a conversation served by envbuilder may contain (advertised in tool listings).
 MESSAGE_BLOCK_TYPES = ["text", "image", "reasoning", "tool_call", "tool_result"]
@@ -168,7 +183,7 @@ class TaskRangeRequest(_Request):
 
 class CreateRequest(_Request):
     env_name: str | None = None
-    task_spec: JSONObject | None = None
+    task_spec: ClientObject | None = None
     split: str | None = None
     index: int | None = None
     secrets: dict[str, str] | None = None
@@ -185,7 +200,7 @@ class CreateRequest(_Request):
 
 class CallRequest(_Request):
     name: str
-    input: JSONObject
+    input: ClientObject
     task_id: str | None = None
 
 

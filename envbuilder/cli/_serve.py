@@ -88,7 +88,10 @@ def serve(
         ),
     ] = None,
     max_connections: Annotated[
-        int, typer.Option(help="Open connections plus running requests (503 beyond).", min=1)
+        int,
+        typer.Option(
+            help="Open connections, shared between client addresses (503 with Retry-After beyond).", min=1
+        ),
     ] = 2048,
     max_connections_per_client: Annotated[
         int | None,
@@ -98,6 +101,10 @@ def serve(
             min=1,
         ),
     ] = None,
+    header_timeout: Annotated[
+        float,
+        typer.Option(help="Seconds a client has to send a request's line and headers (408 beyond).", min=0.1),
+    ] = 10.0,
     read_timeout: Annotated[
         float, typer.Option(help="Seconds a client has to send a whole request.", min=0.1)
     ] = 30.0,
@@ -172,6 +179,7 @@ def serve(
             max_sessions_per_client=max_sessions_per_client,
             max_connections_per_client=max_connections_per_client,
             max_connections=max_connections,
+            header_timeout=header_timeout,
             read_timeout=read_timeout,
             graceful_timeout=graceful_timeout,
             allow_unconfined_checkers=allow_unconfined_checkers,

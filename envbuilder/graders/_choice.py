@@ -88,7 +88,9 @@ class ChoiceGrader(Grader):
 
     def _letter(self, token: str, count: int) -> str | None:
         """``token`` as an option letter, or None when it names no option."""
-        if token.isdigit():
+        if token.isdecimal():  # (not isdigit: int() refuses '²')
+            if len(token) > 2:  # no option has a longer number (and int() refuses 4,301 digits)
+                return None
             index = int(token) - self.config.index_base
         elif len(token) == 1 and token.isalpha():
             index = string.ascii_uppercase.index(token.upper())

@@ -1,7 +1,9 @@
 """Tool calls by ``task_id``: running ones can be re-attached to, finished ones replayed for 60 s.
 
 The running calls are always this process's own; the finished ones are kept here for the
-in-process session store (a shared store keeps them itself, see ``_redis``)."""
+in-process session store (a shared store keeps them itself, see ``_redis``). A call is named by
+``_sessions.call_key`` (its session's key and its task id), so only the session that made it
+can re-attach to it."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ LINGER_SECONDS = 60.0
 
 
 class CallRegistry:
-    """Process-wide, like the reference servers: any live session may replay a task_id."""
+    """The process's calls, by :func:`envbuilder.server._sessions.call_key`."""
 
     def __init__(self, linger: float = LINGER_SECONDS, clock: Callable[[], float] = time.monotonic):
         self.linger = linger
@@ -21,41 +23,41 @@ class CallRegistry:
         self._running: dict[str, asyncio.Future[bytes]] = {}
         self._done: dict[str, tuple[bytes, float]] = {}
 
-    def finished(self, task_id: str, frames: bytes) -> None:
+    def finished(self, call: str, frames: bytes) -> None:
         """Record the SSE frames (after the ``task_id`` event) of a finished call."""
-        self._running.pop(task_id, None)
-        self._done.pop(task_id, None)  # keep completion order: a replaced entry moves to the end
-        self._done[task_id] = (frames, self._clock())
+        self._running.pop(call, None)
+        self._done.pop(call, None)  # keep completion order: a replaced entry moves to the end
+        self._done[call] = (frames, self._clock())
 
-    def start(self, task_id: str, work: Awaitable[bytes]) -> asyncio.Future[bytes]:
+    def start(self, call: str, work: Awaitable[bytes]) -> asyncio.Future[bytes]:
         """Run ``work`` (which yields the result frames and records them in the session
         store) detached from the request."""
         fut = asyncio.ensure_future(work)
-        self._running[task_id] = fut
-        fut.add_done_callback(lambda _: self._running.pop(task_id, None))
+        self._running[call] = fut
+        fut.add_done_callback(lambda _: self._running.pop(call, None))
         return fut
 
-    def running(self, task_id: str) -> asyncio.Future[bytes] | None:
-        return self._running.get(task_id)
+    def running(self, call: str) -> asyncio.Future[bytes] | None:
+        return self._running.get(call)
 
-    def replay(self, task_id: str) -> bytes | None:
+    def replay(self, call: str) -> bytes | None:
         """The frames of a call finished within the linger."""
-        done = self._done.get(task_id)
+        done = self._done.get(call)
         if done is not None and self._clock() - done[1] <= self.linger:
             return done[0]
         return None
 
-    def lookup(self, task_id: str) -> bytes | asyncio.Future[bytes] | None:
-        return self.replay(task_id) or self._running.get(task_id)
+    def lookup(self, call: str) -> bytes | asyncio.Future[bytes] | None:
+        return self.replay(call) or self._running.get(call)
 
     def evict(self) -> None:
         """Forget results older than the linger. ``_done`` is in completion order (insertion
         order of a dict), so this stops at the first result still young enough."""
         cutoff = self._clock() - self.linger
         expired = []
-        for task_id, (_, at) in self._done.items():
+        for call, (_, at) in self._done.items():
             if at >= cutoff:
                 break
-            expired.append(task_id)
-        for task_id in expired:
-            del self._done[task_id]
+            expired.append(call)
+        for call in expired:
+            del self._done[call]

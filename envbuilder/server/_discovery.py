@@ -34,7 +34,8 @@ _MEANING = {
     404: "Unknown environment or session",
     410: "The session was deleted during the call",
     413: "The body is larger than the server takes",
-    503: "The server is at a limit; retry later",
+    503: "The server is at a limit, its session store is unavailable, or it cannot render this task's "
+    "prompt; retry after Retry-After",
 }
 
 

@@ -26,6 +26,8 @@ router = APIRouter()
 
 #: Error answers of the session routes, for the OpenAPI document.
 SESSION_ERRORS = errors(400, 401, 404, 413)
+#: ... and of the routes that render the task's prompt.
+PROMPT_ERRORS = errors(400, 401, 404, 413, 503)
 
 _SSE_OK: dict[int | str, dict[str, Any]] = {200: {"content": {"text/event-stream": {}}}}
 
@@ -89,7 +91,7 @@ async def delete_session(sid: Sid) -> Response:
 
 @router.get(
     "/{env_name}/prompt",
-    responses=SESSION_ERRORS,
+    responses=PROMPT_ERRORS,
     response_model=list[TextBlock | ImageBlock],
     tags=["episode"],
 )
@@ -98,7 +100,7 @@ async def prompt(env_name: str, request: Request, sid: Sid) -> Response:
     return ReplyResponse(await _ops.prompt(_state(request), sid))
 
 
-@router.get("/{env_name}/messages", responses=SESSION_ERRORS, response_model=list[Message], tags=["episode"])
+@router.get("/{env_name}/messages", responses=PROMPT_ERRORS, response_model=list[Message], tags=["episode"])
 async def messages(env_name: str, request: Request, sid: Sid) -> Response:
     """The task's prompt as a role-tagged conversation."""
     return ReplyResponse(await _ops.messages(_state(request), sid))

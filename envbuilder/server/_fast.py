@@ -26,7 +26,7 @@ from starlette.routing import BaseRoute
 
 from envbuilder.errors import RequestRejected
 from envbuilder.protocol import CallRequest, CreateRequest, SplitRequest, TaskRangeRequest, TaskRequest
-from envbuilder.server import _access, _ops
+from envbuilder.server import _access, _ops, _owners
 from envbuilder.server._responses import reply_headers, send_reply
 from envbuilder.server._state import State
 
@@ -114,7 +114,7 @@ class FastFront:
             key = self.keys.match(headers)
             if key is None:
                 return await _answer(send, _access.UNAUTHORIZED, _access.CHALLENGE)
-        _ops.CLIENT.set((key, scope.get("client")))
+        _owners.CLIENT.set((key, scope.get("client")))
         parts = path.split("/")
         first = parts[1].lower() if len(parts) > 1 else ""
         if first not in self.roots and first not in self.state.envs:
@@ -265,7 +265,7 @@ def _headers(scope: dict[str, Any]) -> dict[bytes, bytes]:
 async def _read_body(headers: dict[bytes, bytes], receive: Any, limit: int) -> bytes:
     """The whole body, or _TooLarge as soon as it (or its declared length) passes ``limit``."""
     declared = headers.get(b"content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    if declared is not None and declared.isdigit() and _larger(declared, limit):
         raise _TooLarge(0)
     chunks: list[bytes] = []
     size = 0
@@ -282,6 +282,12 @@ async def _read_body(headers: dict[bytes, bytes], receive: Any, limit: int) -> b
             return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
+def _larger(digits: bytes, limit: int) -> bool:
+    """Whether the decimal ``digits`` (a client's header) name more than ``limit``, without
+    int() of thousands of digits (which Python refuses)."""
+    return len(digits) > 18 or int(digits) > limit
+
+
 DRAIN_FACTOR = 4
 """A body up to this many times the limit is read (and dropped) before its 413 is sent."""
 DRAIN_SECONDS = 2.0
@@ -293,7 +299,7 @@ async def _drain(receive: Any, read: int, headers: dict[bytes, bytes], limit: in
     otherwise see its connection reset instead of the 413. Larger bodies are not read at all."""
     declared = headers.get(b"content-length")
     cap = DRAIN_FACTOR * limit
-    if declared is not None and declared.isdigit() and int(declared) > cap:
+    if declared is not None and declared.isdigit() and _larger(declared, cap):
         return
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(DRAIN_SECONDS):

@@ -1,17 +1,30 @@
-"""Connection-level limits that the ASGI app cannot see: header size and read timeouts.
+"""Connection-level limits that the ASGI app cannot see: header size, deadlines, connection slots.
 
 uvicorn reads request headers without a size limit or a deadline, so a client that sends a
 50 MB header or half a request and then waits holds memory and a file descriptor forever
 (21,000 such connections exhausted the process's descriptors). :func:`uvicorn_options` gives
-uvicorn a protocol that answers 431 past ``max_header_bytes`` and closes a connection that has
-not sent its whole request within ``read_timeout``, plus uvicorn's own cap on connections and
-its bounded graceful shutdown. The timer is only armed while a request is incomplete: a
-request that arrives in one packet costs nothing extra.
+uvicorn a protocol that:
+
+* answers 431 past ``max_header_bytes``;
+* gives the request line and headers ``header_timeout`` (short: a client sends them in one
+  write) and the whole request ``read_timeout``; headers late get 408 with a JSON detail. The
+  timer is armed only while a request is incomplete, and once per request: a request that
+  arrives in one packet costs nothing extra;
+* shares the ``max_connections`` slots between client addresses. A connection that runs no
+  request (a keep-alive one between requests, one that has not sent its request, or not all of
+  its headers) can give way to a new one: past ``max_connections_per_client`` the address's own
+  (a keep-alive one first, else its oldest); at the cap, one of the address holding most, if it
+  holds at least as many as the new one's (its own included): never a smaller holder's. A few
+  addresses cannot keep another out however many connections they open;
+* answers what it refuses with 503, ``Retry-After`` and a JSON detail, then closes after
+  reading what the client still sends (briefly, and for a bounded number of connections at
+  once), so the client reads the answer instead of a reset.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from typing import Any
 
@@ -19,24 +32,40 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from envbuilder.server._state import ServerSettings, fair_share, log
 
-_BAD_REQUEST = (
-    b"HTTP/1.1 400 Bad Request\r\n"
-    b"content-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n\r\n%s"
+_ANSWER = (
+    b"HTTP/1.1 %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n%sconnection: close\r\n\r\n%s"
 )
-_TOO_LARGE = (
-    b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
-    b"content-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n\r\n%s"
-)
+RETRY_AFTER = 1
+"""Seconds a refused client is asked to wait: slots free as requests finish."""
+LINGER = 1.0
+"""Seconds a refused connection is read (and dropped) after its answer before it is closed."""
+_ARRIVALS = itertools.count()
+"""The order connections arrive in (the oldest gives way first)."""
+
+
+def _answer(status: bytes, detail: str, retry_after: int | None = None) -> bytes:
+    """A whole HTTP response with the server's JSON error shape, closing the connection."""
+    body = json.dumps({"detail": detail}).encode()
+    extra = b"retry-after: %d\r\n" % retry_after if retry_after is not None else b""
+    return _ANSWER % (status, len(body), extra, body)
 
 
 class GuardedProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol with a header size limit, a request read deadline, and
+    """uvicorn's httptools protocol with a header size limit, header and request deadlines, and
     fair shares of the connection slots."""
 
     max_header_bytes = ServerSettings.max_header_bytes
+    header_timeout = ServerSettings.header_timeout
     read_timeout = ServerSettings.read_timeout
     max_connections = ServerSettings.max_connections
     max_connections_per_client = ServerSettings.max_connections // 4  # fair_share of the default
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # uvicorn's own cap answers plain text past ``limit_concurrency``; the slots are shared
+        # and refused here instead (a connection runs one request at a time, so running
+        # requests never outnumber the connections admitted).
+        self.limit_concurrency = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -45,46 +74,77 @@ class GuardedProtocol(HttpToolsProtocol):
         self._rejected = False
         self._reading = False
         self._packet = 0
-        self._timer: asyncio.TimerHandle | None = self.loop.call_later(self.read_timeout, self._timed_out)
+        self._extended = False
+        self._timer: asyncio.TimerHandle | None = self.loop.call_later(
+            min(self.header_timeout, self.read_timeout), self._timed_out
+        )
         self._peer = self.client[0] if self.client else "?"
-        peers: dict[str, int] = self.server_state.__dict__.setdefault("envbuilder_peers", {})
-        peers[self._peer] = peers.get(self._peer, 0) + 1
-        self._admit(peers)
+        state = self.server_state.__dict__
+        self._peers: dict[str, int] = state.setdefault("envbuilder_peers", {})
+        self._lingering: set[GuardedProtocol] = state.setdefault("envbuilder_lingering", set())
+        self._peers[self._peer] = self._peers.get(self._peer, 0) + 1
+        self._counted = True
+        self._made = next(_ARRIVALS)  # (not the loop's clock: uvloop's is the same all turn)
+        self._admit()
 
-    def _admit(self, peers: dict[str, int]) -> None:
-        """Make room for this connection: past the per-client share or near the server's cap,
-        close idle keep-alive connections (that client's first); close this one when that
-        does not make room, before it can hold a descriptor."""
+    # -- slots -------------------------------------------------------------------------------
+
+    def _admit(self) -> None:
+        """Make room for this connection, or refuse it (see the module's docstring)."""
+        peers = self._peers
+        share = self.max_connections_per_client
         own = peers[self._peer]
-        if own > self.max_connections_per_client:
-            own -= self._close_idle(own - self.max_connections_per_client, self._peer)
-            if own > self.max_connections_per_client:
-                log.info("closed a connection over its client's share of %d", self.max_connections_per_client)
-                self.transport.close()
+        if own > share:  # its own oldest connection that runs no request makes room
+            own -= self._evict(own - share, only=self._peer, above=0)
+            if own > share:
+                self._refuse(f"this address holds its maximum of {share:,} connections; retry shortly")
                 return
-        high_water = max(1, self.max_connections - max(1, self.max_connections // 16))
+        cap = self.max_connections
         total = len(self.connections)
-        if total > high_water:
-            total -= self._close_idle(total - high_water, None)
-            if total > self.max_connections:
-                log.info("closed a connection over the cap of %d", self.max_connections)
-                self.transport.close()
+        if total > cap:
+            # Room is made only at an address holding at least as many as this one (its own
+            # included): never at a smaller holder's expense.
+            total -= self._evict(total - cap, above=own - 1)
+            if total > cap:
+                self._refuse(f"the server holds its maximum of {cap:,} connections; retry shortly")
 
-    def _close_idle(self, wanted: int, peer: str | None) -> int:
-        """Close up to ``wanted`` idle connections (of ``peer``, or anyone's); how many."""
-        closed = 0
-        for other in list(self.connections):
-            if closed >= wanted:
-                break
-            if other is self or not isinstance(other, GuardedProtocol) or not other._idle():
+    def _evict(self, wanted: int, *, above: int, only: str | None = None) -> int:
+        """Let go of up to ``wanted`` other connections (:meth:`_evictable`) of ``only`` or of
+        the addresses holding more than ``above`` connections, the address holding most first.
+        How many were let go."""
+        peers = self._peers
+        candidates = [
+            other
+            for other in self.connections
+            if other is not self
+            and isinstance(other, GuardedProtocol)
+            and (only is None or other._peer == only)
+            and peers.get(other._peer, 0) > above
+            and other._evictable()
+        ]
+        done = 0
+        while done < wanted and candidates:
+            # The address holding most now (counts change as its connections go); of its
+            # connections, a keep-alive one first (its client expects it to close), then the oldest.
+            victim = max(candidates, key=lambda c: (peers.get(c._peer, 0), c._kept_alive(), -c._made))
+            candidates.remove(victim)
+            if peers.get(victim._peer, 0) <= above:
                 continue
-            if peer is None or other._peer == peer:
-                other.transport.close()
-                # Out of the count now: its connection_lost comes a loop turn later, after a
-                # request on this connection may already have been checked against the cap.
-                self.connections.discard(other)
-                closed += 1
-        return closed
+            victim._let_go()
+            done += 1
+        return done
+
+    def _evictable(self) -> bool:
+        """Whether this connection may give up its slot: no request of it is running (a
+        keep-alive connection between requests, one that has not sent its request yet, or not
+        all of its headers)."""
+        if self._rejected or self.transport.is_closing():
+            return False
+        return self._idle() or (self._reading and not self._headers_done)
+
+    def _kept_alive(self) -> bool:
+        """Open between two requests (its client expects such a connection to close)."""
+        return self.cycle is not None and self._idle()
 
     def _idle(self) -> bool:
         """Between requests (a keep-alive connection, or one that has sent nothing yet)."""
@@ -95,15 +155,61 @@ class GuardedProtocol(HttpToolsProtocol):
             and not self.transport.is_closing()
         )
 
+    def _uncount(self) -> None:
+        """Out of the slots now: its ``connection_lost`` comes a loop turn later, after a
+        request on another connection may already have been checked against the cap."""
+        self.connections.discard(self)
+        if self._counted:
+            self._counted = False
+            left = self._peers.get(self._peer, 1) - 1
+            if left > 0:
+                self._peers[self._peer] = left
+            else:
+                self._peers.pop(self._peer, None)
+
+    def _let_go(self) -> None:
+        """Give up this connection's slot for another connection: a keep-alive connection
+        between requests is closed (as its keep-alive timeout would), one that has not finished
+        (or started) its request is answered 503."""
+        if self._kept_alive():
+            self._uncount()
+            self._disarm()
+            self.transport.close()
+        else:
+            self._refuse(
+                f"the server holds its maximum of {self.max_connections:,} connections; retry shortly"
+            )
+
+    def _refuse(self, detail: str) -> None:
+        log.info("refused a connection from %s: %s", self._peer, detail)
+        self._end(_answer(b"503 Service Unavailable", detail, RETRY_AFTER))
+
+    def _end(self, reply: bytes) -> None:
+        """Send ``reply`` (no request is running: nothing else writes) and close. The client may
+        still be sending: closing with its bytes unread would reset the connection before it
+        reads the answer, so what it sends is read and dropped until it closes or
+        :data:`LINGER` passes (at most ``max_connections // 8`` connections at once; past that
+        they are closed at once)."""
+        self._rejected = True
+        self._uncount()
+        self._disarm()
+        transport = self.transport
+        transport.write(reply)
+        if len(self._lingering) >= max(8, self.max_connections // 8) or not transport.can_write_eof():
+            transport.close()
+            return
+        transport.write_eof()
+        self._lingering.add(self)
+        self._timer = self.loop.call_later(LINGER, transport.close)
+
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
-        peers: dict[str, int] = self.server_state.__dict__.get("envbuilder_peers", {})
-        left = peers.get(self._peer, 1) - 1
-        if left > 0:
-            peers[self._peer] = left
-        else:
-            peers.pop(self._peer, None)
+        self._lingering.discard(self)
+        if self._counted:
+            self._uncount()
         super().connection_lost(exc)
+
+    # -- parsing -----------------------------------------------------------------------------
 
     def data_received(self, data: bytes) -> None:
         if self._rejected:
@@ -120,7 +226,8 @@ class GuardedProtocol(HttpToolsProtocol):
                 self._reject()
                 return
         if self._reading and self._timer is None:
-            self._timer = self.loop.call_later(self.read_timeout, self._timed_out)
+            self._extended = False
+            self._timer = self.loop.call_later(min(self.header_timeout, self.read_timeout), self._timed_out)
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
@@ -151,8 +258,8 @@ class GuardedProtocol(HttpToolsProtocol):
         """Answer 431 and close: the request line and headers passed the limit."""
         self._rejected = True
         self._disarm()
-        body = b'{"detail":"the request line and headers are larger than %d bytes"}' % self.max_header_bytes
-        self.transport.write(_TOO_LARGE % (len(body), body))
+        detail = f"the request line and headers are larger than {self.max_header_bytes} bytes"
+        self.transport.write(_answer(b"431 Request Header Fields Too Large", detail))
         self.transport.close()
 
     def send_400_response(self, msg: str) -> None:
@@ -160,8 +267,8 @@ class GuardedProtocol(HttpToolsProtocol):
         line): 400 with the server's one JSON error shape, then close."""
         self._rejected = True
         self._disarm()
-        body = json.dumps({"detail": f"the request is not valid HTTP/1.1 ({msg.rstrip('.')})"}).encode()
-        self.transport.write(_BAD_REQUEST % (len(body), body))
+        detail = f"the request is not valid HTTP/1.1 ({msg.rstrip('.')})"
+        self.transport.write(_answer(b"400 Bad Request", detail))
         self.transport.close()
 
     def _disarm(self) -> None:
@@ -170,10 +277,28 @@ class GuardedProtocol(HttpToolsProtocol):
             self._timer = None
 
     def _timed_out(self) -> None:
+        """The request's deadline: headers late get 408; a body still arriving has the rest
+        of ``read_timeout`` (the timer is re-armed once), then the connection is closed."""
         self._timer = None
-        if not self.transport.is_closing():
-            log.info("closed a connection that sent no complete request in %g s", self.read_timeout)
-            self.transport.close()
+        if self._rejected or self.transport.is_closing():
+            return
+        # Headers still due, and no response running on the connection (nothing else writes).
+        waiting = not self._headers_done or not self._reading
+        if waiting and (self.cycle is None or self.cycle.response_complete):
+            limit = min(self.header_timeout, self.read_timeout)
+            log.info("closed a connection that sent no complete headers in %g s", limit)
+            self._end(
+                _answer(b"408 Request Timeout", f"the request headers did not arrive within {limit:g} s")
+            )
+            return
+        rest = self.read_timeout - self.header_timeout
+        if not self._extended and rest > 0:
+            self._extended = True
+            self._timer = self.loop.call_later(rest, self._timed_out)
+            return
+        log.info("closed a connection that sent no complete request in %g s", self.read_timeout)
+        self._uncount()
+        self.transport.close()
 
 
 def uvicorn_options(settings: ServerSettings, *, workers: int = 1) -> dict[str, Any]:
@@ -188,7 +313,6 @@ def uvicorn_options(settings: ServerSettings, *, workers: int = 1) -> dict[str, 
     _raise_descriptor_limit(settings.max_connections)
     return {
         "http": protocol,
-        "limit_concurrency": settings.max_connections,
         "timeout_graceful_shutdown": settings.graceful_timeout,
         "timeout_keep_alive": KEEP_ALIVE,
     }
@@ -202,6 +326,7 @@ def _limits(settings: ServerSettings) -> dict[str, Any]:
     per_client = settings.max_connections_per_client or fair_share(settings.max_connections)
     return {
         "max_header_bytes": settings.max_header_bytes,
+        "header_timeout": settings.header_timeout,
         "read_timeout": settings.read_timeout,
         "max_connections": settings.max_connections,
         "max_connections_per_client": per_client,

@@ -11,9 +11,7 @@ import asyncio
 import base64
 import binascii
 import contextlib
-import contextvars
 import functools
-import hashlib
 import uuid
 from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
@@ -28,7 +26,8 @@ from envbuilder.episode import Episode
 from envbuilder.errors import DataError, EnvbuilderError, RequestRejected, TaskNotFound
 from envbuilder.protocol import CallRequest, CreateRequest
 from envbuilder.server import _sse
-from envbuilder.server._sessions import SessionRecord
+from envbuilder.server._owners import client_name, owned
+from envbuilder.server._sessions import SessionRecord, call_key
 from envbuilder.server._state import ServerSettings, State, log
 
 JSON = b"application/json"
@@ -190,11 +189,16 @@ def require_sid(header: str | None) -> str:
 
 
 async def session_of(state: State, sid: str) -> SessionRecord:
-    """The session (its timeout renewed); 404 when unknown."""
-    session = await state.sessions.get(sid)
+    """The running request's client's session ``sid`` (its timeout renewed); 404 when unknown,
+    which is what another client's session is (:func:`owned`)."""
+    session = await state.sessions.get(owned(sid))
     if session is None:
-        raise RequestRejected(404, "Active environment not found")
+        raise RequestRejected(404, NO_SESSION)
     return session
+
+
+NO_SESSION = "Active environment not found"
+"""The answer to a session this client does not have (none by that id, or another's)."""
 
 
 def parse_secrets(header: str | None, body: dict[str, str] | None) -> dict[str, str]:
@@ -219,29 +223,6 @@ def parse_secrets(header: str | None, body: dict[str, str] | None) -> dict[str, 
                 '{"NAME": {"value": "...", "allowed_domains": [...]}}',
             ) from None
     return secrets
-
-
-CLIENT: contextvars.ContextVar[tuple[bytes | None, Any]] = contextvars.ContextVar(
-    "envbuilder_client", default=(None, None)
-)
-"""The request's API key (None without keys) and ASGI ``client`` (address, port), set by the
-front door for every request."""
-
-
-def client_name() -> str:
-    """Who the running request is from, for fair shares: a hash of its API key (never the key),
-    else its address."""
-    key, address = CLIENT.get()
-    if key is not None:
-        return _key_name(key)
-    return f"addr:{address[0]}" if address else "addr:?"
-
-
-@functools.lru_cache(maxsize=1024)
-def _key_name(key: bytes) -> str:
-    """A key's name in the session records (only accepted keys reach here, so the cache holds
-    the server's own keys, at most)."""
-    return "key:" + hashlib.sha256(key).hexdigest()[:24]
 
 
 async def create(
@@ -278,7 +259,7 @@ async def create(
     secrets = parse_secrets(x_secrets, body.secrets)
     session = SessionRecord(
         sid=sid, env=env.name.lower(), episode=Episode(task=task, secrets=secrets), client=client_name()
-    )
+    )  # stored under its creator's name (SessionRecord.key): another client's id never clashes
     if not await state.sessions.add(session, state.caps):
         raise RequestRejected(400, "Session already exists")
     return Reply(orjson.dumps({"sid": sid}))
@@ -300,6 +281,13 @@ def _served_task(state: State, env: Environment, task: Any) -> Any:
 
 CLIENT_ID_PREFIX = "client:"
 """Prefix of the id of a task a client wrote, so it never takes a served task's id."""
+
+
+def is_client_task(task: Task) -> bool:
+    """Whether ``task`` is one a client wrote (``--client-tasks``): its id is marked, or it has
+    none (every served row has one)."""
+    task_id = task.get("id")
+    return task_id is None or str(task_id).startswith(CLIENT_ID_PREFIX)
 
 
 def _client_task(settings: ServerSettings, task: Any) -> Any:
@@ -324,7 +312,9 @@ async def ping(state: State, sid: str) -> Reply:
 
 
 async def delete(state: State, sid: str) -> Reply:
-    await state.delete(sid)
+    """Delete the client's session ``sid``; idempotent (PROTOCOL.md E13), so another client's
+    session gets what an unknown one gets: 200, and it is not deleted."""
+    await state.delete(owned(sid))
     return Reply(orjson.dumps({"sid": sid}))
 
 
@@ -335,26 +325,51 @@ def delete_session(sid: str) -> Reply:
 # -- an episode -----------------------------------------------------------------------------------
 
 
-async def _render(env: Environment, fn: Any, arg: Any) -> Any:
+async def _render(env: Environment, fn: Any, arg: Any, task: Task) -> Any:
     """Render on the loop when it takes bounded time, else on a worker thread (under the
-    template's deadline), so a slow template never holds the other requests."""
+    template's deadline), so a slow template never holds the other requests.
+
+    A render that fails (past its budget, refused by the sandbox, or the task's data does not
+    fit the template) is never a 500, which is kept for the server's own bugs:
+
+    * on a served task it is the environment's failure, not the request's: 503 with
+      Retry-After (a render past its time budget may pass on a less loaded server; both
+      reference clients retry a 503, then give up with this detail). It is the ``/prompt``
+      counterpart of a grade that cannot be computed, which is void, never 0;
+    * on a task the client wrote (``--client-tasks``) its data is the client's: 422."""
     try:
         return fn(arg) if env.inline_prompt else await budget.offload(fn, arg)
     except EnvbuilderError as exc:  # a template or the task's data cannot be rendered
-        raise RequestRejected(500, str(exc)) from None
+        if is_client_task(task):
+            raise RequestRejected(
+                422, f"the task_spec this session was created with cannot be rendered: {exc}"
+            ) from None
+        log.warning(
+            "environment %s cannot render the prompt of task %r: %s", env.name, task.get("id"), exc.message
+        )
+        raise RequestRejected(
+            503,
+            f"the environment cannot render this task's prompt: {exc}. Its spec is at fault, not the "
+            "request: retry later, or skip the task",
+            headers={"Retry-After": RENDER_RETRY_AFTER},
+        ) from None
+
+
+RENDER_RETRY_AFTER = "5"
+"""Seconds a client is asked to wait before asking again for a prompt that could not be rendered."""
 
 
 async def prompt(state: State, sid: str) -> Reply:
     session = await session_of(state, sid)
     env = state.envs[session.env]
-    return models_reply(await _render(env, env.prompt, session.episode.task))
+    return models_reply(await _render(env, env.prompt, session.episode.task, session.episode.task))
 
 
 async def messages(state: State, sid: str) -> Reply:
     """The conversation so far: the prompt, then each tool call and its result."""
     session = await session_of(state, sid)
     env = state.envs[session.env]
-    return models_reply(await _render(env, env.conversation, session.episode))
+    return models_reply(await _render(env, env.conversation, session.episode, session.episode.task))
 
 
 async def task_tools(state: State, sid: str) -> Reply:
@@ -384,14 +399,16 @@ def _outcome(result: Any) -> str | None:
 
 
 async def run_call(
-    state: State, session: SessionRecord, name: str, tool_input: dict[str, Any], task_id: str
+    state: State, session: SessionRecord, name: str, tool_input: dict[str, Any], call: str
 ) -> bytes:
-    """Run one tool call under the session's lock and save the episode with the call's result;
-    the SSE frames that follow ``task_id``. A save lost to a call on another worker (the
-    store's version check) re-reads the session and runs the call again on it."""
-    lock = state.locks.get(session.sid)
+    """Run one tool call under the session's lock and save the episode with the call's result
+    (kept as ``call``, :func:`call_key`); the SSE frames that follow its ``task_id``. A save
+    lost to a call on another worker (the store's version check) re-reads the session and runs
+    the call again on it."""
+    key = session.key
+    lock = state.locks.get(key)
     if lock is None:
-        lock = state.locks[session.sid] = asyncio.Lock()
+        lock = state.locks[key] = asyncio.Lock()
     store = state.sessions
     async with lock:
         current = await store.latest(session)
@@ -405,14 +422,14 @@ async def run_call(
                     result = await state.envs[current.env].call_tool(current.episode, name, tool_input)
             except Exception as exc:  # a bug in a tool: report it on the stream, keep serving
                 frames = _sse.event("error", f"{type(exc).__name__} while running {name!r}")
-                await store.record(task_id, frames)
+                await store.record(call, frames)
                 return frames
             frames = _sse.result_events(result.model_dump_json())
-            if await store.save(current, task_id, frames, _outcome(result)):
+            if await store.save(current, call, frames, _outcome(result)):
                 return frames
             if not store.shared:
                 raise SessionDeleted  # in memory a save fails only for a deleted (or replaced) session
-            current = await store.get(session.sid)
+            current = await store.get(key)
     raise RequestRejected(503, "too many concurrent calls on this session", headers={"Retry-After": "1"})
 
 
@@ -443,10 +460,12 @@ async def open_call(
     store a new call is read, announced and leased in one round trip."""
     if task_id is None and state.sessions.shared:
         task_id = uuid.uuid4().hex
-        session = await state.sessions.begin(sid, task_id, name, tool_input)
+        key = owned(sid)
+        call = call_key(key, task_id)
+        session = await state.sessions.begin(key, call, name, tool_input)
         if session is None:
-            raise RequestRejected(404, "Active environment not found")
-        return task_id, state.calls.start(task_id, _leased(state, session, name, tool_input, task_id, True))
+            raise RequestRejected(404, NO_SESSION)
+        return task_id, state.calls.start(call, _leased(state, session, name, tool_input, call, True))
     return await start_call(state, await session_of(state, sid), name, tool_input, task_id)
 
 
@@ -455,20 +474,21 @@ async def start_call(
 ) -> tuple[str, Awaitable[bytes] | bytes | None]:
     """Begin a ``/call``: its task id and either the finished frames (bytes), a future of them
     (a running call re-attached to, or a blocking one), a coroutine of them (an ordinary call),
-    or None for an unknown ``task_id``."""
+    or None for a ``task_id`` this session has no call by (:func:`call_key`)."""
     if task_id is not None:
-        return task_id, await _reattach(state, task_id)
+        return task_id, await _reattach(state, call_key(session.key, task_id))
     task_id = uuid.uuid4().hex
+    call = call_key(session.key, task_id)
     if streamed(state, session, name):
-        return task_id, state.calls.start(task_id, _leased(state, session, name, tool_input, task_id))
-    return task_id, _ordinary(state, session, name, tool_input, task_id)
+        return task_id, state.calls.start(call, _leased(state, session, name, tool_input, call))
+    return task_id, _ordinary(state, session, name, tool_input, call)
 
 
 async def _ordinary(
-    state: State, session: SessionRecord, name: str, tool_input: dict[str, Any], task_id: str
+    state: State, session: SessionRecord, name: str, tool_input: dict[str, Any], call: str
 ) -> bytes:
     try:
-        return await run_call(state, session, name, tool_input, task_id)
+        return await run_call(state, session, name, tool_input, call)
     except SessionDeleted:
         raise RequestRejected(410, "Session deleted") from None
 
@@ -478,44 +498,44 @@ async def _leased(
     session: SessionRecord,
     name: str,
     tool_input: dict[str, Any],
-    task_id: str,
+    call: str,
     claimed: bool = False,
 ) -> bytes:
     """A call a client may re-attach to, from any worker of a shared store: announced with a
     lease (unless ``claimed`` already) that is renewed while it runs (``_redis``)."""
     store = state.sessions
     if not claimed:
-        await store.claim(task_id, session.sid, name, tool_input)
+        await store.claim(call, session.key, name, tool_input)
     if not (store.shared and state.envs[session.env].is_blocking(name)):  # the others finish at once
-        return await run_call(state, session, name, tool_input, task_id)
+        return await run_call(state, session, name, tool_input, call)
 
     async def renew() -> None:
         while True:
             await asyncio.sleep(LEASE_RENEW)
             with contextlib.suppress(RequestRejected):
-                await store.renew(task_id)
+                await store.renew(call)
 
     renewer = asyncio.ensure_future(renew())
     try:
-        return await run_call(state, session, name, tool_input, task_id)
+        return await run_call(state, session, name, tool_input, call)
     finally:
         renewer.cancel()
 
 
-async def _reattach(state: State, task_id: str) -> Awaitable[bytes] | bytes | None:
-    running = state.calls.running(task_id)
+async def _reattach(state: State, call: str) -> Awaitable[bytes] | bytes | None:
+    running = state.calls.running(call)
     if running is not None:
         return running
-    frames = await state.sessions.result(task_id)
+    frames = await state.sessions.result(call)
     if frames is not None or not state.sessions.shared:
         return frames
-    pending = await state.sessions.pending(task_id)
+    pending = await state.sessions.pending(call)
     if pending is None:
         return None
-    return state.calls.start(task_id, _follow(state, task_id, pending))
+    return state.calls.start(call, _follow(state, call, pending))
 
 
-async def _follow(state: State, task_id: str, pending: Any) -> bytes:
+async def _follow(state: State, call: str, pending: Any) -> bytes:
     """Wait for a call running on another worker; take it over when its worker is gone (its
     lease lapsed): run it again on the session as last saved, so its attempt counts once."""
     store = state.sessions
@@ -523,18 +543,18 @@ async def _follow(state: State, task_id: str, pending: Any) -> bytes:
         if pending is None:
             return UNKNOWN_TASK
         if pending.ours:
-            frames = await store.result(task_id)  # saved just before its worker died?
+            frames = await store.result(call)  # saved just before its worker died?
             if frames is not None:
                 return frames
             session = await store.get(pending.sid)
             if session is None:
                 raise SessionDeleted
-            return await _leased(state, session, pending.name, pending.input, task_id)
+            return await _leased(state, session, pending.name, pending.input, call)
         await asyncio.sleep(FOLLOW_POLL)
-        frames = await store.result(task_id)
+        frames = await store.result(call)
         if frames is not None:
             return frames
-        pending = await store.pending(task_id)
+        pending = await store.pending(call)
 
 
 LEASE_RENEW = 1.0

@@ -3,14 +3,18 @@ sessions.
 
 Keys (all under ``eb:``):
 
-``s:<sid>``       ``b"<version>:" + JSON of SessionRecord.to_dict()``, expiring after the session
-                  timeout; every read renews it (``GETEX``), so the TTL is the reaper.
-``c:<task_id>``   the SSE frames of a finished call, for the re-attach window (``call_linger``).
-``q:<task_id>``   a running call that a client may re-attach to: ``{"sid", "name", "input"}``,
-                  deleted when its result is saved.
-``l:<task_id>``   the lease of the worker running it, renewed while it runs. A worker that is
+``s:<key>``       ``b"<version>:" + JSON of SessionRecord.to_dict()``, expiring after the session
+                  timeout; every read renews it (``GETEX``), so the TTL is the reaper. The key
+                  is ``SessionRecord.key`` (its creator's name, ``/``, its id): every replica
+                  finds a session only for the client that created it.
+``c:<call>``      the SSE frames of a finished call, for the re-attach window (``call_linger``);
+                  ``<call>`` is ``_sessions.call_key`` (the session's key and the task id).
+``q:<call>``      a running call that a client may re-attach to: ``{"sid", "name", "input"}``
+                  (``sid``: the session's key), deleted when its result is saved.
+``l:<call>``      the lease of the worker running it, renewed while it runs. A worker that is
                   killed stops renewing; the next re-attach takes the lease and runs the call
                   again on the session as last saved, so the dead worker's attempt never counts.
+``live``, ``by:<client>``  the sessions held, in all and by client (for the caps).
 ``grades``        a hash outcome → count of the grades saved (each exactly once).
 
 An episode update is one Lua script (:data:`_SAVE`): it compares the version the caller read,
@@ -84,11 +88,13 @@ return cur
 """
 
 
-# KEYS: session, live sessions (zset sid -> expiry ms), the client's sessions (the same).
-# ARGV: record, session ttl ms, cap in all, cap per client, sid, session key prefix.
-# A new session in one step, counted against both caps. A zset entry's score is its session's
-# expiry as last known; entries past it are looked at again (a session renewed by use is
-# re-scored, a gone one dropped), so the counts hold however sessions end.
+# KEYS: session, live sessions (zset session key -> expiry ms), the client's sessions (the same).
+# ARGV: record, session ttl ms, cap in all, cap per client, session key, session key prefix,
+# client zset prefix. A new session in one step, counted against both caps. A zset entry's
+# score is its session's expiry as last known; entries past it are looked at again (a session
+# renewed by use is re-scored, a gone one dropped, from its client's set too: a session key
+# starts with its client's name and '/'), so the counts hold however sessions end. A client's
+# set does not expire by itself: its sessions may be renewed by use past any expiry it had.
 _ADD = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -98,7 +104,11 @@ for i = 2, 3 do
   for _, sid in ipairs(stale) do
     local left = redis.call('PTTL', ARGV[6] .. sid)
     if left > 0 then redis.call('ZADD', KEYS[i], now + left, sid)
-    else redis.call('ZREM', KEYS[i], sid) end
+    else
+      redis.call('ZREM', KEYS[i], sid)
+      local client = string.match(sid, '^([^/]*)/')
+      if i == 2 and client then redis.call('ZREM', ARGV[7] .. client, sid) end
+    end
   end
 end
 if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[3]) then return -1 end
@@ -107,11 +117,10 @@ redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 local expiry = now + tonumber(ARGV[2])
 redis.call('ZADD', KEYS[2], expiry, ARGV[5])
 redis.call('ZADD', KEYS[3], expiry, ARGV[5])
-redis.call('PEXPIRE', KEYS[3], ARGV[2])
 return 1
 """
 
-# KEYS: session, live sessions. ARGV: sid, per-client zset prefix.
+# KEYS: session, live sessions. ARGV: session key, per-client zset prefix.
 _DELETE = """
 local cur = redis.call('GET', KEYS[1])
 redis.call('DEL', KEYS[1])
@@ -134,6 +143,7 @@ class PendingCall:
     """A call some worker started and a client re-attaches to."""
 
     sid: str
+    """The key of its session (``SessionRecord.key``)."""
     name: str
     input: dict[str, Any]
     ours: bool
@@ -200,16 +210,14 @@ class RedisStore:
 
     # -- sessions ---------------------------------------------------------------------------------
 
-    async def get(self, sid: str) -> SessionRecord | None:
-        raw = await self._do(b"GETEX", PREFIX + "s:" + sid, b"PX", self._ttl_ms)
+    async def get(self, key: str) -> SessionRecord | None:
+        raw = await self._do(b"GETEX", PREFIX + "s:" + key, b"PX", self._ttl_ms)
         return None if raw is None else _session(raw)
 
-    async def begin(
-        self, sid: str, task_id: str, name: str, tool_input: dict[str, Any]
-    ) -> SessionRecord | None:
+    async def begin(self, key: str, call: str, name: str, tool_input: dict[str, Any]) -> SessionRecord | None:
         """The session of a new call, with the call announced and leased (:meth:`claim`)."""
-        request = orjson.dumps({"sid": sid, "name": name, "input": tool_input})
-        keys = [PREFIX + "s:" + sid, PREFIX + "q:" + task_id, PREFIX + "l:" + task_id]
+        request = orjson.dumps({"sid": key, "name": name, "input": tool_input})
+        keys = [PREFIX + "s:" + key, PREFIX + "q:" + call, PREFIX + "l:" + call]
         args: list[bytes | str | int] = [
             self._ttl_ms,
             request,
@@ -228,7 +236,7 @@ class RedisStore:
         # a call on the old one runs cannot be overwritten by that call's save.
         version = secrets.randbits(48)
         record = session.to_json()
-        key = PREFIX + "s:" + session.sid
+        key = PREFIX + "s:" + session.key
         caps = caps or Caps(1 << 62, 1 << 62)
         keys = [key, PREFIX + "live", PREFIX + "by:" + session.client]
         args = [
@@ -236,8 +244,9 @@ class RedisStore:
             self._ttl_ms,
             caps.total,
             caps.per_client,
-            session.sid,
+            session.key,
             PREFIX + "s:",
+            PREFIX + "by:",
         ]
         done = await self._eval(_ADD, keys, args)
         if done == 1:
@@ -255,13 +264,13 @@ class RedisStore:
     async def latest(self, session: SessionRecord) -> SessionRecord | None:
         return session  # just read; ``save`` checks its version
 
-    async def save(self, session: SessionRecord, task_id: str, frames: bytes, outcome: str | None) -> bool:
+    async def save(self, session: SessionRecord, call: str, frames: bytes, outcome: str | None) -> bool:
         new = b"%d:" % (session.version + 1) + session.to_json()
         keys = [
-            PREFIX + "s:" + session.sid,
-            PREFIX + "c:" + task_id,
+            PREFIX + "s:" + session.key,
+            PREFIX + "c:" + call,
             PREFIX + "grades",
-            PREFIX + "q:" + task_id,
+            PREFIX + "q:" + call,
         ]
         args: list[bytes | str | int] = [
             session.version,
@@ -276,42 +285,42 @@ class RedisStore:
             session.version += 1
         return bool(done == 1)
 
-    async def delete(self, sid: str) -> None:
-        await self._eval(_DELETE, [PREFIX + "s:" + sid, PREFIX + "live"], [sid, PREFIX + "by:"])
+    async def delete(self, key: str) -> None:
+        await self._eval(_DELETE, [PREFIX + "s:" + key, PREFIX + "live"], [key, PREFIX + "by:"])
 
     # -- calls ------------------------------------------------------------------------------------
 
-    async def record(self, task_id: str, frames: bytes) -> None:
+    async def record(self, call: str, frames: bytes) -> None:
         await asyncio.gather(
-            self._do(b"SET", PREFIX + "c:" + task_id, frames, b"PX", self._linger_ms),
-            self._do(b"DEL", PREFIX + "q:" + task_id),
+            self._do(b"SET", PREFIX + "c:" + call, frames, b"PX", self._linger_ms),
+            self._do(b"DEL", PREFIX + "q:" + call),
         )
 
-    async def result(self, task_id: str) -> bytes | None:
-        frames: bytes | None = await self._do(b"GET", PREFIX + "c:" + task_id)
+    async def result(self, call: str) -> bytes | None:
+        frames: bytes | None = await self._do(b"GET", PREFIX + "c:" + call)
         return frames
 
-    async def claim(self, task_id: str, sid: str, name: str, tool_input: dict[str, Any]) -> None:
+    async def claim(self, call: str, key: str, name: str, tool_input: dict[str, Any]) -> None:
         """Announce a running call (re-attachable from any worker) and take its lease."""
-        request = orjson.dumps({"sid": sid, "name": name, "input": tool_input})
+        request = orjson.dumps({"sid": key, "name": name, "input": tool_input})
         await asyncio.gather(  # one write: the connection pipelines them
-            self._do(b"SET", PREFIX + "q:" + task_id, request, b"PX", self._linger_ms + LEASE_MS),
-            self._do(b"SET", PREFIX + "l:" + task_id, self._owner, b"PX", LEASE_MS),
+            self._do(b"SET", PREFIX + "q:" + call, request, b"PX", self._linger_ms + LEASE_MS),
+            self._do(b"SET", PREFIX + "l:" + call, self._owner, b"PX", LEASE_MS),
         )
 
-    async def renew(self, task_id: str) -> None:
+    async def renew(self, call: str) -> None:
         await asyncio.gather(
-            self._do(b"PEXPIRE", PREFIX + "l:" + task_id, LEASE_MS),
-            self._do(b"PEXPIRE", PREFIX + "q:" + task_id, self._linger_ms + LEASE_MS),
+            self._do(b"PEXPIRE", PREFIX + "l:" + call, LEASE_MS),
+            self._do(b"PEXPIRE", PREFIX + "q:" + call, self._linger_ms + LEASE_MS),
         )
 
-    async def pending(self, task_id: str) -> PendingCall | None:
+    async def pending(self, call: str) -> PendingCall | None:
         """A call started somewhere and not finished; ``ours`` when its lease lapsed and this
         worker took it."""
-        raw = await self._do(b"GET", PREFIX + "q:" + task_id)
+        raw = await self._do(b"GET", PREFIX + "q:" + call)
         if raw is None:
             return None
-        ours = bool(await self._do(b"SET", PREFIX + "l:" + task_id, self._owner, b"PX", LEASE_MS, b"NX"))
+        ours = bool(await self._do(b"SET", PREFIX + "l:" + call, self._owner, b"PX", LEASE_MS, b"NX"))
         request = orjson.loads(raw)
         return PendingCall(request["sid"], request["name"], request["input"], ours)
 

@@ -7,6 +7,8 @@ suspends, so on the default path each method costs one coroutine call and a dict
 
 The contract every store keeps:
 
+* sessions are named by :func:`session_key`, their creator's name and the client's id, so a
+  client reaches only the sessions it created (another gets what an unknown id gets);
 * ``get`` returns the session and renews its inactivity timeout (None when it is unknown);
 * ``add`` stores a new session and returns False when the id is taken;
 * ``latest`` re-checks a session held across an await (None when it was deleted meanwhile);
@@ -29,6 +31,20 @@ from envbuilder.errors import RequestRejected
 from envbuilder.server._calls import CallRegistry
 
 
+def session_key(client: str, sid: str) -> str:
+    """Where the session ``sid`` of ``client`` (``_owners.client_name``: ``key:<hash>`` or
+    ``addr:<address>``) is stored. A client's name has no ``/``, so no two clients' sessions
+    share a name whatever ids they choose: a session belongs to its creator by construction."""
+    return client + "/" + sid
+
+
+def call_key(session: str, task_id: str) -> str:
+    """Where a tool call of the session stored as ``session`` is kept by its ``task_id``: a
+    re-attach finds only its own session's calls. A sid is printable (``_ops.require_sid``),
+    so the tab ends it whatever the task id holds."""
+    return session + "\t" + task_id
+
+
 @dataclass
 class SessionRecord:
     """The server's record of one ORS session: which environment, and the episode's state
@@ -39,9 +55,15 @@ class SessionRecord:
     episode: Episode
     last_seen: float = 0.0
     client: str = ""
-    """Who opened it (a hash of its API key, else its address): sessions are capped per client."""
+    """Who opened it (a hash of its API key, else its address): the session is theirs alone
+    (:attr:`key`), and sessions are capped per client."""
     version: int = field(default=0, compare=False)
     """How many times a shared store saved it (its optimistic-concurrency check); not in the record."""
+
+    @property
+    def key(self) -> str:
+        """Where the store keeps it: :func:`session_key` of its creator and its id."""
+        return session_key(self.client, self.sid)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -105,21 +127,19 @@ class Sessions(Protocol):
 
     shared: bool
 
-    async def get(self, sid: str) -> SessionRecord | None: ...
+    async def get(self, key: str) -> SessionRecord | None: ...
     async def add(self, session: SessionRecord, caps: Caps | None = None) -> bool: ...
     async def latest(self, session: SessionRecord) -> SessionRecord | None: ...
-    async def save(
-        self, session: SessionRecord, task_id: str, frames: bytes, outcome: str | None
-    ) -> bool: ...
-    async def delete(self, sid: str) -> None: ...
+    async def save(self, session: SessionRecord, call: str, frames: bytes, outcome: str | None) -> bool: ...
+    async def delete(self, key: str) -> None: ...
     async def begin(
-        self, sid: str, task_id: str, name: str, tool_input: dict[str, Any]
+        self, key: str, call: str, name: str, tool_input: dict[str, Any]
     ) -> SessionRecord | None: ...
-    async def claim(self, task_id: str, sid: str, name: str, tool_input: dict[str, Any]) -> None: ...
-    async def renew(self, task_id: str) -> None: ...
-    async def pending(self, task_id: str) -> Any: ...
-    async def record(self, task_id: str, frames: bytes) -> None: ...
-    async def result(self, task_id: str) -> bytes | None: ...
+    async def claim(self, call: str, key: str, name: str, tool_input: dict[str, Any]) -> None: ...
+    async def renew(self, call: str) -> None: ...
+    async def pending(self, call: str) -> Any: ...
+    async def record(self, call: str, frames: bytes) -> None: ...
+    async def result(self, call: str) -> bytes | None: ...
     async def healthy(self) -> bool: ...
     async def aclose(self) -> None: ...
     def sweep(self, seconds: float) -> list[SessionRecord]: ...
@@ -128,7 +148,8 @@ class Sessions(Protocol):
 class SessionStore:
     """The in-process store: one worker's memory. Sessions are kept as live objects (a tool
     call changes its episode in place under the session's lock), idle ones are swept by the
-    server's reaper, call results live in the :class:`CallRegistry`."""
+    server's reaper, call results live in the :class:`CallRegistry`. Sessions are found by
+    :attr:`SessionRecord.key`, calls by :func:`call_key`."""
 
     shared = False
     """Whether several processes can serve the same sessions through this store."""
@@ -141,20 +162,21 @@ class SessionStore:
     def __len__(self) -> int:
         return len(self._sessions)
 
-    async def get(self, sid: str) -> SessionRecord | None:
-        session = self._sessions.get(sid)
+    async def get(self, key: str) -> SessionRecord | None:
+        session = self._sessions.get(key)
         if session is not None:
             session.last_seen = time.monotonic()
         return session
 
     async def add(self, session: SessionRecord, caps: Caps | None = None) -> bool:
-        if session.sid in self._sessions:
+        key = session.key
+        if key in self._sessions:
             return False
         held = self._per_client.get(session.client, 0)
         if caps is not None:
             refuse_over(caps, len(self._sessions), held)
         session.last_seen = time.monotonic()
-        self._sessions[session.sid] = session
+        self._sessions[key] = session
         self._per_client[session.client] = held + 1
         return True
 
@@ -166,38 +188,36 @@ class SessionStore:
             self._per_client.pop(session.client, None)
 
     async def latest(self, session: SessionRecord) -> SessionRecord | None:
-        return session if self._sessions.get(session.sid) is session else None
+        return session if self._sessions.get(session.key) is session else None
 
-    async def save(self, session: SessionRecord, task_id: str, frames: bytes, outcome: str | None) -> bool:
-        if self._sessions.get(session.sid) is not session:
+    async def save(self, session: SessionRecord, call: str, frames: bytes, outcome: str | None) -> bool:
+        if self._sessions.get(session.key) is not session:
             return False
         session.last_seen = time.monotonic()
-        self._calls.finished(task_id, frames)
+        self._calls.finished(call, frames)
         return True
 
-    async def record(self, task_id: str, frames: bytes) -> None:
-        self._calls.finished(task_id, frames)
+    async def record(self, call: str, frames: bytes) -> None:
+        self._calls.finished(call, frames)
 
-    async def result(self, task_id: str) -> bytes | None:
-        return self._calls.replay(task_id)
+    async def result(self, call: str) -> bytes | None:
+        return self._calls.replay(call)
 
-    async def delete(self, sid: str) -> None:
-        session = self._sessions.pop(sid, None)
+    async def delete(self, key: str) -> None:
+        session = self._sessions.pop(key, None)
         if session is not None:
             self._forget(session)
 
-    async def begin(
-        self, sid: str, task_id: str, name: str, tool_input: dict[str, Any]
-    ) -> SessionRecord | None:
-        return await self.get(sid)  # (used with shared stores only)
+    async def begin(self, key: str, call: str, name: str, tool_input: dict[str, Any]) -> SessionRecord | None:
+        return await self.get(key)  # (used with shared stores only)
 
-    async def claim(self, task_id: str, sid: str, name: str, tool_input: dict[str, Any]) -> None:
+    async def claim(self, call: str, key: str, name: str, tool_input: dict[str, Any]) -> None:
         return None  # only this process can re-attach, through the CallRegistry
 
-    async def renew(self, task_id: str) -> None:
+    async def renew(self, call: str) -> None:
         return None
 
-    async def pending(self, task_id: str) -> None:
+    async def pending(self, call: str) -> None:
         return None
 
     async def healthy(self) -> bool:
@@ -207,13 +227,13 @@ class SessionStore:
         return None
 
     def idle(self, seconds: float) -> list[str]:
-        """Sids not seen for more than ``seconds``."""
+        """Keys of the sessions not seen for more than ``seconds``."""
         cutoff = time.monotonic() - seconds
-        return [sid for sid, s in self._sessions.items() if s.last_seen < cutoff]
+        return [key for key, s in self._sessions.items() if s.last_seen < cutoff]
 
     def sweep(self, seconds: float) -> list[SessionRecord]:
         """Delete the sessions idle for more than ``seconds``; return them."""
-        gone = [self._sessions.pop(sid) for sid in self.idle(seconds)]
+        gone = [self._sessions.pop(key) for key in self.idle(seconds)]
         for session in gone:
             self._forget(session)
         return gone

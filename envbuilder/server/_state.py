@@ -60,11 +60,16 @@ class ServerSettings:
     """Sessions one client (an API key, or an address without keys) holds at once (429 beyond);
     default :func:`fair_share` of ``max_sessions``, so one client cannot take every session."""
     max_connections: int = 2048
-    """Open connections plus running requests (503 beyond). Near it, idle keep-alive
-    connections are closed to make room; past it, a new connection is closed at once."""
+    """Open connections (each runs one request at a time). At it, a new connection takes the
+    place of one that runs no request at the address holding most, if that address holds at
+    least as many as the new one's; else it is answered 503 with Retry-After."""
     max_connections_per_client: int | None = None
     """Open connections from one address (default :func:`fair_share` of ``max_connections``):
-    past it, that address's idle connections are closed, then its new ones."""
+    past it, the address's own connection that runs no request gives way, else the new one is
+    answered 503."""
+    header_timeout: float = 10.0
+    """Seconds a client has to send a request's line and headers (408 beyond): a client sends
+    them in one write, so a connection that trickles them holds a slot for this long at most."""
     read_timeout: float = 30.0
     """Seconds a client has to send a whole request (headers and body); then it is closed."""
     graceful_timeout: float = 10.0
@@ -136,8 +141,8 @@ class State:
             else RedisStore(settings.store, settings.session_timeout, settings.call_linger)
         )
         self.locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
-        """Each session's call lock, while a call holds or awaits it (a session that expires
-        instead of being deleted leaves nothing behind)."""
+        """Each session's call lock by its key, while a call holds or awaits it (a session that
+        expires instead of being deleted leaves nothing behind)."""
         self.served = ServedTasks()
         per_client = settings.max_sessions_per_client
         self.caps = Caps(settings.max_sessions, per_client or fair_share(settings.max_sessions))
@@ -187,11 +192,12 @@ class State:
             return self.default
         raise RequestRejected(404, self.unknown(value))
 
-    async def delete(self, sid: str) -> None:
+    async def delete(self, key: str) -> None:
+        """Delete the session stored as ``key`` (``SessionRecord.key``), if there is one."""
         # The session is read first only when a tool may have to clean up after it.
-        session = await self.sessions.get(sid) if self._cleanup else None
-        await self.sessions.delete(sid)
-        self.locks.pop(sid, None)
+        session = await self.sessions.get(key) if self._cleanup else None
+        await self.sessions.delete(key)
+        self.locks.pop(key, None)
         if session is not None and session.episode.tool_state:
             self._end_session(self.envs[session.env], session.episode)
 

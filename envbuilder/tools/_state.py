@@ -106,8 +106,9 @@ def _step(node: Any, key: str, read_only: bool) -> Any:
         return node.peek(key, _MISSING)
     if isinstance(node, MutableMapping | dict):
         return node.get(key, _MISSING)
-    if isinstance(node, list) and key.lstrip("-").isdigit():
-        i = int(key)
+    digits = key[1:] if key.startswith("-") else key
+    if isinstance(node, list) and digits.isascii() and digits.isdigit() and len(digits) <= 18:
+        i = int(key)  # (a key from a call's input: ASCII digits of a plausible length only)
         return node[i] if -len(node) <= i < len(node) else _MISSING
     return _MISSING
 

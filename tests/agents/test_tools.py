@@ -132,3 +132,15 @@ def test_state_match_without_state_and_a_user_with_attempts_are_spec_errors() ->
     text = text.split("tools:\n")[0]
     with pytest.raises(SpecError, match="grader: the grader compares the episode's state"):
         Environment(parse_spec(text, file="bank.yaml", base_dir=DATA))
+
+
+def test_a_list_index_from_a_call_is_read_only_when_it_is_a_plausible_number() -> None:
+    """A path step into a list reads the key as an index; a key from a call's input that int()
+    cannot read (a superscript digit, 5,000 digits, two minus signs) finds nothing, rather than
+    failing the call with a ValueError."""
+    from envbuilder.tools._state import _MISSING, resolve
+
+    root = {"log": ["a", "b", "c"]}
+    assert resolve(root, ["log", "1"]) == "b" and resolve(root, ["log", "-1"]) == "c"
+    for key in ("²", "9" * 5000, "--1", "3", "-4", "١"):
+        assert resolve(root, ["log", key]) is _MISSING, key

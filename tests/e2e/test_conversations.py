@@ -222,9 +222,13 @@ def test_sandbox_escape_is_a_json_error_and_the_server_keeps_serving(url: str, e
         h = {"X-Session-ID": uuid.uuid4().hex}
         r = c.post("/create", headers=h, json={"env_name": env, "split": "test", "index": 0})
         assert r.status_code == 200
-        for route in ("prompt", "messages"):
+        for route in ("prompt", "messages"):  # the spec's fault: 503, never a 500
             r = c.get(f"/{env}/{route}", headers=h)
-            assert (r.status_code, r.json()) == (500, {"detail": detail})
+            assert (r.status_code, r.headers["retry-after"]) == (503, "5")
+            assert r.json() == {
+                "detail": f"the environment cannot render this task's prompt: {detail}. Its spec is at "
+                "fault, not the request: retry later, or skip the task"
+            }
         # The same server, the next requests: still serving, the session still works.
         assert c.get("/health").status_code == 200
         assert c.post("/ping", headers=h).json() == {"status": "ok"}
@@ -246,11 +250,12 @@ def test_bad_conversation_sent_by_a_client_is_a_json_error(url: str) -> None:
         }
         assert c.post("/create", headers=h, json={"env_name": "rich", "task_spec": bad}).status_code == 200
         r = c.get("/rich/messages", headers=h)
-        assert r.status_code == 500
+        assert r.status_code == 422  # the client's own task: its fault
         assert r.json()["detail"].startswith(
+            "the task_spec this session was created with cannot be rendered: "
             "conversation[0]: A 'tool_result' block is not valid in a 'assistant' message"
         )
-        assert c.get("/rich/messages", headers=h).status_code == 500  # and again: no crash, no state
+        assert c.get("/rich/messages", headers=h).status_code == 422  # and again: no crash, no state
 
 
 def test_tools_listing_advertises_rich_blocks(url: str) -> None:

@@ -13,6 +13,7 @@ import pytest
 
 from envbuilder.environment import Environment
 from envbuilder.server import ServerSettings, create_app
+from envbuilder.server._sessions import session_key
 from envbuilder.spec import parse_spec
 from tests.conftest import ENVS
 from tests.fakes.chat_server import ChatServer, reply
@@ -85,7 +86,7 @@ def test_ors_sdk_plays_with_a_simulated_customer_and_the_state_in_redis(
             for call in gold:
                 out = s.call_tool(call["name"], call["arguments"])
                 assert out.reward is None and not out.finished
-            size = redis.Redis.from_url(redis_url).strlen(f"eb:s:{s.sid}")
+            size = redis.Redis.from_url(redis_url).strlen("eb:s:" + session_key("addr:127.0.0.1", s.sid))
             assert 0 < size < 64_000  # the changes, not the 2.8 MB database
             last = s.call_tool("send_message", {"message": CLOSING})
             assert last.finished is True and last.reward == 1.0
@@ -153,3 +154,51 @@ def test_a_reply_that_is_not_a_turn_is_retried_and_not_cached(url: str, customer
                 assert out.metadata["error"]
     # Each episode asked twice (one retry), and nothing was cached in between.
     assert len(customer.requests) - seen == 4
+
+
+def _moody(body: dict[str, Any], index: int) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """A customer endpoint that refuses some messages (400: the request is refused, never
+    retried) and is busy for others (503: retried), and otherwise plays the scripted customer."""
+    said = body["messages"][-1]["content"]
+    if "refuse me" in said:
+        return 400, {"error": {"message": "refused by the provider's content filter"}}, {}
+    if "busy" in said:
+        return 503, {"error": {"message": "overloaded"}}, {"retry-after": "0"}
+    return _customer(body, index)
+
+
+def test_a_user_endpoint_that_keeps_failing_ends_the_episode_void_within_a_bound() -> None:
+    """Replies the user's endpoint refuses are not turns, but they count: an episode whose user
+    fails three times ends with no reward (never 0: the failure is not the agent's), after a
+    bounded number of requests, however many messages the agent sends."""
+    from openreward import EnvironmentsAPI
+    from ors.client import ORS
+
+    gold = _gold()
+    with ChatServer(_moody) as moody, serve_app(create_app([_retail(moody.base_url)])) as url:
+        api = EnvironmentsAPI(base_url=url, api_key=None)
+        env = api.get(name="tau2_retail", variant="tau2_retail")
+        with env.session(split="train", index=0, secrets={"OPENAI_API_KEY": KEY}) as s:
+            out = s.call_tool("send_message", {"message": "busy, sorry"})  # one failure: send again
+            assert (out.finished, out.reward) == (False, None) and out.metadata["error"]
+            assert s.call_tool("send_message", {"message": GREETING}).blocks[0].text == OPENING
+            for call in gold:
+                s.call_tool(call["name"], call["arguments"])
+            last = s.call_tool("send_message", {"message": CLOSING})
+            assert (last.reward, last.finished) == (1.0, True)
+        seen = len(moody.requests)
+        with ORS(base_url=url) as client:
+            ors_env = client.environment("tau2_retail")
+            with ors_env.session(split="train", index=0, secrets={"OPENAI_API_KEY": KEY}) as s:
+                outs = []
+                for _ in range(40):  # an agent that keeps sending
+                    outs.append(s.call_tool("send_message", {"message": f"refuse me {len(outs)}"}))
+                    if outs[-1].finished:
+                        break
+        assert [o.finished for o in outs] == [False, False, True]
+        assert [o.reward for o in outs] == [None, None, None]
+        metadata = outs[-1].metadata
+        assert metadata["outcome"] == "ungradeable" and metadata["user_failures"] == 3
+        assert metadata["reason"].startswith("the simulated user failed 3 times, so the episode ends void")
+        assert "refused by the provider's content filter" in metadata["reason"]
+        assert len(moody.requests) - seen == 3  # refusals are not retried: one request each

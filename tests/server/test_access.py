@@ -102,22 +102,22 @@ async def test_every_key_of_several_is_accepted_and_a_wrong_one_still_refused(
 
 
 def test_the_client_of_a_request_is_its_key_never_shown_else_its_address() -> None:
-    from envbuilder.server import _ops
+    from envbuilder.server import _owners
     from envbuilder.server._access import Keys
 
     keys = Keys([KEY])
     for place in ("x-api-key", "bearer", "bearer-lowercase", "x-secrets api_key"):
         headers = {k.lower().encode(): v.encode() for k, v in PLACES[place](KEY).items()}
         assert keys.match(headers) == KEY.encode()
-        token = _ops.CLIENT.set((keys.match(headers), ("10.0.0.1", 5)))
+        token = _owners.CLIENT.set((keys.match(headers), ("10.0.0.1", 5)))
         try:
-            name = _ops.client_name()
+            name = _owners.client_name()
         finally:
-            _ops.CLIENT.reset(token)
+            _owners.CLIENT.reset(token)
         assert name.startswith("key:") and KEY not in name and len(name) == 28
     assert keys.match({b"x-api-key": WRONG.encode()}) is None
-    token = _ops.CLIENT.set((None, ("10.0.0.1", 5)))
+    token = _owners.CLIENT.set((None, ("10.0.0.1", 5)))
     try:
-        assert _ops.client_name() == "addr:10.0.0.1"
+        assert _owners.client_name() == "addr:10.0.0.1"
     finally:
-        _ops.CLIENT.reset(token)
+        _owners.CLIENT.reset(token)

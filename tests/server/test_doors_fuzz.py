@@ -1,5 +1,6 @@
 """Property-based differential fuzz: generated requests (paths, headers, content types, bodies)
-get the same status from the lean front door and from FastAPI, and never a 5xx."""
+get the same status from the lean front door and from FastAPI, and never a 5xx; with two API
+keys, what one key sees of the sessions is what it would see if the other key never came."""
 
 from __future__ import annotations
 
@@ -140,3 +141,97 @@ def test_both_doors_agree_on_generated_requests(gsm8k: Environment, served: str)
             loop.run_until_complete(c.aclose())
         loop.close()
     assert fast.front.served > 0 and plain.front.served == 0
+
+
+KEY_A = "k-fuzz-a-0123456789abcdef"
+KEY_B = "k-fuzz-b-0123456789abcdef"
+
+
+SESSION_ROUTES = [(m, p) for m, p in ROUTES if p in ("/create", "/ping", "/delete") or p.count("/") == 2]
+
+
+@st.composite
+def session_requests(draw: Any) -> tuple[str, str, list[tuple[str, str]], bytes | None]:
+    """Well-formed requests on the sessions ``s1`` and ``s2`` (a create, a tool call, a prompt,
+    a delete, a re-attach): the requests through which one key could reach another's session."""
+    method, path = draw(st.sampled_from(SESSION_ROUTES))
+    headers = [("content-type", "application/json"), ("x-session-id", draw(st.sampled_from(SIDS[:3])))]
+    body = draw(
+        st.none()
+        | _known.map(lambda d: json.dumps(d).encode())
+        | st.builds(
+            lambda answer, task_id: json.dumps(
+                {"name": "submit", "input": {"answer": answer}, "task_id": task_id}
+            ),
+            st.sampled_from(["72", "-1"]),
+            st.sampled_from(["t", "0" * 32]),
+        ).map(str.encode)
+    )
+    return method, path, headers, body
+
+
+@st.composite
+def keyed_requests(draw: Any) -> tuple[str, tuple[str, str, list[tuple[str, str]], bytes | None]]:
+    """A request of :func:`requests` sent by key A or key B (as X-API-Key, as a bearer token,
+    or in X-Secrets as the openreward client sends it on its streaming requests)."""
+    import base64
+
+    who = draw(st.sampled_from(["a", "b"]))
+    key = KEY_A if who == "a" else KEY_B
+    method, path, headers, body = draw(requests() | session_requests())
+    headers = [h for h in headers if h[0] != "x-secrets"]
+    place = draw(st.sampled_from(["x-api-key", "authorization", "x-secrets"]))
+    if place == "x-api-key":
+        headers.append(("x-api-key", key))
+    elif place == "authorization":
+        headers.append(("authorization", f"Bearer {key}"))
+    else:
+        secret = {"api_key": {"value": key, "allowed_domains": []}}
+        headers.append(("x-secrets", base64.b64encode(json.dumps(secret).encode()).decode()))
+    return who, (method, path, headers, body)
+
+
+def _detail(response: httpx.Response) -> Any:
+    """What a reply says, without the random parts (task ids): an error's detail, else its
+    status alone."""
+    if response.status_code < 400 or not response.content or "json" not in response.headers["content-type"]:
+        return None
+    return response.json().get("detail")
+
+
+def test_a_key_sees_only_its_own_sessions_through_both_doors(gsm8k: Environment) -> None:
+    """Keys A and B send generated requests on the same session ids through both doors; a
+    third server gets B's requests only. Every B request is answered there exactly as on the
+    servers where A created, called and deleted sessions under those ids."""
+    keyed = ServerSettings(max_body_bytes=4096, api_keys=(KEY_A, KEY_B))
+    apps = [create_app([gsm8k], keyed) for _ in range(3)]
+    apps[1].front.fast = False  # fast door, FastAPI, and (fast door) B's requests alone
+    loop = asyncio.new_event_loop()
+    clients = [httpx.AsyncClient(transport=httpx.ASGITransport(app=a), base_url="http://t") for a in apps]
+    seen = {"a": 0, "b": 0}
+
+    @settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @given(request=keyed_requests())
+    def check(request: tuple[str, tuple[str, str, list[tuple[str, str]], bytes | None]]) -> None:
+        who, (method, path, headers, body) = request
+        note(f"{who}: {method} {path} {headers} {body!r}")
+        raw = [(k.encode(), v.encode("utf-8")) for k, v in headers]
+        targets = clients if who == "b" else clients[:2]
+
+        async def send() -> list[httpx.Response]:
+            return [await c.request(method, path, headers=raw, content=body) for c in targets]
+
+        replies = loop.run_until_complete(send())
+        statuses = [r.status_code for r in replies]
+        assert all(s < 500 for s in statuses), [(r.status_code, r.text) for r in replies]
+        assert len(set(statuses)) == 1, [(r.status_code, r.text) for r in replies]
+        assert len({str(_detail(r)) for r in replies}) == 1, [r.text for r in replies]
+        seen[who] += statuses[0] == 200
+
+    try:
+        check()
+    finally:
+        for c in clients:
+            loop.run_until_complete(c.aclose())
+        loop.close()
+    assert seen["a"] > 0 and seen["b"] > 0

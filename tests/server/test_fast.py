@@ -127,3 +127,35 @@ def test_root_paths_are_the_fixed_routes(gsm8k: Environment) -> None:
         "openapi.json",
         "catalog",
     }
+
+
+@pytest.mark.asyncio
+async def test_a_declared_length_of_thousands_of_digits_is_a_413_not_a_500(gsm8k: Environment) -> None:
+    """uvicorn's parser refuses such a header; an ASGI server that passes it on (or the
+    in-process transport) reaches the door's own check, which must not int() 5,000 digits."""
+    sent = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal sent
+        if sent:
+            return {"type": "http.disconnect"}
+        sent = True
+        return {"type": "http.request", "body": b"{}", "more_body": False}
+
+    replies: list[dict[str, Any]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        replies.append(message)
+
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/gsm8k/num_tasks",
+        "raw_path": b"/gsm8k/num_tasks",
+        "query_string": b"",
+        "headers": [(b"content-type", b"application/json"), (b"content-length", b"9" * 5000)],
+        "client": ("127.0.0.1", 5),
+    }
+    await create_app([gsm8k])(scope, receive, send)
+    assert replies[0]["status"] == 413
+    assert replies[1]["body"] == b'{"detail":"the request body is larger than 1,048,576 bytes"}'

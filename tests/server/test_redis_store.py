@@ -9,13 +9,15 @@ import time
 from collections.abc import Iterator
 
 import httpx
+import pytest
 import redis
 
 from envbuilder.environment import Environment
 from envbuilder.episode import Episode
+from envbuilder.errors import RequestRejected
 from envbuilder.server import ServerSettings, create_app
-from envbuilder.server._redis import RedisStore
-from envbuilder.server._sessions import SessionRecord
+from envbuilder.server._redis import PendingCall, RedisStore
+from envbuilder.server._sessions import SessionRecord, session_key
 from tests.redisd import RedisServer
 from tests.servers import serve_app
 
@@ -79,7 +81,7 @@ def test_a_session_is_served_by_every_server(gsm8k: Environment, redis_url: str)
 def test_a_session_expires_with_its_timeout(gsm8k: Environment, redis_url: str) -> None:
     with _two_servers(gsm8k, redis_url, session_timeout=0.5) as (a, b):
         a.post("/create", headers=H, json=TASK)
-        ttl = redis.Redis.from_url(redis_url).pttl("eb:s:s1")
+        ttl = redis.Redis.from_url(redis_url).pttl("eb:s:" + session_key("addr:127.0.0.1", "s1"))
         assert 0 < ttl <= 500
         for _ in range(4):  # each request renews it
             time.sleep(0.2)
@@ -95,20 +97,21 @@ async def test_a_save_checks_the_version_it_read(redis_url: str, gsm8k: Environm
         assert await store.add(SessionRecord("s", "gsm8k", Episode(task=task)))
         assert await store.add(SessionRecord("s", "gsm8k", Episode(task=task)))  # a retry: equal
         assert not await store.add(SessionRecord("s", "gsm8k", Episode(task=task, attempts=1)))
-        one, two = await store.get("s"), await store.get("s")
+        key = session_key("", "s")  # (a record's client is "" unless given)
+        one, two = await store.get(key), await store.get(key)
         assert one is not None and two is not None and one.version == two.version
         first = one.version
         one.episode.attempts = two.episode.attempts = 1
         assert await store.save(one, "t1", b"frames-1", "correct")
         assert not await store.save(two, "t2", b"frames-2", "incorrect")  # read the old version
         assert await store.result("t1") == b"frames-1" and await store.result("t2") is None
-        latest = await store.get("s")
+        latest = await store.get(key)
         assert latest is not None and latest.version == first + 1 and latest.to_dict() == one.to_dict()
         assert await store.grades() == {"correct": 1}
-        await store.delete("s")
+        await store.delete(key)
         assert not await store.save(one, "t3", b"", "correct")  # deleted: nothing is written
         # Deleted and created again while a call on the old session ran: its save must not land.
-        old = await store.get("s")
+        old = await store.get(key)
         assert old is None
         assert await store.add(SessionRecord("s", "gsm8k", Episode(task=task)))
         stale = SessionRecord("s", "gsm8k", Episode(task=task, attempts=1), version=first)
@@ -184,3 +187,104 @@ def test_the_stored_json_is_the_session_record(gsm8k: Environment) -> None:
     session = SessionRecord("s", "gsm8k", episode, last_seen=1.5)
     assert orjson.loads(session.to_json()) == orjson.loads(orjson.dumps(session.to_dict()))
     assert SessionRecord.from_dict(orjson.loads(session.to_json())) == session
+
+
+# -- the store's own contract, in process (what mutation testing found untested) ------------
+
+
+async def test_a_record_added_or_saved_can_be_saved_again(redis_url: str, gsm8k: Environment) -> None:
+    store = RedisStore(redis_url, session_timeout=60, call_linger=60)
+    r = redis.Redis.from_url(redis_url)
+    try:
+        record = SessionRecord("s", "gsm8k", Episode(task=gsm8k.split("test").task(0)), client="key:a")
+        assert await store.add(record)
+        first = record.version
+        assert first == int(r.get("eb:s:key:a/s").partition(b":")[0])  # the version it stored
+        # A call announced (and leased) on the session, then saved: its record goes with the save.
+        assert await store.begin(record.key, "key:a/s\tc1", "submit", {"answer": "1"}) is not None
+        assert r.pttl("eb:q:key:a/s\tc1") > 60_000  # announced for the linger and a lease
+        assert await store.save(record, "key:a/s\tc1", b"frames-1", "incorrect")
+        assert record.version == first + 1
+        assert await store.pending("key:a/s\tc1") is None and await store.result("key:a/s\tc1") == b"frames-1"
+        assert 0 < r.pttl("eb:c:key:a/s\tc1") <= 60_000  # kept for the linger
+        assert await store.save(record, "key:a/s\tc2", b"frames-2", "correct")
+        assert await store.save(record, "key:a/s\tc3", b"frames-3", "correct")
+        assert record.version == first + 3
+        assert await store.grades() == {"incorrect": 1, "correct": 2}
+        assert 59_000 < r.pttl("eb:s:key:a/s") <= 60_000  # the session timeout, renewed by the save
+        assert SessionRecord.from_dict(record.to_dict()).version == 0
+    finally:
+        await store.aclose()
+
+
+async def test_a_call_whose_worker_stopped_renewing_is_taken_over_once(redis_url: str) -> None:
+    """The lease of a worker that died lapses; the first worker to look takes it (``ours``),
+    the next one finds it held."""
+    dead, first, second = (RedisStore(redis_url, 60, 60) for _ in range(3))
+    r = redis.Redis.from_url(redis_url)
+    try:
+        await dead.claim("key:a/s\tc", "key:a/s", "submit", {"answer": "7"})
+        assert r.get("eb:l:key:a/s\tc") == dead._owner
+        assert r.pttl("eb:q:key:a/s\tc") > 60_000 and 0 < r.pttl("eb:l:key:a/s\tc") <= 3000
+        taken = await first.pending("key:a/s\tc")
+        assert taken is not None and not taken.ours  # the lease is still held
+        r.delete("eb:l:key:a/s\tc")  # it lapses (the dead worker renews no more)
+        taken = await first.pending("key:a/s\tc")
+        assert taken == PendingCall("key:a/s", "submit", {"answer": "7"}, True)
+        assert r.get("eb:l:key:a/s\tc") == first._owner
+        assert (await second.pending("key:a/s\tc")).ours is False  # type: ignore[union-attr]
+        r.pexpire("eb:l:key:a/s\tc", 100)
+        r.pexpire("eb:q:key:a/s\tc", 100)
+        await first.renew("key:a/s\tc")  # a running call's lease and record live on
+        assert r.pttl("eb:l:key:a/s\tc") > 2000 and r.pttl("eb:q:key:a/s\tc") > 60_000
+        await first.record("key:a/s\tc", b"frames")
+        assert await second.pending("key:a/s\tc") is None
+        assert await second.result("key:a/s\tc") == b"frames"
+    finally:
+        for store in (dead, first, second):
+            await store.aclose()
+
+
+async def test_a_store_that_refuses_writes_or_is_down(redis_url: str, redis_session: RedisServer) -> None:
+    store = RedisStore(redis_url, 60, 60)
+    r = redis.Redis.from_url(redis_url)
+    record = SessionRecord("s", "gsm8k", Episode(task={"id": "test-0"}), client="key:a")
+    try:
+        assert store.url == redis_url and store.problem is None
+        assert await store.healthy() and store.problem is None
+        assert (
+            0 < r.pttl(b"eb:health:" + store._owner) <= 5000 and r.get(b"eb:health:" + store._owner) == b"1"
+        )
+        r.config_set("maxmemory", 1)
+        try:
+            with pytest.raises(RequestRejected) as refused:
+                await store.add(record)
+            assert (refused.value.status, refused.value.headers) == (503, {"Retry-After": "1"})
+            assert refused.value.message == "the session store refuses writes (out of memory); retry shortly"
+            with pytest.raises(RequestRejected) as refused:
+                await store.record("key:a/s\tc", b"frames")  # (a command, not a script)
+            assert refused.value.status == 503
+            await store.delete(record.key)  # deleting frees memory: taken
+            assert not await store.healthy() and store.problem == "out of memory"
+        finally:
+            r.config_set("maxmemory", 0)
+        assert await store.healthy() and store.problem is None
+        redis_session.stop()
+        try:
+            assert not await store.healthy() and store.problem == "down"
+            with pytest.raises(RequestRejected) as down:
+                await store.get(record.key)
+            assert (down.value.status, down.value.headers) == (503, {"Retry-After": "1"})
+        finally:
+            redis_session.start()
+    finally:
+        await store.aclose()
+
+
+def test_the_store_urls_taken() -> None:
+    from envbuilder.server._redis import check_url
+
+    for url in ("redis://127.0.0.1:6379/0", "rediss://h:6380/1", "unix:///tmp/redis.sock"):
+        assert check_url(url) is None, url
+    assert check_url("REDIS://h") == "unsupported store 'REDIS://h': expected memory or redis://host:port/db"
+    assert check_url("redis://h:port/0").startswith("invalid store URL 'redis://h:port/0': ")
