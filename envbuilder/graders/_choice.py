@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from envbuilder.graders._answer import run_items
 from envbuilder.graders._base import (
     Grade,
     Grader,
@@ -18,7 +19,6 @@ from envbuilder.graders._base import (
     render_target,
     why_target_missing,
 )
-from envbuilder.graders._latex import run_items
 from envbuilder.templating import Template
 
 _MAX_CHARS = 20_000
