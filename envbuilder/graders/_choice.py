@@ -42,8 +42,9 @@ _ALONE = re.compile(r"^\W*([A-Za-z]|\d+)\W*$")
 # The answer starts with the choice, then its text: "B) 42", "(B) 42", "B. 42", "B: 42", "B。不是 A"
 # (a letter followed by an ideographic full stop or by ideographs).
 _LEADING = re.compile(r"^\W*\(?([A-Za-z]|\d+)(?:[\).:]\s|。|(?=[\u3400-\u9fff]))")
-# An answer made only of option letters ("A B C D", "(A) (B)", "A, B or C").
-_ONLY_LETTERS = re.compile(r"^\W*(?:\(?[A-Z]\)?(?:\s*(?:[,;/&]|\band\b|\bor\b)?\s*))+$")
+# An answer made only of option letters, each standing alone ("A B C D", "(A) (B)", "A, B or C");
+# not a word of capitals ("DRAM", "II and III", "O(D)": an option's text).
+_ONLY_LETTERS = re.compile(r"^\W*\(?[A-Z]\)?(?:(?:\s*[,;/&]\s*|\s+(?:and|or)\s+|\s+)\(?[A-Z]\)?)*[\W]*$")
 _BOXED_LETTER = re.compile(r"\\boxed\{\s*\(?([A-Z])\)?\s*\}")
 
 
