@@ -225,8 +225,8 @@ def _last_tag(text: str) -> Statement | None:
 
 
 def _phrases(text: str, after: int) -> Iterator[re.Match[str]]:
-    """The answer phrases of ``text`` at or after ``after``, the last first (at most 20: a text
-    of phrases without values costs linear time).
+    """The answer phrases of ``text`` at or after ``after``, the last first (at most 20, among
+    the last 200 key words: a text of phrases without values costs a bounded time).
 
     The phrase pattern is tried only at its key words ("answer", "####", "réponse"…), found by
     ``str.find`` on the lowercased text; a match there ends where the whole phrase ("The final
@@ -244,7 +244,8 @@ def _phrases(text: str, after: int) -> Iterator[re.Match[str]]:
                 anchors.append(i)
                 i = low.find(word, i + 1)
     found = 0
-    for anchor in sorted(anchors, reverse=True):
+    # The last 200 key words at most: "answer answer answer…" costs a bounded time.
+    for anchor in sorted(anchors, reverse=True)[:200]:
         m = _STATED.match(text, anchor, anchor + 80)
         if m is not None:
             yield m
