@@ -150,6 +150,16 @@ class Tally:
         if not agree:
             (self.false_passes if passed else self.false_fails).append(case.key)
 
+    def absorb(self, other: Tally) -> None:
+        """Add ``other``'s counts to these (a grader's total over its tables)."""
+        self.cases += other.cases
+        self.agree += other.agree
+        self.factual += other.factual
+        self.false_passes += other.false_passes
+        self.false_fails += other.false_fails
+        for kind, n in other.excluded.items():
+            self.excluded[kind] = self.excluded.get(kind, 0) + n
+
     def rates(self) -> dict[str, Any]:
         n = self.factual or 1
         return {

@@ -13,6 +13,7 @@ from __future__ import annotations
 import pytest
 
 from envbuilder.graders import Grader
+from envbuilder.graders._fidelity import card
 from tests.graders import peer_tables
 from tests.graders.peer_tables import EXCEPTIONS, Tally
 
@@ -60,3 +61,20 @@ def test_known_failures_are_never_false_passes() -> None:
     """A known failure is a correct answer envbuilder misses, never a wrong one it accepts."""
     wrong = {c.key for name in peer_tables.names() for c in peer_tables.cases(name) if not c.expected}
     assert not wrong & set(EXCEPTIONS["known_failures"])
+
+
+async def test_the_committed_card_is_what_the_tables_measure_now() -> None:
+    """``envbuilder/graders/fidelity.json`` (``bench/grader_accuracy.py --card``) holds the
+    figures the tables give now: a grader change that moves one is published only with the card
+    measured again."""
+    measured = card()["graders"]
+    assert list(measured) == list(peer_tables.CONFIGS)
+    for grader, entry in measured.items():
+        tables = entry["peers"]["tables"]
+        assert [t["table"] for t in tables] == [name for name, g in PAIRS if g == grader]
+        total = Tally()
+        for row in tables:
+            tally = await _tally(row["table"], grader)
+            total.absorb(tally)
+            assert {k: row[k] for k in tally.rates()} == tally.rates(), (grader, row["table"])
+        assert entry["peers"]["total"] == total.rates()
