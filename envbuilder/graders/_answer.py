@@ -49,6 +49,7 @@ _KEY_WORDS = (
     "answer", "####", "respuesta", "réponse", "reponse", "antwort", "endergebnis", "resposta",
     "risposta", "答案", "答え", "ответ", "الإجابة", "الجواب",
 )  # fmt: skip
+_ASCII_KEY_WORDS = tuple(word for word in _KEY_WORDS if word.isascii())
 # A phrase and its copula, or GSM8K's `####`; the value follows.
 _STATED = re.compile(
     rf"(?:{PHRASE}\s*(?:\*\*)?\s*{COPULA}\s*(?:[:：=]\s*)?(?:\*\*)?|####)[ \t]*", re.IGNORECASE
@@ -65,10 +66,10 @@ _ALTERNATIVE = re.compile(
 
 # Words without which neither pattern below can match (a cheap test before the regex).
 def _hinted(low: str) -> bool:
-    return _HINT.search(low) is not None
+    return any(word in low for word in _HINTS)
 
 
-_HINT = re.compile("also|alternativ|another|or |otherwise")
+_HINTS = ("also", "alternativ", "another", "maybe", "perhaps", "possibl", "probabl", "otherwise")
 
 
 # After the final statement, a value offered as another answer ("It could also be 42.").
@@ -146,11 +147,14 @@ _CONCLUSION = re.compile(
     r"[^.!?\n$\\]{0,300}",
     re.IGNORECASE,
 )
+_SENTENCE_BREAK = re.compile(r"[.!?。\n]\s")
+_LAST_SENTENCE = re.compile(r"(?<=[.!?。])\s+(?=\S)|\n")
 _PROSE_NUMBER = re.compile(r"(?<![\w.,])[-−]?\d+(?:,\d{3})*(?:\.\d+)?%?(?![\w%]|[.,]\d)")
 _QUOTES = "\"'“”‘’`"
 _WORDS = re.compile(r"[^\W\d_]{2,}\s+[^\W\d_]{2,}")
 _COMMANDS_AND_SPANS = re.compile(r"\\[A-Za-z]+|\$[^$]*\$")
 _VALUE_SIGN = re.compile(r"\d|\\[A-Za-z]")
+_PLAIN_VALUE = re.compile(r"([-+]?\d[\d,]*(?:\.\d+)?)\.?")
 _OPENS_WITH_VALUE = re.compile(r"[-+−(\[{\\\d]")
 _IDEOGRAPHS = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
 
@@ -237,7 +241,7 @@ def _phrases(text: str, after: int) -> Iterator[re.Match[str]]:
         yield from reversed(list(_STATED.finditer(text, after))[-20:])
         return
     anchors = []
-    for word in _KEY_WORDS:
+    for word in _KEY_WORDS if not low.isascii() else _ASCII_KEY_WORDS:
         if word in low:
             i = low.find(word, after)
             while i >= 0:
@@ -284,7 +288,7 @@ def _with_alternatives(text: str, final: Statement) -> Statement:
     window = text[max(0, final.start - 200) : final.start]
     if not (_hinted(window.lower()) or _hinted(final.phrase.lower())):
         return final
-    sentence = re.split(r"[.!?。\n]\s", window)[-1]
+    sentence = _SENTENCE_BREAK.split(window)[-1]
     if not (_ALTERNATIVE.search(sentence) or _ALTERNATIVE.search(final.phrase)):
         return final
     before = _final(text[: final.start], hedges=False)
@@ -322,7 +326,9 @@ def prose_alternatives(text: str) -> tuple[str, ...]:
     """The different numbers the last sentence of ``text`` ends by offering as alternatives
     ("It is either 41 or 42."); empty when it offers none."""
     tail = text[-400:].rstrip()
-    sentence = re.split(r"(?<=[.!?。])\s+(?=\S)|\n", tail.rstrip(".!?。 "))[-1]
+    if "o" not in tail.lower():  # no "or", "oder", "ou": no alternatives (most answers)
+        return ()
+    sentence = _LAST_SENTENCE.split(tail.rstrip(".!?。 "))[-1]
     pairs = list(OR_PAIR.finditer(sentence))
     if not pairs or re.search(r"\d", sentence[pairs[-1].end() :]):
         return ()  # the pair must be the sentence's last numbers: "3 or 4 apples, 9 in all" is not one
@@ -444,6 +450,9 @@ def _statement_text(rest: str) -> str:
 
 def _stated_value(rest: str, *, alternatives: bool = True) -> str:
     rest = _statement_text(rest)
+    plain = _PLAIN_VALUE.fullmatch(rest)
+    if plain:  # "72", "1,234.5." (GSM8K's `#### 72`): the value as it is, without the reading below
+        return plain.group(1)
     if rest[:1] in _QUOTES or rest.startswith('\\"'):
         rest = rest.lstrip("\\" + _QUOTES)
     rest = _HEDGE_ADVERB.sub(r"\1", rest)

@@ -101,6 +101,8 @@ _MODULUS = re.compile(
     r"\s*\{?\s*\w+\s*\}?\s*\)"
     r"|\\(?:bmod|mod)(?![A-Za-z])\s*\{?\s*\w+\s*\}?)\s*$"
 )
+# What an answer holds when it states a value another way: an equation, a list, a congruence.
+_STATES = re.compile(r"[=,;]|mod|equiv|and|or")
 # `17 \bmod 5`: a remainder of two integers.
 _REMAINDER = re.compile(
     r"(?<![\w.])(-?\d{1,30})\s*\\(?:bmod|mod)(?![A-Za-z])\s*\{?\s*(\d{1,30})\s*\}?(?![\w.])"
@@ -114,10 +116,10 @@ def clean_latex(span: str) -> str:
     s = span.strip().strip("*").strip().removeprefix("=").strip()
     # `2x = 10 \Rightarrow x = 5`, `\therefore x = 5`: the assignment after the last arrow is
     # the result (`p \Rightarrow q` is a statement of its own and stays whole).
-    parts = _CONSEQUENCE.split(s)
+    parts = _CONSEQUENCE.split(s) if "\\" in s else [s]
     if len(parts) > 1 and (not parts[0].strip() or "=" in parts[-1]):
         s = parts[-1].strip()
-    if _BRACKETED.fullmatch(s):
+    if s.startswith("[") and _BRACKETED.fullmatch(s):
         s = s[1:-1].strip()  # `[45 degrees]`: one value in brackets (Geometry3K's form)
     s = _UNIT_TEXT.sub("", s.replace("{,}", ",").replace("**", "^"))
     s = re.sub(r"(?<=\d),\s*\\!\s*(?=\d)", ",", s)  # `11,\! 111`: a thousands separator
@@ -129,7 +131,8 @@ def clean_latex(span: str) -> str:
     units = _UNIT_WORDS.search(s)
     if units and units.start() > 0 and s[: units.start()].rstrip()[-1:] in set("0123456789}"):
         s = s[: units.start()].rstrip()
-    s = _TEXT_JOIN.sub(r" \1 ", s)
+    if "\\" in s:
+        s = _TEXT_JOIN.sub(r" \1 ", s)
     if _THOUSANDS.fullmatch(s):
         s = s.replace(",", "").replace(" ", "")
     if s.startswith("{") and s.endswith("}") and brace_pairs(s).get(0) == len(s) - 1:
@@ -201,6 +204,8 @@ def assigned_value(text: str) -> str:
     """The value ``text`` states (see the module docstring): ``x = 5`` → ``5``, ``y_1 = 2x, y_2
     = 3x`` → ``2x, 3x``, ``17 \\bmod 5 = 2`` → ``2``, ``x \\equiv 2 \\pmod 5`` → ``2``, ``12 and
     13`` → ``12, 13``, ``p=5,q=2;p=7,q=2`` → ``(5, 2), (7, 2)``; else ``text``."""
+    if not _STATES.search(text):
+        return text  # one value, most answers: nothing to read out of it
     text = _congruence(text)
     solutions = _solutions(text)
     if solutions is not None:
