@@ -1,16 +1,19 @@
 """Where a response states its final answer: the one rule every text grader reads answers by.
 
-:func:`final_statement` finds the last *stated* answer: a ``\\boxed{}`` (braces balanced), or
-an answer phrase ("The final answer is", "Answer:", GSM8K's ``####``, and the same in other
-languages) followed by a value, whichever comes last in the text, on one line or many. Earlier
-statements are drafts: "The answer is 42. Wait, I made an error. The answer is 41." answers 41.
+:func:`final_statement` finds the last *stated* answer: a ``\\boxed{}`` (braces balanced), an
+``<answer>…</answer>`` tag, or an answer phrase ("The final answer is", "Answer:", GSM8K's
+``####``, and the same in other languages) followed by a value, whichever comes last in the
+text, on one line or many. Earlier statements are drafts: "The answer is 42. Wait, I made an
+error. The answer is 41." answers 41; a phrase after the last box overrides it only with a
+number or LaTeX in its value ("\\boxed{5}. The answer is correct." answers 5).
 
 Several values offered at once are a hedge, kept together as one list so that a single-valued
 gold never equals it: boxes (or math spans) parted only by separators (``\\boxed{3} or
 \\boxed{4}``, ``$3$ or maybe $4$``, over line breaks too), a phrase whose value continues with
 "or" on its line or the next ("The answer is 3\\nor 4"), and a statement offered as an
 alternative to the one before it ("Alternatively, the answer is 4", "The answer could also be
-4", "or perhaps \\boxed{4}"). The same separators make a set or a tuple of one answer
+4", "or perhaps \\boxed{4}", "It could also be 4" after it), and a last sentence that ends on
+two numbers ("It is either 3 or 4."). The same separators make a set or a tuple of one answer
 (``\\boxed{1}, \\boxed{2}``; ``\\boxed{1} papers and \\boxed{2} bins``).
 
 :func:`answer_span` is what the ``math`` grader reads (the target the same way): the final
@@ -19,7 +22,8 @@ after it that states one number: "Therefore, there are 12 sequences."), else the
 ``exact_match`` (``extract: number``) takes the first number of the final statement's text.
 
 Every pattern here runs in linear time on hostile input (each body stops at the next opening
-delimiter; a statement is read from a bounded window).
+delimiter; a statement is read from a bounded window; phrases are tried at their key words only,
+at most 200 of them), and the common answers cost microseconds (see ``_phrases``).
 """
 
 from __future__ import annotations
@@ -63,15 +67,8 @@ _ALTERNATIVE = re.compile(
     re.IGNORECASE,
 )
 
-
-# Words without which neither pattern below can match (a cheap test before the regex).
-def _hinted(low: str) -> bool:
-    return any(word in low for word in _HINTS)
-
-
+# Words without which neither _ALTERNATIVE nor _LATER_ALTERNATIVE can match (a cheap test first).
 _HINTS = ("also", "alternativ", "another", "maybe", "perhaps", "possibl", "probabl", "otherwise")
-
-
 # After the final statement, a value offered as another answer ("It could also be 42.").
 _LATER_ALTERNATIVE = re.compile(
     r"\b(?:(?:could|might|may)\s+also\s+be|alternatively,?\s+(?:it|the\s+(?:final\s+)?answer|the\s+result)\s+"
@@ -274,6 +271,10 @@ def _last_phrase(text: str, after: int) -> Statement | None:
     return None
 
 
+def _hinted(low: str) -> bool:
+    return any(word in low for word in _HINTS)
+
+
 def _with_alternatives(text: str, final: Statement) -> Statement:
     """``final`` joined with the statement before it when it is offered as an alternative, and
     with a value offered after it as one ("It could also be 42")."""
@@ -303,9 +304,9 @@ def _key(value: str) -> str:
 
 
 def answer_span(text: str) -> tuple[str, str]:
-    """(the final answer in ``text``, where it was found: ``boxed``, ``stated``, ``hedged``
-    (a last sentence offering two numbers), ``math``, ``concluded`` or ``whole``); see the
-    module docstring."""
+    """(the final answer in ``text``, where it was found: ``boxed``, ``tagged``, ``stated``,
+    ``hedged`` (a last sentence offering two numbers), ``math``, ``concluded`` or ``whole``);
+    see the module docstring."""
     text = undouble(text)
     final = _final(text, hedges=True)
     if final is not None:
