@@ -39,13 +39,13 @@ _BOXED_WORD = re.compile(r"[^\s$]+")
 # lm-evaluation-harness, lighteval and Minerva, Spanish, French, German, Portuguese, Italian,
 # Chinese, Japanese, Russian, Arabic).
 PHRASE = (
-    r"(?:final\s+answer|the\s+answer|answer|respuesta\s+final|la\s+respuesta|respuesta|"
+    r"(?:final\s+answers?|the\s+answers?|answers?|respuesta\s+final|la\s+respuesta|respuesta|"
     r"r[ée]ponse\s+finale|la\s+r[ée]ponse|r[ée]ponse|die\s+antwort|antwort|endergebnis|"
     r"a\s+resposta|resposta|la\s+risposta|risposta|最终答案|答案|答え|ответ|الإجابة|الجواب)"
 )
 # "is", and "could (also) be", "is also": an answer offered as an alternative says so here.
 COPULA = (
-    r"(?:(?:could|might|may|would|can)\s+(?:also\s+)?be\b|is(?:\s+also)?\b|es\b|est\b|ist\b|é\b|è\b|"
+    r"(?:(?:could|might|may|would|can)\s+(?:also\s+)?be\b|is(?:\s+also)?\b|are\b|es\b|est\b|ist\b|é\b|è\b|"
     r"是|为|為|は|:|：|=|هي|هو)"
 )
 # The words every phrase of PHRASE contains, lowercased (and GSM8K's marker).
@@ -75,10 +75,12 @@ _LATER_ALTERNATIVE = re.compile(
     r"(?:is|could\s+be|might\s+be|may\s+be)|another\s+possible\s+(?:answer|value)\s+is)\s+(?P<rest>[^\n]{1,200})",
     re.IGNORECASE,
 )
-# Two different numbers offered as the answer in a sentence: "It is either 41 or 42", "41 (or 42)".
+# Two different numbers offered as the answer in a sentence: "It is either 41 or 42", "41 (or
+# 42)", "x = 5 or x = -5".
 OR_PAIR = re.compile(
     r"(?<![\w.])(?P<a>[-+−]?\d[\d,]*(?:\.\d+)?)\s*,?\s*\(?\s*(?:\\text\s*\{\s*)?(?:or|oder|ou)\b(?:\s*\})?\s*"
-    r"(?:maybe\s+|perhaps\s+|possibly\s+|probably\s+)?\$?(?P<b>[-+−]?\d[\d,]*(?:\.\d+)?)(?!\w|[.,]\d)",
+    r"(?:maybe\s+|perhaps\s+|possibly\s+|probably\s+)?\$?(?:[A-Za-z]\s*=\s*)?"
+    r"(?P<b>[-+−]?\d[\d,]*(?:\.\d+)?)(?!\w|[.,]\d)",
     re.IGNORECASE,
 )
 # The R1 chat format's answer; each body stops at the next opening tag (linear time).
@@ -131,7 +133,7 @@ _DOUBLED = re.compile(
 )
 # After a stated answer, a word of four letters or more outside braces starts the prose
 # ("5 because 5 > 3"); a units word cut off with it changes nothing.
-_PROSE_WORD = re.compile(r"\s(?=[A-Za-z]{4,}\b)")
+_PROSE_WORD = re.compile(r"\s(?=\(?[A-Za-z]{4,}\b)")
 # Each body stops at the next opening delimiter, so a text full of unclosed ones costs linear time.
 _MATH = re.compile(
     r"(?<!\\)\$\$(?P<d>(?:[^$]|\$(?!\$))+?)(?<!\\)\$\$|(?<![\\$])\$(?P<i>(?:[^$\\]|\\.)+?)(?<!\\)\$"
@@ -474,7 +476,7 @@ def _stated_value(rest: str, *, alternatives: bool = True) -> str:
         if math:
             return _math_content(math[0])
         first = _FIRST_VALUE.search(sentence)
-        if first:
+        if first:  # "Janeth aura encore 220 $ à payer d'ici 12 mois.": its first value
             return first.group()
     if math:
         return _math_content(math[0])

@@ -81,6 +81,7 @@ LAST_WINS = [
     ("I first thought the answer is 41, but the answer is 42.", "42", 1.0),
     ("Answer: 42\nI double-checked: the answer is correct.", "42", 1.0),
     ("Answer:\n\n42", "42", 1.0),
+    ("The answer is 42 (since 6 × 7 = 42).", "42", 1.0),
     ("<answer>41</answer> no, <answer>42</answer>", "42", 1.0),
     ("<think>The answer is 41.</think>\n<answer>42</answer>", "41", 0.0),
 ]
@@ -97,6 +98,8 @@ HEDGES = [
     ("The answer is 3.\nIt could also be 4.", "3"),
     ("The answer could be 3. The answer could also be 4.", "4"),
     ("It is either 3 or 4.", "4"),
+    ("Hence x = 3 or x = 4.", "4"),
+    ("The answers are 3 and 4.", "4"),
 ]
 
 
@@ -115,6 +118,8 @@ async def test_a_hedge_over_lines_is_no_answer(kind: str, answer: str, gold: str
 async def test_a_hedge_equals_a_gold_that_lists_the_same_values() -> None:
     assert await _score("math", "The answer is $3$\nor $4$", "3, 4") == 1.0
     assert await _score("math", "$x = 3$ or $x = 4$", "\\{3, 4\\}") == 1.0
+    assert await _score("math", "Hence x = 3 or x = 4.", "3, 4") == 1.0
+    assert await _score("math", "The answers are 3 and 4.", "3, 4") == 1.0
 
 
 # Operators and forms peers read: (answer, gold, score).
@@ -134,6 +139,7 @@ FORMS = [
     ("$f(x) = 2x + 1$", "2x+1", 1.0),
     ("[45 degrees]", "45", 1.0),
     ("185\\", "185", 1.0),
+    ("The answer is $\\frac{1}{2}$ (or $0.5$).", "0.5", 1.0),  # one value, two ways
     ("Therefore, the minimum error increases by 100%.", "$100%$", 1.0),
 ]
 
