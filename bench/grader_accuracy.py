@@ -19,14 +19,17 @@ answers in the same run (gold wrapped in ``$…$`` as its README advises), is sc
 A correct form counts when the reward is 1.0; a wrong answer when it is 0 (ungradeable is
 neither: it is reported on its own).
 
-    python bench/grader_accuracy.py --peers [--out table.md]
+    python bench/grader_accuracy.py --card [--out table.md]
 
-grades, in-process, the peers' own test tables (``tests/graders/peers/*.json``: Math-Verify's
-``tests/`` and lighteval's ``test_extractive_match.py``, collected by ``bench/peer_cases.py``)
-with the ``math`` grader and with math-verify called directly (their own helpers' settings:
-``LatexExtractionConfig(boxed_match_priority=0)`` and ``ExprExtractionConfig``), and prints a
-table per suite: cases, agreement with the peer, false positives and negatives, and the cases
-left out as conventions (``tests/graders/peers/conventions.json``).
+measures the grader fidelity card and writes ``envbuilder/graders/fidelity.json``: in process,
+every peer table (``tests/graders/peers/*.json``: thirteen projects' own grader tests, collected by
+``bench/peer_cases.py``) graded by each grader it measures (``math``; ``exact_match`` with
+``extract: number``; ``choice``), false passes and false fails counted on the factual cases (the
+conventions and wrong peer verdicts of ``tests/graders/peers/conventions.json`` left out), and
+the shipped MATH-500, GSM8K and MMLU-STEM gold answers in every correct form and wrong answers
+made from them, graded by each spec's own grader. It prints the tables of the docs' graders page
+and math-verify called directly (its own helpers' settings) on the same math tables.
+``--peers`` prints the peer tables' figures without writing the card.
 
     python bench/grader_accuracy.py --speed [--seconds 20]
 
@@ -55,8 +58,11 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-# `ENVBUILDER_ROOT=<an exported older tree>` measures that tree's graders (--speed, --peers).
-sys.path.insert(0, os.environ.get("ENVBUILDER_ROOT", str(ROOT)))
+# `ENVBUILDER_ROOT=<an exported older tree>` measures that tree's graders (--speed, --peers), in
+# this process and in the grading processes it starts (which import envbuilder afresh).
+TREE = os.environ.get("ENVBUILDER_ROOT", str(ROOT))
+sys.path.insert(0, TREE)
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (TREE, os.environ.get("PYTHONPATH")) if p)
 
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
@@ -469,52 +475,112 @@ def _mv_direct(gold: str, answer: str, places: int) -> bool:
         return False
 
 
-def peer_tables() -> str:
-    from pydantic import TypeAdapter
+def _from_checkout(name: str, path: str) -> Any:
+    """The module at ``path`` in this checkout, also when ``ENVBUILDER_ROOT`` names an older
+    tree to grade with (``tests/graders/peer_tables.py``: the tables and their exceptions;
+    ``envbuilder/graders/_fidelity.py``: the card's tables)."""
+    import importlib.util
 
-    from envbuilder.graders import GraderContext, build_grader
-    from envbuilder.spec._models import GraderField
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, ROOT / path)
+        assert spec is not None and spec.loader is not None
+        module = sys.modules[name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    return sys.modules[name]
 
-    adapter: TypeAdapter[Any] = TypeAdapter(GraderField)
-    graders: dict[int, Any] = {}
-    listed = json.loads((ROOT / "tests/graders/peers/conventions.json").read_text(encoding="utf-8"))
-    conventions = listed["conventions"]
-    lines = [
-        "| suite | cases | agree with the peer | math-verify direct agrees | false positives | "
-        "false negatives | conventions (left out) | agreement on factual cases |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for name in ("math_verify", "lighteval"):
-        data = json.loads((ROOT / f"tests/graders/peers/{name}.json").read_text(encoding="utf-8"))
-        seen: dict[str, int] = defaultdict(int)
-        n = agree = mv_agree = fp = fn = left_out = factual = factual_agree = 0
-        for c in data["cases"]:
-            key = f"{data['repo']}:{c['path']}:{c['line']}"
-            seen[key] += 1
-            key = key if seen[key] == 1 else f"{key}#{seen[key]}"
-            if "abc" in c["test"]:
-                continue
-            places = c["options"].get("precision", 6)
-            if places not in graders:
-                config = {"type": "math", "target": "{{ answer }}", "float_rounding": places}
-                graders[places] = build_grader(adapter.validate_python(config), GraderContext())
-            result = asyncio.run(graders[places].grade(c["answer"], {"answer": c["gold"]}, {}))
-            ours, want = result.score == 1.0, bool(c["expected"])
-            n += 1
-            agree += ours == want
-            mv_agree += _mv_direct(c["gold"], c["answer"], places) == want
-            fp += ours and not want
-            fn += want and not ours
-            if key in conventions:
-                left_out += 1
-            else:
-                factual += 1
-                factual_agree += ours == want
-        lines.append(
-            f"| {data['repo']}@{data['commit'][:10]} | {n} | {_pct(agree, n)} | {_pct(mv_agree, n)} | {fp} | "
-            f"{fn} | {left_out} | {_pct(factual_agree, factual)} ({factual - factual_agree} known failures) |"
-        )
+
+def _peer_tables() -> Any:
+    return _from_checkout("peer_tables", "tests/graders/peer_tables.py")
+
+
+async def peer_card() -> dict[str, Any]:
+    """Every peer table graded by each grader it measures (``tests/graders/peer_tables.py``):
+    per grader, each table's rates and the total over them."""
+    peer_tables = _peer_tables()
+    built: dict[tuple[str, int], Any] = {}
+    out: dict[str, Any] = {}
+    for grader in peer_tables.CONFIGS:
+        tables, total = [], peer_tables.Tally()
+        for name, mine in peer_tables.measured(grader):
+            tally = await peer_tables.grade_table(built, grader, mine)
+            data = peer_tables.table(name)
+            about = {k: data[k] for k in ("repo", "commit", "license")}
+            tables.append({"table": name, **about, **tally.rates()})
+            total.absorb(tally)
+        out[grader] = {"tables": tables, "total": total.rates()}
+    return out
+
+
+def mv_agreement() -> str:
+    """math-verify called directly (its own helpers' settings) on the math tables: how often it
+    agrees with each peer, for comparison."""
+    peer_tables = _peer_tables()
+
+    lines = ["| table | cases | math-verify called directly agrees |", "|---|---|---|"]
+    for name, mine in peer_tables.measured("math"):
+        agree = sum(_mv_direct(c.gold, c.answer, c.options.get("precision", 6)) == c.expected for c in mine)
+        lines.append(f"| {name} | {len(mine)} | {_pct(agree, len(mine))} % |")
     return "\n".join(lines)
+
+
+#: The shipped benchmarks each card grader is measured on: (grader, benchmark, spec, cases).
+BENCHMARKS: list[tuple[str, str, str, Callable[[list[dict[str, Any]], random.Random], Iterator[Case]]]] = [
+    ("math", "MATH-500", "math500", math500_cases),
+    ("exact_match", "GSM8K test", "gsm8k", gsm8k_cases),
+    ("choice", "MMLU-STEM", "mmlu_stem", mmlu_cases),
+]
+
+
+async def benchmark_card() -> dict[str, list[dict[str, Any]]]:
+    """The shipped benchmarks' gold answers in each correct form and wrong answers made from
+    them (the forms of the ORS run above), graded in process by each spec's own grader."""
+    from envbuilder.environment import load_environment
+    from envbuilder.graders import GraderContext, build_grader
+
+    out: dict[str, list[dict[str, Any]]] = {}
+    for key, name, spec, make_cases in BENCHMARKS:
+        env = load_environment(ROOT / "envs" / f"{spec}.yaml")
+        grader = build_grader(env.spec.grader, GraderContext(base_dir=env.loaded.base_dir))
+        rows = _rows(ROOT / "envs" / "data" / spec)
+        cases = list(make_cases(rows, random.Random(0)))
+        for case in cases:
+            result = await grader.grade(case.answer, rows[case.index], {})
+            case.reward, case.ungradeable = result.score, result.outcome.value == "ungradeable"
+        correct = [c for c in cases if c.correct]
+        wrong = [c for c in cases if not c.correct]
+        fails = sum(not _right(c) for c in correct)
+        passes = sum(not _right(c) for c in wrong)
+        out.setdefault(key, []).append(
+            {
+                "benchmark": name,
+                "spec": f"envs/{spec}.yaml",
+                "correct": len(correct),
+                "false_fails": fails,
+                "false_fail_rate": round(fails / len(correct), 4),
+                "wrong": len(wrong),
+                "false_passes": passes,
+                "false_pass_rate": round(passes / len(wrong), 4),
+                "ungradeable": sum(c.ungradeable for c in cases),
+            }
+        )
+        await grader.aclose()
+    return out
+
+
+CARD = ROOT / "envbuilder" / "graders" / "fidelity.json"
+
+
+async def measure_card() -> dict[str, Any]:
+    peers, benchmarks = await peer_card(), await benchmark_card()
+    return {
+        "about": (
+            "The grader fidelity card (envbuilder/graders/_fidelity.py): per grader, false-pass and "
+            "false-fail rates on other projects' own test tables (factual cases only; tests/graders/"
+            "peers/) and on the shipped benchmarks' gold and perturbed answers."
+        ),
+        "measured_by": "python bench/grader_accuracy.py --card",
+        "graders": {key: {"peers": peers[key], "benchmarks": benchmarks.get(key, [])} for key in peers},
+    }
 
 
 def speed(seconds: float) -> str:
@@ -544,18 +610,29 @@ def speed(seconds: float) -> str:
 
 
 def main() -> None:
-    if "--peers" in sys.argv or "--speed" in sys.argv:
-        quick = argparse.ArgumentParser(description="The peers' test tables and the math grader's speed.")
-        quick.add_argument("--peers", action="store_true")
+    if {"--peers", "--card", "--speed"} & set(sys.argv):
+        quick = argparse.ArgumentParser(description="The grader fidelity card and the math grader's speed.")
+        quick.add_argument("--peers", action="store_true", help="the peer tables' figures (no file written)")
+        quick.add_argument("--card", action="store_true", help=f"measure the card and write {CARD.name}")
         quick.add_argument("--speed", action="store_true")
         quick.add_argument("--seconds", type=float, default=20.0)
         quick.add_argument("--out", type=Path, default=None)
         args = quick.parse_args()
-        text = "\n\n".join(
-            part
-            for part in (peer_tables() if args.peers else "", speed(args.seconds) if args.speed else "")
-            if part
-        )
+        parts = []
+        if args.card:
+            measured = asyncio.run(measure_card())
+            CARD.write_text(json.dumps(measured, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+            parts.append(f"{CARD.relative_to(ROOT)} written")
+        elif args.peers:
+            measured = {
+                "graders": {k: {"peers": v, "benchmarks": []} for k, v in asyncio.run(peer_card()).items()}
+            }
+        if args.card or args.peers:
+            fidelity = _from_checkout("fidelity_card", "envbuilder/graders/_fidelity.py")
+            parts += [fidelity.markdown_table(measured), fidelity.tables_markdown(measured), mv_agreement()]
+        if args.speed:
+            parts.append(speed(args.seconds))
+        text = "\n\n".join(parts)
         print(text)
         if args.out:
             args.out.write_text(text + "\n")

@@ -10,6 +10,7 @@ from envbuilder.catalog._audit import audit_summary
 from envbuilder.catalog._files import content_hash, file_sha256
 from envbuilder.environment import Environment
 from envbuilder.errors import EnvbuilderError
+from envbuilder.graders import fidelity_of
 from envbuilder.profiling import histogram, read_profile
 
 __all__ = ["build_catalog", "catalog_entry"]
@@ -44,6 +45,7 @@ def catalog_entry(env: Environment) -> dict[str, Any]:
         "tools": [tool.model_dump(mode="json") for tool in env.tools_listing.tools],
         "graders": [_redact(spec.grader.model_dump(mode="json"))],
         "hacks_audit": audit_summary(env),
+        "fidelity": fidelity_of(spec.grader),
         "sample": _sample(env),
     }
 

@@ -11,6 +11,7 @@ from envbuilder.graders._base import (
     grade_off_loop,
     graders,
 )
+from envbuilder.graders._fidelity import fidelity_of
 from envbuilder.graders._trajectory import TRAJECTORY, Trajectory
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "Outcome",
     "Trajectory",
     "build_grader",
+    "fidelity_of",
     "grade_off_loop",
     "graders",
 ]

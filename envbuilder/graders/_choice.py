@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from envbuilder.graders._answer import COPULA, PHRASE, run_items
 from envbuilder.graders._base import (
     Grade,
     Grader,
@@ -18,7 +19,6 @@ from envbuilder.graders._base import (
     render_target,
     why_target_missing,
 )
-from envbuilder.graders._latex import run_items
 from envbuilder.templating import Template
 
 _MAX_CHARS = 20_000
@@ -26,18 +26,25 @@ _MAX_CHARS = 20_000
 # How models state a choice, most explicit first; each captures the letter (or number).
 _STATED = [
     re.compile(r"\\boxed\{\s*\(?([A-Za-z]|\d+)\)?\s*\}"),
-    # Letters in capitals only here: "the answer is a bit long" names no option.
+    # The answer phrases every text grader reads (envbuilder.graders._answer: "The answer is",
+    # "La réponse est", "答案是"…), or "choice"/"option"; a word of certainty may follow ("The
+    # answer is for sure D"). Letters in capitals only here: "the answer is a bit long" names no option.
     re.compile(
-        r"(?i:final\s+answer|answer|choice|option)\s*(?i:is\b)?\s*[:=]?\s*(?i:option\s+|choice\s+)?"
+        rf"(?i:{PHRASE}|choice|option)\s*(?i:{COPULA})?\s*[:=]?\s*(?i:option\s+|choice\s+)?"
+        r"(?i:(?:for\s+sure|clearly|definitely|certainly|obviously)\s*,?\s+)?"
         r"[\(\[\*\"'`]*([A-Z]|\d+)\b(?![\w'])"
     ),
+    # The last words name it: "…, therefore I think it's B."
+    re.compile(r"\b(?i:it's|it\s+is|i\s+choose|i\s+pick|i\s+go\s+with)\s+\(?([A-Z])\)?[\s.!)*]*$"),
 ]
 # The whole answer is the choice: "B", "(B)", "b.", "**B**", "2".
 _ALONE = re.compile(r"^\W*([A-Za-z]|\d+)\W*$")
-# The answer starts with the choice, then its text: "B) 42", "(B) 42", "B. 42", "B: 42".
-_LEADING = re.compile(r"^\W*\(?([A-Za-z]|\d+)[\).:]\s")
-# An answer made only of option letters ("A B C D", "(A) (B)", "A, B or C").
-_ONLY_LETTERS = re.compile(r"^\W*(?:\(?[A-Z]\)?(?:\s*(?:[,;/&]|\band\b|\bor\b)?\s*))+$")
+# The answer starts with the choice, then its text: "B) 42", "(B) 42", "B. 42", "B: 42", "B。不是 A"
+# (a letter followed by an ideographic full stop or by ideographs).
+_LEADING = re.compile(r"^\W*\(?([A-Za-z]|\d+)(?:[\).:]\s|。|(?=[\u3400-\u9fff]))")
+# An answer made only of option letters, each standing alone ("A B C D", "(A) (B)", "A, B or C");
+# not a word of capitals ("DRAM", "II and III", "O(D)": an option's text).
+_ONLY_LETTERS = re.compile(r"^\W*\(?[A-Z]\)?(?:(?:\s*[,;/&]\s*|\s+(?:and|or)\s+|\s+)\(?[A-Z]\)?)*[\W]*$")
 _BOXED_LETTER = re.compile(r"\\boxed\{\s*\(?([A-Z])\)?\s*\}")
 
 

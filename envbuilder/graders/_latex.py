@@ -1,16 +1,21 @@
-"""Where a math answer is in a response, and its LaTeX cleaned for comparison.
+"""A math answer's LaTeX cleaned for comparison, and the values it states.
 
-The ``math`` grader reads the target and the answer through the same two steps, so a gold
-answer submitted verbatim always meets itself however it is written:
+The ``math`` grader reads the target and the answer through the same steps, so a gold answer
+submitted verbatim always meets itself however it is written:
 
-1. :func:`answer_span` finds the final answer: the last ``\\boxed{}`` (braces balanced), else
-   what follows "the final answer is" / "answer:", else the last ``$…$``, ``\\(…\\)`` or
-   ``\\[…\\]``, else the whole text, which is then read as bare LaTeX (``3\\sqrt{13}`` is one
-   expression, not the number 3). Prose after a stated answer is cut ("5 because …").
+1. :func:`envbuilder.graders._answer.answer_span` finds the final answer (the last stated one:
+   a ``\\boxed{}`` or an answer phrase, else the last math span, else the whole text, which is
+   then read as bare LaTeX: ``3\\sqrt{13}`` is one expression, not the number 3).
 2. :func:`clean_latex` drops what never changes the value: ``\\$`` and other currency signs,
    thin spaces (``\\!``, ``\\,``), ``\\left``/``\\right``, ``\\dfrac``/``\\tfrac`` (as
    ``\\frac``), degrees, percent signs, units words (``5 \\text{ cm}^2``, ``10 inches``),
    thousands separators (``32,348``, ``1{,}000``), Markdown bold and a trailing full stop.
+3. :func:`assigned_value` reads the value it states: ``x = 5`` and ``f(x) = 5`` → ``5``; a
+   chain of equalities whose sides before the last hold no variable (``17 \\bmod 5 = 2``,
+   ``3^2 + 4^2 = 25``) → its last side; a congruence (``x \\equiv 2 \\pmod{5}``) → its
+   residue; values joined by "and"/"or" (``12 \\text{ and } 13``) → a list (``12, 13``).
+   :func:`solution_sets` reads several solutions each of several variables
+   (``p = 5, q = 2 \\text{ and } p = 7, q = 2`` = ``p=5,q=2;p=7,q=2``).
 
 :func:`plain_number` then reads the common case, a single number (``025``, ``2.5e1``,
 ``25/1``, ``-3.50``, ``six``), exactly and without SymPy; :func:`text_key` gives the form compared
@@ -23,49 +28,9 @@ import re
 from fractions import Fraction
 from typing import Any
 
+from envbuilder.graders._answer import brace_pairs
 from envbuilder.graders._normalize import exact_number
 
-_BOXED = re.compile(r"\\(?:boxed|fbox)\s*")
-_BOXED_WORD = re.compile(r"[^\s$]+")
-# "The final answer is", "Answer:", and the same in other languages (the answer phrases of
-# lm-evaluation-harness, lighteval and Minerva, Spanish, French, German, Portuguese, Italian,
-# Chinese, Japanese, Russian, Arabic).
-_PHRASE = (
-    r"(?:final\s+answer|the\s+answer|answer|respuesta\s+final|la\s+respuesta|respuesta|"
-    r"r[ée]ponse\s+finale|la\s+r[ée]ponse|r[ée]ponse|die\s+antwort|antwort|endergebnis|"
-    r"a\s+resposta|resposta|la\s+risposta|risposta|最终答案|答案|答え|ответ|الإجابة|الجواب)"
-)
-_COPULA = r"(?:is\b|es\b|est\b|ist\b|é\b|è\b|是|为|為|は|:|：|=|هي|هو)"
-_STATED = re.compile(
-    rf"{_PHRASE}\s*(?:\*\*)?\s*{_COPULA}\s*(?:[:：=]\s*)?(?:\*\*)?(?P<rest>.+)",
-    re.IGNORECASE | re.DOTALL,
-)
-# Inside a stated answer written as a sentence ("The largest $n$ is 34."), the value follows its
-# last verb of being.
-_SENTENCE_COPULA = re.compile(r"\s(?:is|are|was|equals|es|est|ist|é|è)\s+|=|是|为|為", re.IGNORECASE)
-# The first value in prose: a LaTeX command with its braces, or a number (with a fraction).
-_FIRST_VALUE = re.compile(r"\\[A-Za-z]+(?:\s*\{[^{}]*\})+|[-+−]?\d[\d,]*(?:\.\d+)?(?:\s*/\s*\d+)?")
-# A sentence ends at a full stop followed by a space and not a digit ("12,000,023. I hope…"),
-# or at an ideographic full stop.
-_SENTENCE_END = re.compile(r"\.\s+(?=\D)|。")
-# What may stand between boxes (or math spans) that together state one answer: "\boxed{1},
-# \boxed{2}", "\boxed{k = 45} \quad \text{and} \quad \boxed{n = 2}", and the name the next
-# value is given ("y_1 = \boxed{…} and y_2 = \boxed{…}").
-_SEPARATOR = re.compile(
-    r"\\(?:text|mbox|textbf|mathrm)\s*\{[^{}]{0,40}\}|\\q?quad(?![A-Za-z])|\\[,;:!]|\\[()\[\]]|"
-    r"(?<![A-Za-z\\])[A-Za-z](?:_\{?\w{1,3}\}?)?\s*=(?!=)|"
-    r"\$|[\s,;.]|\b(?:and|or|und|oder|et|ou|y|o|e)\b|和|或|、",
-    re.IGNORECASE,
-)
-# A LaTeX command written with its backslash doubled, as in a JSON-escaped answer (`\\frac`);
-# not a row break followed by a command (`0\\\end{pmatrix}`: three backslashes).
-_DOUBLED = re.compile(
-    r"(?<!\\)\\\\(?=(?:left|right|[dtc]?frac|sqrt|pi|boxed|text|mathrm|mathbf|leq?|geq?|neq?|infty|"
-    r"cdot|times|circ|in|cup|cap|pm|begin|end|quad|qquad|dots|ldots|cdots|theta|alpha|beta)(?![A-Za-z]))"
-)
-# After a stated answer, a word of four letters or more outside braces starts the prose
-# ("5 because 5 > 3"); a units word cut off with it changes nothing.
-_PROSE_WORD = re.compile(r"\s(?=[A-Za-z]{4,}\b)")
 _NUMBER_WORDS = {
     word: value
     for value, word in enumerate(
@@ -76,13 +41,6 @@ _NUMBER_WORDS = {
         ]
     )
 } | {"thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90}
-# Each body stops at the next opening delimiter, so a text full of unclosed ones costs linear time.
-_MATH = re.compile(
-    r"(?<!\\)\$\$(?P<d>(?:[^$]|\$(?!\$))+?)(?<!\\)\$\$|(?<![\\$])\$(?P<i>(?:[^$\\]|\\.)+?)(?<!\\)\$"
-    r"|\\\[(?P<b>(?:(?!\\\[).)+?)\\\]|\\\((?P<p>(?:(?!\\\().)+?)\\\)",
-    re.DOTALL,
-)
-# Words that name units (or say "degrees") after a number; dropped with any power (`cm^2`).
 _UNITS = (
     "units?|square|sq|cubic|cm|mm|km|m|meters?|metres?|centimeters?|millimeters?|kilometers?|"
     "inches|inch|in|feet|foot|ft|yards?|yd|miles?|mi|mph|kph|hours?|hrs?|minutes?|mins?|"
@@ -125,180 +83,59 @@ _TIMES_TEN = re.compile(
     r"([-+]?(?:\d+(?:\.\d*)?|\.\d+))\s*(?:\\times|\\cdot|\*|x)\s*10\s*\^\s*\{?\s*([-+]?\d+)\s*\}?"
 )
 _TEXT_WRAPPER = re.compile(r"\\(?:text|mbox|mathrm|textrm|textbf|textit|rm|mathbf)\s*\{([^{}]*)\}")
-_ASSIGNMENT = re.compile(r"\s*[A-Za-z](?:_\{?\w+\}?)?\s*=\s*(.+)", re.DOTALL)
+# A variable (`x`, `y_1`) or a function of one (`f(x)`) given a value.
+_ASSIGNMENT = re.compile(r"\s*[A-Za-z](?:_\{?\w+\}?)?(?:\(\s*[A-Za-z]\s*\))?\s*=\s*(.+)", re.DOTALL)
+# `2x = 10 \Rightarrow x = 5`, `\therefore x = 5`: the arrows and words that lead to a result.
+_CONSEQUENCE = re.compile(r"\\(?:therefore|Rightarrow|Longrightarrow|implies)(?![A-Za-z])")
+# One value in square brackets, no list or interval inside (`[45]`, `[45 degrees]`).
+_BRACKETED = re.compile(r"\[[^\[\](),;]*\]")
+# `\text{ and }` between values: the word, so that the values become a list.
+_TEXT_JOIN = re.compile(r"\\(?:text|mbox|mathrm|textrm)\s*\{\s*(and|or)\s*\}", re.IGNORECASE)
+# "1orW(x)": a joining word glued to the values around it.
+_GLUED_OR = re.compile(r"(?<=[\d)}])(or|and)(?=[A-Za-z\\(])")
+# Between values at the top level: "and", "or", ";" part the solutions of an answer.
+_ALTERNATIVES = re.compile(r"\s*(?:;|\b(?:and|or)\b)\s*", re.IGNORECASE)
+# The modulus closing a congruence: `\pmod{5}`, `\pmod 5`, `(\bmod 5)`, `(\text{mod } 5)`, `\mod 5`.
+_MODULUS = re.compile(
+    r"\s*(?:\\pmod\s*(?:\{[^{}]*\}|\w+)|\(\s*(?:\\bmod|\\mod|\\(?:text|mathrm|operatorname|rm)\s*\{\s*mod\s*\}|mod)"
+    r"\s*\{?\s*\w+\s*\}?\s*\)"
+    r"|\\(?:bmod|mod)(?![A-Za-z])\s*\{?\s*\w+\s*\}?)\s*$"
+)
+# What an answer holds when it states a value another way: an equation, a list, a congruence.
+_STATES = re.compile(r"[=,;]|mod|equiv|and|or")
+# `17 \bmod 5`: a remainder of two integers.
+_REMAINDER = re.compile(
+    r"(?<![\w.])(-?\d{1,30})\s*\\(?:bmod|mod)(?![A-Za-z])\s*\{?\s*(\d{1,30})\s*\}?(?![\w.])"
+)
+_INEQUALITY = re.compile(r"[<>]|\\(?:le|ge|ne|leq|geq|neq|lt|gt|approx|sim)(?![A-Za-z])")
 _BASE_NUMBER = re.compile(r"([0-9A-Fa-f]+)_\{?(\d+)\}?")
-
-
-def _brace_pairs(text: str) -> dict[int, int]:
-    """The index of the ``}`` closing each ``{`` (escaped ``\\{``/``\\}`` skipped), in one pass."""
-    pairs: dict[int, int] = {}
-    stack: list[int] = []
-    escaped = False
-    for i, ch in enumerate(text):
-        if escaped:
-            escaped = False
-        elif ch == "\\":
-            escaped = True
-        elif ch == "{":
-            stack.append(i)
-        elif ch == "}" and stack:
-            pairs[stack.pop()] = i
-    return pairs
-
-
-def boxes(text: str) -> list[tuple[int, int, str]]:
-    """Every ``\\boxed{…}`` (or ``\\fbox{…}``, or ``\\boxed 5``) in ``text``: (start, end,
-    content), in order."""
-    found = []
-    pairs: dict[int, int] | None = None
-    for m in _BOXED.finditer(text):
-        end = m.end()
-        if end < len(text) and text[end] == "{":
-            pairs = _brace_pairs(text) if pairs is None else pairs
-            if end in pairs:
-                found.append((m.start(), pairs[end] + 1, text[end + 1 : pairs[end]]))
-        elif m.group().endswith((" ", "\t")):
-            word = _BOXED_WORD.match(text, end)
-            if word:
-                found.append((m.start(), word.end(), word.group()))
-    return found
-
-
-def last_boxed(text: str) -> str | None:
-    """The content of the last box in ``text`` (see :func:`boxes`)."""
-    found = boxes(text)
-    return found[-1][2] if found else None
-
-
-def run_items(text: str, items: list[tuple[int, int, str]]) -> list[str]:
-    """The contents of the last item and of the items before it that only separators part
-    (``\\boxed{1}, \\boxed{2}``), in order; repeated contents once."""
-    first = len(items) - 1
-    while first > 0 and not _SEPARATOR.sub("", text[items[first - 1][1] : items[first][0]]).strip():
-        first -= 1
-    return list(dict.fromkeys(c.strip() for _, _, c in items[first:] if c.strip()))
-
-
-def run_of(text: str, items: list[tuple[int, int, str]]) -> str:
-    """:func:`run_items` joined as one answer (``1, 2``)."""
-    contents = run_items(text, items)
-    return ", ".join(contents) if contents else items[-1][2].strip()
-
-
-def _strip_delimiters(span: str) -> str:
-    span = span.strip()
-    for opening, closing in (("$$", "$$"), ("\\[", "\\]"), ("\\(", "\\)"), ("$", "$")):
-        if span.startswith(opening) and span.endswith(closing) and len(span) >= len(opening) + len(closing):
-            return span[len(opening) : len(span) - len(closing)].strip()
-    return span
-
-
-def answer_span(text: str) -> tuple[str, str]:
-    """(the final answer in ``text``, where it was found: ``boxed``, ``stated``, ``math`` or
-    ``whole``). The last stated answer wins: a box, unless a stated answer with a value comes
-    after it ("… \\boxed{255} … The final answer is $10,455$."); several boxes or math spans
-    parted only by separators are one answer (a set, a tuple, or a hedge between values)."""
-    text = _DOUBLED.sub(r"\\", text)
-    found = boxes(text)
-    stated = _last_stated(text)
-    if found and not (stated is not None and stated[0] > found[-1][0] and _has_value(stated[1])):
-        return run_of(text, found), "boxed"
-    if stated is not None:
-        return stated[1], "stated"
-    math = [(m.start(), m.end(), _math_content(m)) for m in _MATH.finditer(text)]
-    if math:
-        return run_of(text, math), "math"
-    return _strip_delimiters(text), "whole"
-
-
-def _last_stated(text: str) -> tuple[int, str] | None:
-    """(where, the answer) of the last answer phrase in ``text`` that is followed by one."""
-    found = None
-    for m in _STATED.finditer(text):
-        found = m
-    if found is None:
-        return None
-    rest = found.group("rest")
-    # "Final Answer: The final answer is 12. I hope it is correct.": the inner phrase wins.
-    inner = _STATED.search(rest.split("\n")[0])
-    while inner is not None:
-        rest = inner.group("rest")
-        inner = _STATED.search(rest.split("\n")[0])
-    return found.start(), _stated_value(rest)
-
-
-def _stated_value(rest: str) -> str:
-    rest = rest.strip().split("\n")[0].strip()
-    math = list(_MATH.finditer(rest))
-    if math and math[0].start() == 0:
-        return _math_content(math[0])
-    sentence = _SENTENCE_END.split(rest)[0].strip()
-    if is_prose(sentence) and not re.match(r"[-+−(\[{\\\d]", sentence):
-        # A sentence that opens with words: "The largest $n$ is 34.", "Jane started growing
-        # Sphere 3 hours ago." (one that opens with the value is cut where its prose starts)
-        # (an `=` inside a math span is the value's own: `$x-2y+z-1=0$`)
-        masked = _MATH.sub(lambda m: " " * len(m.group()), sentence)
-        copulas = list(_SENTENCE_COPULA.finditer(masked))
-        if copulas:
-            return _stated_value(sentence[copulas[-1].end() :])
-        math = list(_MATH.finditer(sentence))
-        if math:
-            return _math_content(math[0])
-        value = _FIRST_VALUE.search(sentence)
-        if value:
-            return value.group()
-    if math:
-        return _math_content(math[0])
-    # "5, since 3+2=5.": the prose is cut at "since"; the comma before it belongs to the prose.
-    return _strip_delimiters(_cut_prose(sentence).rstrip().rstrip(".,;:").rstrip())
-
-
-def _has_value(text: str) -> bool:
-    return bool(re.search(r"\d|\\[A-Za-z]", text))
-
-
-_WORDS = re.compile(r"[^\W\d_]{2,}\s+[^\W\d_]{2,}")
-_IDEOGRAPHS = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
-
-
-def is_prose(text: str) -> bool:
-    """Two words in a row outside LaTeX commands, or any ideographs: a sentence, not a value."""
-    bare = re.sub(r"\\[A-Za-z]+", " ", text)
-    bare = re.sub(r"\$[^$]*\$", " ", bare)
-    return bool(_WORDS.search(bare) or _IDEOGRAPHS.search(bare))
-
-
-def _cut_prose(text: str) -> str:
-    ideograph = _IDEOGRAPHS.search(text)
-    if ideograph and ideograph.start() > 0:
-        text = text[: ideograph.start()]  # "(\\frac{2}{5}) 吨": the unit word goes
-    for m in _PROSE_WORD.finditer(text):
-        before = text[: m.start()]
-        if before.strip() and before.count("{") == before.count("}"):
-            return before
-    return text
-
-
-def _math_content(m: re.Match[str]) -> str:
-    return next(g for g in m.groups() if g is not None).strip()
 
 
 def clean_latex(span: str) -> str:
     """``span`` with what never changes its value removed (see the module docstring)."""
     s = span.strip().strip("*").strip().removeprefix("=").strip()
+    # `2x = 10 \Rightarrow x = 5`, `\therefore x = 5`: the assignment after the last arrow is
+    # the result (`p \Rightarrow q` is a statement of its own and stays whole).
+    parts = _CONSEQUENCE.split(s) if "\\" in s else [s]
+    if len(parts) > 1 and (not parts[0].strip() or "=" in parts[-1]):
+        s = parts[-1].strip()
+    if s.startswith("[") and _BRACKETED.fullmatch(s):
+        s = s[1:-1].strip()  # `[45 degrees]`: one value in brackets (Geometry3K's form)
     s = _UNIT_TEXT.sub("", s.replace("{,}", ",").replace("**", "^"))
     s = re.sub(r"(?<=\d),\s*\\!\s*(?=\d)", ",", s)  # `11,\! 111`: a thousands separator
     for pattern, repl in _REMOVE:
         s = pattern.sub(repl, s)
     s = " ".join(s.split())
     s = re.sub(r"(?<=\d) (?=\d{3}(?!\d))", "", s) if re.fullmatch(r"[-+]?\d{1,3}(?: \d{3})+", s) else s
-    s = re.sub(r"\s*\.$", "", s)
+    s = re.sub(r"\s*\.$|(?<!\\)\\$", "", s)  # a trailing full stop, or a stray backslash (`185\`)
     units = _UNIT_WORDS.search(s)
     if units and units.start() > 0 and s[: units.start()].rstrip()[-1:] in set("0123456789}"):
         s = s[: units.start()].rstrip()
+    if "\\" in s:
+        s = _TEXT_JOIN.sub(r" \1 ", s)
     if _THOUSANDS.fullmatch(s):
         s = s.replace(",", "").replace(" ", "")
-    if s.startswith("{") and s.endswith("}") and _brace_pairs(s).get(0) == len(s) - 1:
+    if s.startswith("{") and s.endswith("}") and brace_pairs(s).get(0) == len(s) - 1:
         s = s[1:-1].strip()
     return s
 
@@ -364,8 +201,20 @@ def number_from_words(text: str) -> int | None:
 
 
 def assigned_value(text: str) -> str:
-    """The value of an answer written as an assignment to one variable (``x = 5`` → ``5``),
-    or the values of a list of assignments (``y_1 = 2x, y_2 = 3x`` → ``2x, 3x``)."""
+    """The value ``text`` states (see the module docstring): ``x = 5`` → ``5``, ``y_1 = 2x, y_2
+    = 3x`` → ``2x, 3x``, ``17 \\bmod 5 = 2`` → ``2``, ``x \\equiv 2 \\pmod 5`` → ``2``, ``12 and
+    13`` → ``12, 13``, ``p=5,q=2;p=7,q=2`` → ``(5, 2), (7, 2)``; else ``text``."""
+    if not _STATES.search(text):
+        return text  # one value, most answers: nothing to read out of it
+    text = _congruence(text)
+    solutions = _solutions(text)
+    if solutions is not None:
+        return ", ".join("(" + ", ".join(value for _, value in sorted(s)) + ")" for s in solutions)
+    if any(word in text for word in ("and", "or", ";")):
+        parts = _split_top(_GLUED_OR.sub(r" \1 ", text), _ALTERNATIVES)
+        if len(parts) > 1 and all(parts):
+            text = ", ".join(parts)
+    text = _chain_value(text)
     m = _ASSIGNMENT.fullmatch(text)
     if m and "=" not in m.group(1):
         return m.group(1)
@@ -377,19 +226,96 @@ def assigned_value(text: str) -> str:
     return text
 
 
-def _top_level_split(text: str) -> list[str]:
-    """``text`` split at the commas outside brackets and braces."""
-    items, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
+def _congruence(text: str) -> str:
+    """``x \\equiv 2 \\pmod{5}`` → ``x = 2``; ``17 \\bmod 5`` → ``2``."""
+    if "mod" not in text and "\\equiv" not in text:
+        return text
+    if "\\equiv" in text:
+        text = _MODULUS.sub("", text).replace("\\equiv", "=")
+    return _REMAINDER.sub(
+        lambda m: str(int(m.group(1)) % int(m.group(2))) if int(m.group(2)) else m.group(), text
+    )
+
+
+def _chain_value(text: str) -> str:
+    """The last side of a chain of equalities whose other sides hold no variable (``3^2 + 4^2 =
+    25`` → ``25``; ``x = 2 + 3 = 5`` → ``x = 5``); else ``text``."""
+    if "=" not in text or _INEQUALITY.search(text) or len(text) > 2000:
+        return text
+    sides = _split_top(text, re.compile(r"="))
+    if len(sides) < 2 or not all(sides) or any(_top_level_split(side)[1:] for side in sides):
+        return text
+    middle = sides[:-1] if not _variable(sides[0]) else sides[1:-1]
+    if not middle or any(_variable(side) for side in (*middle, sides[-1])):
+        return text
+    return sides[-1] if len(middle) == len(sides) - 1 else f"{sides[0]} = {sides[-1]}"
+
+
+def _variable(side: str) -> bool:
+    return bool(re.search(r"[A-Za-z]", re.sub(r"\\[A-Za-z]+", "", side)))
+
+
+def _solutions(text: str) -> list[list[tuple[str, str]]] | None:
+    """Several solutions, each a list of assignments to the same two or more variables (``p = 5,
+    q = 2 \\text{ and } p = 7, q = 2``, ``p=5,q=2;p=7,q=2``): each one's (variable, value)
+    pairs; None for anything else."""
+    if "=" not in text or len(text) > 2000:
+        return None
+    groups = _split_top(_GLUED_OR.sub(r" \1 ", text), _ALTERNATIVES)
+    if len(groups) < 2:
+        return None
+    solutions = []
+    for group in groups:
+        pairs = []
+        for item in _top_level_split(group):
+            m = re.fullmatch(r"\s*([A-Za-z](?:_\{?\w+\}?)?)\s*=\s*([^=]+)", item)
+            if m is None:
+                return None
+            pairs.append((m.group(1), m.group(2).strip()))
+        solutions.append(pairs)
+    names = {tuple(sorted(name for name, _ in solution)) for solution in solutions}
+    if len(names) != 1 or len(next(iter(names))) < 2:
+        return None
+    return solutions
+
+
+def solution_sets(text: str) -> frozenset[tuple[tuple[str, str], ...]] | None:
+    """The solutions of ``text`` (see :func:`_solutions`) as a set, each value in its compared
+    form, so that their order does not matter; None when ``text`` is not such a list."""
+    solutions = _solutions(_congruence(text))
+    if solutions is None:
+        return None
+    return frozenset(
+        tuple(sorted((name, _value_key(value)) for name, value in solution)) for solution in solutions
+    )
+
+
+def _value_key(value: str) -> str:
+    number = plain_number(value)
+    return str(number) if number is not None else text_key(value)
+
+
+def _split_top(text: str, separator: re.Pattern[str]) -> list[str]:
+    """``text`` split where ``separator`` matches outside brackets and braces."""
+    depth, depths = 0, []
+    for ch in text:
         if ch in "([{":
             depth += 1
         elif ch in ")]}":
             depth -= 1
-        elif ch == "," and depth == 0:
-            items.append(text[start:i])
-            start = i + 1
-    items.append(text[start:])
-    return [item.strip() for item in items]
+        depths.append(depth)
+    parts, start = [], 0
+    for m in separator.finditer(text):
+        if depths[m.start()] == 0 and (m.start() == 0 or depths[m.start() - 1] == 0):
+            parts.append(text[start : m.start()])
+            start = m.end()
+    parts.append(text[start:])
+    return [part.strip() for part in parts]
+
+
+def _top_level_split(text: str) -> list[str]:
+    """``text`` split at the commas outside brackets and braces."""
+    return _split_top(text, re.compile(","))
 
 
 def base_number(text: str) -> tuple[str, str] | None:

@@ -30,6 +30,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from envbuilder import processes
+from envbuilder.graders._answer import answer_span, is_prose
 from envbuilder.graders._base import (
     Grade,
     Grader,
@@ -42,13 +43,12 @@ from envbuilder.graders._base import (
     why_target_missing,
 )
 from envbuilder.graders._latex import (
-    answer_span,
     assigned_value,
     base_number,
     clean_latex,
     equation_sides,
-    is_prose,
     plain_number,
+    solution_sets,
     text_key,
 )
 from envbuilder.templating import Template
@@ -139,6 +139,7 @@ class MathGrader(Grader):
         whole = clean_latex(span)
         cleaned = assigned_value(whole)
         equation = equation_sides(whole)
+        solutions = solution_sets(whole)
         number = plain_number(cleaned)
         if number is not None:
             return _Reading(cleaned, number, None, equation)
@@ -161,7 +162,7 @@ class MathGrader(Grader):
                 parsed = mv.parse(cleaned, extraction_config=self._expr_only, parsing_timeout=None)
         # math-verify answers [text] alone when SymPy could not read the text: nothing parsed.
         readable = bool(parsed) and not isinstance(parsed[0], str)
-        return _Reading(cleaned, None, parsed if readable else None, equation)
+        return _Reading(cleaned, None, parsed if readable else None, equation, solutions)
 
     def _same_number(self, gold: _Reading, pred: _Reading) -> bool:
         """Exactly equal, or equal to ``float_rounding`` places when a side is a decimal
@@ -197,6 +198,8 @@ class MathGrader(Grader):
             return None, "", "no answer could be found in the response"
         if text_key(pred.text) == text_key(gold.text):
             return True, pred.text, "the answer is the target, written the same way"
+        if gold.solutions is not None and gold.solutions == pred.solutions:
+            return True, pred.text, "the same solutions, in another order"
         bases = base_number(gold.text), base_number(pred.text)
         if bases != (None, None):
             # math-verify drops a base subscript (52_8 = 52 = 52_9): compare digits and base.
@@ -347,6 +350,8 @@ class _Reading:
     """math-verify's parse ([expression, text]) otherwise; None when nothing parsed."""
     equation: tuple[str, str] | None = None
     """The two sides when the answer is one equation (``2x + 4y - 3 = 0``)."""
+    solutions: frozenset[tuple[tuple[str, str], ...]] | None = None
+    """Several solutions of several variables each (:func:`~envbuilder.graders._latex.solution_sets`)."""
 
     def as_parsed(self) -> list[Any] | None:
         """What math-verify compares: its own parse, or the exact number as a SymPy Rational."""

@@ -8,6 +8,8 @@ import unicodedata
 from collections.abc import Callable
 from fractions import Fraction
 
+from envbuilder.graders._answer import OR_PAIR, final_statement, prose_alternatives
+
 _CURRENCY = "$€£¥₹"
 _NUMBER = re.compile(
     rf"[-+−]?[{_CURRENCY}]?\s?(?:(?:\d{{1,3}}(?:,\d{{3}})+|\d+)(?:\.\d+)?|\.\d+)"
@@ -16,12 +18,6 @@ _NUMBER = re.compile(
 # Longer numbers (or exponents) are not read: exact arithmetic on them could take unbounded time.
 _MAX_DIGITS = 1000
 _MAX_EXPONENT = 400
-# Where models state a final answer, most explicit first.
-_ANSWER_MARKERS = [
-    re.compile(r"\\boxed\{([^{}]*)\}"),
-    re.compile(r"####\s*([^\n]*)"),
-    re.compile(r"(?:final answer|answer)\s*(?:is|:|=)\s*([^\n]*)", re.IGNORECASE),
-]
 
 
 _PLAIN = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?(?:\s*/\s*\d+)?")
@@ -83,41 +79,32 @@ def last_number(text: str) -> str | None:
 
 
 def extract_number(text: str) -> str | None:
-    """The final numeric answer in a free-form response: the first number after the last
-    answer marker (``\\boxed{}``, ``####``, "the answer is") if any, else the last number."""
-    for marker in _ANSWER_MARKERS:
-        matches = marker.findall(text)
-        if matches:
-            found = _NUMBER.findall(matches[-1])
-            if found:
-                return str(found[0])
+    """The final numeric answer in a free-form response: the first number of the last stated
+    answer (``\\boxed{}``, ``####``, "the answer is": :func:`envbuilder.graders._answer.final_statement`,
+    the rule the ``math`` grader reads by) if it holds one, else the last number."""
+    statement = final_statement(text)
+    if statement is not None:
+        found = _NUMBER.findall(statement.text)
+        if found:
+            return str(found[0])
     return last_number(text)
-
-
-# A stated answer that offers two different numbers: "The answer is 3 or 4", "#### 3/4"
-# is a fraction, not a hedge, so only words and an ASCII "or" separate them here.
-_HEDGE = re.compile(
-    rf"(?:final answer|answer|####)\s*(?:is|:|=)?\s*(?P<a>{_NUMBER.pattern})\s*(?:,\s*)?"
-    rf"(?:or|oder|ou|o|,\s*or)\s+(?:maybe\s+|perhaps\s+)?(?P<b>{_NUMBER.pattern})",
-    re.IGNORECASE,
-)
 
 
 def hedged_numbers(text: str) -> list[str]:
     """The different numbers an answer offers at once as its final answer (a hedge, not an
-    answer): ``The answer is 3 or 4``, or several boxes in a row (``\\boxed{3} \\boxed{4}``)."""
+    answer): ``The answer is 3 or 4``, several boxes in a row (``\\boxed{3} \\boxed{4}``), or
+    a statement offered as an alternative to the one before it ("Alternatively, the answer is 4")."""
     tail = text[-_MAX_HEDGE_SCAN:]
-    if "\\" in tail:  # a box is written with a backslash: most answers have none
-        from envbuilder.graders._latex import boxes, run_items
-
-        found = boxes(tail)
-        if len(found) > 1:
-            values = [canonical_number(v) or v for v in run_items(tail, found)]
-            if len(set(values)) > 1:
-                return list(dict.fromkeys(values))
-    hedges = list(_HEDGE.finditer(tail))
-    if hedges:
-        a, b = (canonical_number(hedges[-1].group(g)) for g in ("a", "b"))
+    statement = final_statement(tail)
+    if statement is None:
+        offered = [canonical_number(v) or v for v in prose_alternatives(tail)]
+        return list(dict.fromkeys(offered)) if len(set(offered)) > 1 else []
+    values = [canonical_number(v) or v for v in (*statement.alternatives, *statement.parts)]
+    if len(set(values)) > 1:
+        return list(dict.fromkeys(values))
+    pair = OR_PAIR.search(statement.text)  # "3 or 4", "\\boxed{3 \\text{ or } 4}", "3 (or 4)"
+    if pair is not None:
+        a, b = (canonical_number(pair.group(g)) for g in ("a", "b"))
         if a is not None and b is not None and a != b:
             return [a, b]
     return []

@@ -20,7 +20,7 @@ from tests.conftest import ENVS
 
 ENTRY_KEYS = [
     "name", "title", "description", "tags", "license", "citation", "version", "spec", "content_hash",
-    "files", "dataset", "splits", "tools", "graders", "hacks_audit", "sample",
+    "files", "dataset", "splits", "tools", "graders", "hacks_audit", "fidelity", "sample",
 ]  # fmt: skip
 
 

@@ -74,3 +74,11 @@ def test_agent_example_is_a_valid_spec_over_the_shipped_data() -> None:
         "cancel_pending_order",
     ]
     assert env.document is not None and env.submit is not None and env.submit.user is not None
+
+
+def test_the_graders_page_shows_the_committed_fidelity_card() -> None:
+    from envbuilder.graders._fidelity import card, markdown_table
+
+    shown = section(page("how-to/graders.md"), "### Fidelity card")
+    assert markdown_table(card()) in shown
+    assert "fidelity.json" in shown and "bench/grader_accuracy.py --card" in shown

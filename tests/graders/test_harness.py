@@ -133,3 +133,31 @@ def test_values_cross_with_their_exact_types(value: object) -> None:
 def test_other_values_do_not_cross(value: object) -> None:
     with pytest.raises(NotData):
         encode(value)
+
+
+EVAL_TESTS = {
+    **TASK,
+    # Hidden tests that evaluate what the function returns (some benchmarks' tests do): the
+    # answer's text then runs in the harness's own process, after it has read the nonce.
+    "test": "def check(candidate):\n    assert eval(candidate(2, 3)) == 5\n",
+}
+
+
+@pytest.mark.parametrize(
+    ("answer", "task"),
+    [
+        ("    return \"__import__('os')._exit(0)\"\n", EVAL_TESTS),
+        ("    return [a + b, a * b]\n", {**TASK, "test": "import os\nos._exit(0)\n" + TASK["test"]}),
+    ],
+    ids=["the answer makes the tests exit", "the tests exit"],
+)
+async def test_an_exit_with_status_0_after_the_nonce_is_not_a_pass(answer: str, task: dict[str, str]) -> None:
+    """The harness has read the nonce and its process exits with status 0 before the tests
+    return: only the nonce's `passed` line is a pass, never the exit status."""
+    result = await grade(make(HARNESSED), answer, task)
+    assert (result.outcome, result.score) == (Outcome.INCORRECT, 0.0), result.reason
+    assert result.reason == "the program exited before the tests finished (exit status 0 is not a pass)"
+    assert result.details["run"]["exit_code"] == 0 and result.details["passed"] == 0
+    # The control: a right answer through the same eval passes.
+    right = await grade(make(HARNESSED), '    return f"{a} + {b}"\n', EVAL_TESTS)
+    assert right.score == 1.0, right.reason

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from pydantic import ValidationError
 
+from envbuilder.episode import Episode, SubmitTool
 from envbuilder.graders import Outcome
 from envbuilder.graders._code import extract_code, fenced_blocks
+from envbuilder.protocol import RunToolSuccess, ToolOutput
+from envbuilder.spec import SubmitSpec
 from tests.graders._util import grade, make
 
 HUMANEVAL = {
@@ -125,3 +130,27 @@ def test_fenced_code_extraction() -> None:
     assert extract_code("x = 1", ["python"], require_fence=True) is None
     assert extract_code("````python\n```\ninner\n```\n````", ["python"]) == "```\ninner\n```"
     assert extract_code("```python\nunclosed = 1\n", ["python"]) == "unclosed = 1"
+
+
+async def test_per_case_runs_reach_no_unfinished_episode() -> None:
+    """A `cases` grade's runs hold each case's output, and a traceback quotes the hidden test's
+    line: gold details, which an episode sees only once it has finished (with reveal_answer)."""
+    grader = make({"type": "unit_tests", "cases": "test_list", "program": "{{ answer }}\n\n{{ case }}\n"})
+    task = {"test_list": ["assert double(2) == 4  # SECRET_CASE", "assert double(-3) == -6  # SECRET_CASE"]}
+    tool = SubmitTool(SubmitSpec(max_attempts=2, reveal_answer=True), grader)
+    episode = Episode(task)
+
+    async def submit(answer: str) -> ToolOutput:
+        result = await tool.call(episode, "submit", {"answer": answer})
+        assert isinstance(result, RunToolSuccess), result
+        return result.output
+
+    first = await submit("def double(x):\n    return x + 2\n")
+    assert not first.finished and first.metadata["outcome"] == "incorrect"
+    assert "runs" not in first.metadata and "run" not in first.metadata, first.metadata
+    assert "SECRET_CASE" not in json.dumps(first.model_dump(mode="json"))
+    assert first.metadata["passed"] == 1 and first.metadata["total"] == 2  # the counts are not gold
+    last = await submit("def double(x):\n    return x + 3\n")
+    assert last.finished  # the episode is over and reveal_answer is set: now the runs are shown
+    assert [r["status"] for r in last.metadata["runs"]] == ["exit", "exit"]
+    assert "SECRET_CASE" in json.dumps(last.metadata["runs"])
