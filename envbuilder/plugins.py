@@ -1,18 +1,25 @@
 """Registries of pluggable parts (dataset sources, graders) keyed by their YAML ``type:``.
 
 Built-in parts register exactly as a third-party package does: through an entry point in
-the ``envbuilder.sources`` or ``envbuilder.graders`` group naming a class with a ``Config``
-(a :class:`ConfigModel` whose ``type`` field is a ``Literal`` of its YAML name).
+the ``envbuilder.sources``, ``envbuilder.graders`` or ``envbuilder.tools`` group naming a class
+with a ``Config`` (a :class:`ConfigModel` whose ``type`` field is a ``Literal`` of its YAML name).
+
+A registry loads a plugin when it is first asked for by name: a spec naming `exact_match`
+imports that grader's module and no other (the judge's HTTP client, reasoning-gym's task
+families and the MCP SDK are imported only by the specs that use them). Listing every plugin
+(``names()``, ``config_models()``, the JSON Schema) loads them all.
 """
 
 from __future__ import annotations
 
+import functools
 import threading
-from importlib.metadata import entry_points
+from collections.abc import Callable
+from importlib.metadata import EntryPoint, entry_points
 from typing import Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, GetCoreSchemaHandler, GetJsonSchemaHandler
-from pydantic.json_schema import JsonSchemaValue
+from pydantic.json_schema import CoreRef, GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import CoreSchema, core_schema
 
 from envbuilder.errors import EnvbuilderError, Loc, did_you_mean
@@ -53,7 +60,8 @@ class Registry(Generic[P]):
         self.group = group
         self._items: dict[str, type[P]] = {}
         self._loaded = False
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
+        self._declared: dict[str, EntryPoint] | None = None
 
     def register(self, cls: type[P]) -> type[P]:
         """Add ``cls`` under the ``type`` literal of its ``Config``."""
@@ -62,22 +70,45 @@ class Registry(Generic[P]):
         self._items[name] = cls
         return cls
 
+    def _entry_points(self) -> dict[str, EntryPoint]:
+        if self._declared is None:
+            self._declared = {ep.name: ep for ep in _all_entry_points().select(group=self.group)}
+        return self._declared
+
     def _load(self) -> None:
         if self._loaded:
             return
         with self._lock:
             if self._loaded:
                 return
-            for ep in entry_points(group=self.group):
-                if ep.name not in self._items:
+            for name, ep in self._entry_points().items():
+                if name not in self._items:
                     self.register(ep.load())
             self._loaded = True
+
+    def _load_one(self, name: str) -> type[P] | None:
+        """The plugin called ``name``, loading only its entry point; None when none is declared."""
+        cls = self._items.get(name)
+        if cls is not None:
+            return cls
+        with self._lock:
+            ep = self._entry_points().get(name)
+            if name not in self._items and ep is not None:
+                self.register(ep.load())
+            return self._items.get(name)
+
+    def declared_names(self) -> list[str]:
+        """The names of every plugin, registered or declared by an entry point, without loading any."""
+        return sorted(set(self._items) | set(self._entry_points()))
 
     def names(self) -> list[str]:
         self._load()
         return sorted(self._items)
 
     def get(self, name: str) -> type[P]:
+        cls = self._load_one(name)
+        if cls is not None:
+            return cls
         self._load()
         try:
             return self._items[name]
@@ -95,6 +126,18 @@ class Registry(Generic[P]):
         self._load()
         return {name: cls.Config for name, cls in sorted(self._items.items())}
 
+    def config_model(self, name: str) -> type[ConfigModel]:
+        """The config model of the plugin called ``name`` (loading only that plugin)."""
+        return self.get(name).Config
+
+
+@functools.cache
+def _all_entry_points() -> Any:
+    """Every installed entry point, read once: each ``entry_points(group=...)`` call reads the
+    metadata of every installed distribution again (a few hundred files), and there are three
+    registries. (``SelectableGroups`` on Python 3.11, ``EntryPoints`` later: both ``select``.)"""
+    return entry_points()
+
 
 def _type_literal(model: type[BaseModel]) -> str:
     field = model.model_fields.get("type")
@@ -107,9 +150,11 @@ def _type_literal(model: type[BaseModel]) -> str:
 class PluginField:
     """Pydantic annotation: validate a YAML block with the config of its ``type:``.
 
-    ``Annotated[ConfigModel, PluginField(registry)]`` becomes a tagged union of every
-    registered config, so errors are located inside the block and the JSON Schema lists
-    each type with its own keys.
+    ``Annotated[ConfigModel, PluginField(registry)]`` becomes a tagged union over every plugin's
+    name, so errors are located inside the block (``grader.exact_match.pattern``) and an unknown
+    ``type:`` lists the known ones. Each choice validates with its config model, loaded when a
+    block first names it: building the union imports no plugin, and a spec imports only the
+    plugins it uses. The JSON Schema lists each type with its own keys (it loads them all).
     """
 
     def __init__(self, registry: Registry[Any]):
@@ -117,11 +162,39 @@ class PluginField:
 
     def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
         choices: dict[Any, CoreSchema] = {
-            name: handler.generate_schema(model) for name, model in self.registry.config_models().items()
+            name: core_schema.with_info_plain_validator_function(self._validator(name))
+            for name in self.registry.declared_names()
         }
         return core_schema.tagged_union_schema(choices, discriminator="type")
+
+    def _validator(self, name: str) -> Callable[[Any, core_schema.ValidationInfo], Any]:
+        registry = self.registry
+
+        def validate(value: Any, info: core_schema.ValidationInfo) -> Any:
+            # A ValidationError raised here keeps its errors, located under this choice's tag.
+            return registry.config_model(name).model_validate(value, context=info.context)
+
+        return validate
 
     def __get_pydantic_json_schema__(
         self, schema: CoreSchema, handler: GetJsonSchemaHandler
     ) -> JsonSchemaValue:
-        return handler(schema)
+        # The union pydantic would write for the eagerly built tagged union: each config once in
+        # `$defs`, referenced by `oneOf` and the discriminator's mapping. A config holding a block
+        # of the same kind (a composite grader) meets this union again while its own definition
+        # is being written: it is then only referenced.
+        generator: GenerateJsonSchema = handler.generate_json_schema  # type: ignore[attr-defined]
+        started: set[str] = generator.__dict__.setdefault("_envbuilder_plugin_defs", set())
+        refs: dict[str, JsonSchemaValue] = {}
+        for name, model in self.registry.config_models().items():
+            core: Any = model.__pydantic_core_schema__
+            ref = str(core.get("ref") or core.get("schema", {}).get("schema_ref", ""))
+            if ref in started:
+                refs[name] = generator.get_cache_defs_ref_schema(CoreRef(ref))[1]
+            else:
+                started.add(ref)
+                refs[name] = generator.generate_inner(core)
+        return {
+            "oneOf": list(refs.values()),
+            "discriminator": {"propertyName": "type", "mapping": {k: v["$ref"] for k, v in refs.items()}},
+        }

@@ -22,7 +22,6 @@ from typing import Any
 from envbuilder import budget
 from envbuilder.data import Task
 from envbuilder.errors import EnvbuilderError
-from envbuilder.graders._judge import api_key, chat_body
 from envbuilder.graders._judge_cache import JudgeCache, cache_key, open_cache
 from envbuilder.retry import RetryPolicy
 from envbuilder.spec import UserSpec
@@ -84,6 +83,9 @@ class SimulatedUser:
             messages.append({"role": "user", "content": said})
             messages.append({"role": "assistant", "content": heard})
         messages.append({"role": "user", "content": message})
+        # The judge's module imports the HTTP client: only a spec with a simulated user pays for it.
+        from envbuilder.graders._judge import chat_body
+
         spec = self.spec
         return chat_body(spec.model, messages, spec.temperature, spec.max_tokens, spec.extra_body)
 
@@ -106,6 +108,7 @@ class SimulatedUser:
             UserUnavailable: no valid turn after the retries.
         """
         from envbuilder.eval._model import ChatModel, ModelError, Sampling
+        from envbuilder.graders._judge import api_key
 
         body = (
             self.request(task, dialogue, message)

@@ -7,15 +7,11 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from envbuilder.errors import DataError
-from envbuilder.plugins import ConfigModel, Plugin, Registry
+from envbuilder.plugins import Plugin, Registry
+from envbuilder.spec import SourceConfig
+from envbuilder.spec import sources as _sources
 
 Row = dict[str, Any]
-
-
-class SourceConfig(ConfigModel):
-    """Base of a `dataset:` block; `type:` picks the source."""
-
-    type: str
 
 
 class Table(abc.ABC):
@@ -84,4 +80,4 @@ class Source(Plugin, abc.ABC):
         return []
 
 
-sources: Registry[Source] = Registry("source", "envbuilder.sources")
+sources: Registry[Source] = _sources

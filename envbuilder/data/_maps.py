@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import bisect
 import hashlib
-import re
 from collections.abc import Sequence
 from typing import Protocol
+
+from envbuilder.spec import parse_slice
 
 __all__ = [
     "Complement",
@@ -21,7 +22,6 @@ __all__ = [
     "IndexMap",
     "Permutation",
     "Window",
-    "parse_slice",
     "position",
     "runs",
     "slice_bounds",
@@ -165,20 +165,6 @@ def runs(index: IndexMap, lo: int, hi: int) -> list[tuple[int, int]]:
     if start >= 0:
         out.append((start, prev + 1))
     return out
-
-
-_SLICE = re.compile(r"^\[\s*(?P<a>-?\d+(?:\.\d+)?%?)?\s*:\s*(?P<b>-?\d+(?:\.\d+)?%?)?\s*\]$")
-
-
-def parse_slice(text: str) -> tuple[str | None, str | None]:
-    """Check ``[start:stop]`` (rows or percentages) and return its two bounds; ValueError if bad."""
-    m = _SLICE.match(text.strip())
-    if not m:
-        raise ValueError("expected `[start:stop]` in rows or percent, e.g. `[:1000]` or `[10%:20%]`")
-    for bound in (m["a"], m["b"]):
-        if bound and not bound.endswith("%") and "." in bound:
-            raise ValueError("a row bound must be a whole number; use `%` for fractions")
-    return m["a"], m["b"]
 
 
 def slice_bounds(text: str, n: int) -> tuple[int, int]:

@@ -12,7 +12,9 @@ from typing import Any, ClassVar
 from envbuilder import budget
 from envbuilder.data import Task
 from envbuilder.errors import GraderError, TemplateError
-from envbuilder.plugins import ConfigModel, Plugin, Registry
+from envbuilder.plugins import Plugin, Registry
+from envbuilder.spec import GraderConfig
+from envbuilder.spec import graders as _graders
 from envbuilder.templating import Template
 
 
@@ -132,12 +134,6 @@ def why_target_missing(templates: list[Template], task: Task, *, allow_empty: bo
     return reason
 
 
-class GraderConfig(ConfigModel):
-    """Base of a `grader:` block; `type:` picks the grader."""
-
-    type: str
-
-
 @dataclass(frozen=True)
 class GraderContext:
     """What a grader may need besides its config."""
@@ -220,4 +216,4 @@ def build_grader(config: GraderConfig, context: GraderContext) -> Grader:
     return graders.for_config(config)(config, context)
 
 
-graders: Registry[Grader] = Registry("grader", "envbuilder.graders")
+graders: Registry[Grader] = _graders

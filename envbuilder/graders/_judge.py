@@ -33,6 +33,7 @@ from envbuilder.graders._base import (
 from envbuilder.graders._judge_cache import JudgeCache, cache_key, open_cache
 from envbuilder.plugins import ConfigModel
 from envbuilder.retry import RetryPolicy
+from envbuilder.spec import api_root
 from envbuilder.templating import Template, template_or_file
 
 log = logging.getLogger("envbuilder.graders.judge")
@@ -393,14 +394,6 @@ class LLMJudgeGrader(Grader):
         outcome = Outcome.CORRECT if score > 0 else Outcome.INCORRECT
         reason = f"the judge's verdict: {verdict}"
         return Grade(outcome, score, reason, {"target": reference, "judge": judge})
-
-
-def api_root(value: str) -> str:
-    """A model endpoint's ``base_url`` as validated everywhere one is given: http(s), no trailing
-    slash."""
-    if not value.startswith(("http://", "https://")):
-        raise ValueError("base_url must start with http:// or https://")
-    return value.rstrip("/")
 
 
 def chat_body(

@@ -6,10 +6,17 @@ from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from envbuilder.data import SourceConfig, parse_slice, sources
-from envbuilder.graders import GraderConfig, graders
 from envbuilder.plugins import ConfigModel, PluginField
-from envbuilder.tools import ToolConfig, tools
+from envbuilder.spec._plugins import (
+    GraderConfig,
+    SourceConfig,
+    ToolConfig,
+    api_root,
+    graders,
+    parse_slice,
+    sources,
+    tools,
+)
 
 SplitType = Literal["train", "validation", "test"]
 
@@ -342,8 +349,6 @@ class UserSpec(ConfigModel):
     @field_validator("base_url")
     @classmethod
     def _http_url(cls, value: str) -> str:
-        from envbuilder.graders._judge import api_root
-
         return api_root(value)
 
     @model_validator(mode="after")

@@ -4,8 +4,8 @@ See :mod:`envbuilder.tools._base` for the interface a tool type implements (conf
 per-session state, blocking, end-of-session cleanup) and how a package registers one.
 """
 
+from envbuilder.spec import ParamSpec, input_model
 from envbuilder.tools._base import Tool, ToolCall, ToolConfig, ToolContext, ToolReply, tools
-from envbuilder.tools._schema import ParamSpec, input_model
 
 __all__ = [
     "ParamSpec",

@@ -44,51 +44,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from pydantic import Field
-
 from envbuilder.data import Task
-from envbuilder.plugins import ConfigModel, Plugin, Registry
+from envbuilder.plugins import Plugin, Registry
 from envbuilder.protocol import ContentBlock, TextBlock
-from envbuilder.tools._schema import ParamName, ParamSpec
+from envbuilder.spec import ParamSpec, ToolConfig
+from envbuilder.spec import tools as _tools
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from envbuilder.data import SplitView
     from envbuilder.state import Document, State
-
-TOOL_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$"
-
-
-class ToolConfig(ConfigModel):
-    """Base of an entry of `tools:`; `type:` picks the tool type."""
-
-    type: str
-    name: str | None = Field(default=None, pattern=TOOL_NAME_PATTERN)
-    """The tool's name, as the agent calls it (default: the type's name). Unique in a spec."""
-    description: str | None = None
-    """What the tool does, shown to the model (default: the type's own description)."""
-    input: dict[ParamName, ParamSpec] | None = None
-    """The tool's parameters by name, each with its type, description and bounds; they become
-    the input schema offered to the model, and calls that break it are refused with the
-    schema's message. Default: the type's own parameters."""
-    max_calls: int | None = Field(default=None, ge=1)
-    """How many times an episode may call the tool; later calls are refused (as an error
-    output, without running the tool)."""
-    cost: float = Field(default=0.0, ge=0)
-    """Reward taken off the episode's final reward for each call that runs (a hint that costs;
-    a call that fails is not charged)."""
-    task_scoped: bool = False
-    """List the tool only in the session's `/task_tools`, not in `/tools` (the ORS
-    `shared=False` tools: they belong to the task). It is callable either way."""
-    only_for: str | None = None
-    """A task field: the tool exists only for tasks where it is set and not empty (a `hint`
-    column some rows fill). Such a tool is listed in those sessions' `/task_tools` only."""
-    terminal: bool = False
-    """A call ends the episode (its output has `finished: true`) with the reward earned so far
-    (none when nothing was graded)."""
-    max_output_chars: int = Field(default=8000, ge=1, le=1_000_000)
-    """Longer outputs are cut to this many characters (and say so)."""
 
 
 @dataclass(frozen=True)
@@ -191,5 +157,5 @@ class Tool(Plugin, abc.ABC):
         """Release what the tool holds for the whole environment."""
 
 
-tools: Registry[Tool] = Registry("tool", "envbuilder.tools")
+tools: Registry[Tool] = _tools
 """The tool types, by YAML ``type:``."""

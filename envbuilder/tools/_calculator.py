@@ -17,8 +17,8 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field
 
 from envbuilder.errors import ToolError
+from envbuilder.spec import ParamSpec
 from envbuilder.tools._base import Tool, ToolCall, ToolConfig, ToolReply
-from envbuilder.tools._schema import ParamSpec
 
 Number = int | float
 

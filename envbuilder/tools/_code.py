@@ -25,8 +25,8 @@ from pydantic import Field
 
 from envbuilder.errors import SandboxError, ToolError
 from envbuilder.sandbox import BubblewrapBackend, Limits, RunResult, default_backend, run_code
+from envbuilder.spec import ParamSpec
 from envbuilder.tools._base import Tool, ToolCall, ToolConfig, ToolContext, ToolReply
-from envbuilder.tools._schema import ParamSpec
 
 WORKDIRS_ENV = "ENVBUILDER_SANDBOX_WORKDIRS"
 _DIR_NAME = re.compile(r"^session-[a-z0-9_]{8,64}$")

@@ -18,9 +18,9 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, model_validator
 
 from envbuilder.errors import EnvbuilderError, ToolError
+from envbuilder.spec import ParamSpec
 from envbuilder.templating import Template
 from envbuilder.tools._base import Tool, ToolCall, ToolConfig, ToolContext, ToolReply
-from envbuilder.tools._schema import ParamSpec
 
 MAX_CORPUS = 200_000
 """The most passages a split index may hold (its memory and build time are bounded)."""
