@@ -116,9 +116,11 @@ def test_eval_api() -> None:
         "paired_difference",
         "pass_at_k",
         "plan_eval",
+        "profile_split",  # was envbuilder.profiling (issue 33: a profile's run is an eval)
         "regrade_run",
         "run_eval",
         "summarize",
+        "table_path",
         "wilson",
         "write_report",
     ]

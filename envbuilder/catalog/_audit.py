@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from envbuilder import __version__
+from envbuilder._version import __version__
 from envbuilder.catalog._files import content_hash, file_sha256
 from envbuilder.environment import HACKS_RECORD_SUFFIX, Environment
 

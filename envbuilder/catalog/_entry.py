@@ -5,13 +5,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from envbuilder import __version__
+from envbuilder._version import __version__
 from envbuilder.catalog._audit import audit_summary
 from envbuilder.catalog._files import content_hash, file_sha256
+from envbuilder.data import histogram, read_profile
 from envbuilder.environment import Environment
 from envbuilder.errors import EnvbuilderError
 from envbuilder.graders import fidelity_of
-from envbuilder.profiling import histogram, read_profile
 
 __all__ = ["build_catalog", "catalog_entry"]
 

@@ -24,7 +24,8 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from envbuilder import __version__, paths
+from envbuilder import paths
+from envbuilder._version import __version__
 from envbuilder.catalog._binding import check_spec
 from envbuilder.catalog._files import content_hash, file_sha256
 from envbuilder.environment import Environment, load_environment

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from envbuilder import __version__
+from envbuilder._version import __version__
 from envbuilder.catalog._collect import LoadFailure
 from envbuilder.catalog._entry import catalog_entry
 from envbuilder.catalog._files import file_sha256

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 import typer.core
 
-from envbuilder import __version__
+from envbuilder._version import __version__
 from envbuilder.cli import (
     _catalog,
     _check,

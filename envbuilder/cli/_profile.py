@@ -43,9 +43,9 @@ def profile(
     The table goes beside the results (NAME.tasks.jsonl). A split selects tasks by it with
     `profile: TABLE` and a filter such as `filter: "pass_rate > 0 and pass_rate < 1"`; a rerun
     resumes the run."""
+    from envbuilder.data import histogram
     from envbuilder.environment import load_environment
-    from envbuilder.eval import ChatModel, Sampling
-    from envbuilder.profiling import histogram, profile_split
+    from envbuilder.eval import ChatModel, Sampling, profile_split
 
     with fail_on_errors():
         env = load_environment(spec, trust_code=True if trust_code else None)

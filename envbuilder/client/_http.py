@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import orjson
 
-from envbuilder import __version__
+from envbuilder._version import __version__
 from envbuilder.client._errors import ClientError, ResponseError, ToolFailed, TransportError, response_error
 from envbuilder.client._sse import EventParser, LineSplitter, ResultReader
 from envbuilder.retry import RetryPolicy

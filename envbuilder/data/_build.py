@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 from envbuilder.data._base import Source, Table, sources
 from envbuilder.data._filter import RowFilter, filter_profiled, filter_rows
 from envbuilder.data._maps import Complement, Gather, Identity, IndexMap, Permutation, Window, slice_bounds
+from envbuilder.data._profile import read_profile
 from envbuilder.data._splits import SplitView, TaskShaper
 from envbuilder.errors import DataError, EnvbuilderError, Loc, name_hint
 from envbuilder.paths import check_inside
-from envbuilder.profiling import read_profile
 
 if TYPE_CHECKING:  # spec imports data at run time (its dataset models), so data names it only here
     from envbuilder.spec import Spec, SplitSpec, TaskShape

@@ -95,7 +95,7 @@ def filter_profiled(
 ) -> Sequence[int]:
     """Positions of ``index`` (the profiled rows of ``table``) that ``flt`` keeps, the filter
     seeing each row's columns and its profile (``pass_rate``, ``mean_reward``, …)."""
-    from envbuilder.profiling import PROFILE_FIELDS
+    from envbuilder.data._profile import PROFILE_FIELDS
 
     flt.check_columns([*table.columns, *PROFILE_FIELDS])
     kept = array("q")

@@ -13,6 +13,7 @@ from envbuilder.eval._apis import AnthropicModel, ResponsesModel
 from envbuilder.eval._backends import LocalBackend, RemoteBackend
 from envbuilder.eval._compare import Comparison, Difference, compare_runs
 from envbuilder.eval._model import ChatModel, ModelError, Sampling
+from envbuilder.eval._profile import profile_split, table_path
 from envbuilder.eval._regrade import Regrade, regrade_run
 from envbuilder.eval._report import write_report
 from envbuilder.eval._results import OUTCOMES, Summary, outcome_of, summarize
@@ -44,9 +45,11 @@ __all__ = [
     "paired_difference",
     "pass_at_k",
     "plan_eval",
+    "profile_split",
     "regrade_run",
     "run_eval",
     "summarize",
+    "table_path",
     "wilson",
     "write_report",
 ]

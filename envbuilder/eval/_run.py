@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from envbuilder import __version__
+from envbuilder._version import __version__
 from envbuilder.errors import EnvbuilderError
 from envbuilder.paths import refuse_link, write_file
 

@@ -278,14 +278,12 @@ def confined_python(argv: Sequence[str]) -> list[str]:
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         raise SandboxError("a confined worker needs `bwrap`, which is not installed", hint=_INSTALL_HINT)
-    import envbuilder
-
     paths = dict.fromkeys(
         [
             *SYSTEM_PATHS,
             sys.base_prefix,
             sys.prefix,
-            str(Path(envbuilder.__file__).resolve().parent),
+            str(Path(__file__).resolve().parent.parent),  # the envbuilder package
             # Its import paths, not the folder it was started from (an operator's files), but
             # the folders $PYTHONPATH names (which the worker is given).
             *(os.path.realpath(p) for p in sys.path if p and os.path.isdir(p) and p != os.getcwd()),

@@ -15,7 +15,7 @@ from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import Receive, Scope, Send
 
-from envbuilder import __version__
+from envbuilder._version import __version__
 from envbuilder.environment import Environment
 from envbuilder.errors import RequestRejected
 from envbuilder.server import _ops

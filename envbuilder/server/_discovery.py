@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import Response, StreamingResponse
 
-from envbuilder import __version__
+from envbuilder._version import __version__
 from envbuilder.protocol import (
     ErrorResponse,
     ListToolsOutput,

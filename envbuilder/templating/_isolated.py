@@ -25,18 +25,14 @@ import json
 import pickle
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
 from envbuilder.errors import TemplateError
 from envbuilder.processes import CheckTimeout, ProcessPool, WorkerError, WorkerFailed, worker_function
 from envbuilder.sandbox._slots import count_setting
-
-if TYPE_CHECKING:
-    from envbuilder.templating._template import Template
 
 __all__ = [
     "BATCH",
@@ -66,6 +62,25 @@ name, the spec's folder, the extra template folders, seconds and characters of b
 
 in_worker = False
 """True inside a render worker, where templates render in the worker's own thread."""
+
+
+class Template(Protocol):
+    """What this module needs of a compiled template (``_template.Template``)."""
+
+    name: str
+    seconds: float
+    max_chars: int
+
+    @property
+    def recipe(self) -> Recipe: ...
+
+    def render(self, context: Mapping[str, Any]) -> str: ...
+
+
+compile_recipe: Callable[[Recipe], Template] | None = None
+"""Compiles a recipe in a worker: set by ``_template`` when it is imported (importing this
+module imports its package first, which imports ``_template``), so that this module needs no
+import of the template class that calls it."""
 
 _pool: ProcessPool | None = None
 _pool_lock = threading.Lock()
@@ -185,8 +200,6 @@ def _template(recipe: Recipe) -> Template:
 
 
 def _compile(recipe: Recipe) -> Template:
-    from envbuilder.templating._template import Template, render_limits, template_folders
-
-    source, from_file, name, base_dir, folders, seconds, chars = recipe
-    with template_folders(Path(f) for f in folders), render_limits(seconds, chars):
-        return Template(source, name=name, base_dir=Path(base_dir) if base_dir else None, from_file=from_file)
+    if compile_recipe is None:
+        raise RuntimeError("envbuilder.templating._template was not imported")
+    return compile_recipe(recipe)

@@ -276,3 +276,13 @@ def _private_access(ast: jinja2.nodes.Template) -> list[str]:
         if isinstance(name, str) and name.startswith("_") and name not in found:
             found.append(name)
     return found
+
+
+def _compile_recipe(recipe: _isolated.Recipe) -> Template:
+    """A template compiled again from its recipe, in a render worker (``_isolated``)."""
+    source, from_file, name, base_dir, folders, seconds, chars = recipe
+    with template_folders(Path(f) for f in folders), render_limits(seconds, chars):
+        return Template(source, name=name, base_dir=Path(base_dir) if base_dir else None, from_file=from_file)
+
+
+_isolated.compile_recipe = _compile_recipe
