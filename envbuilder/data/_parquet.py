@@ -2,23 +2,21 @@
 
 Opening a table reads only the files' footers. A random row first costs decoding the row group
 that holds it (a small LRU keeps the last few). When the row groups are too large for that to be
-fast, a background thread re-encodes the rows once into an Arrow IPC file of small batches in the
-cache (see ``_cache``); from then on, in this and every later process, a random row costs one
-small positioned read. The thread never blocks a request: until the index is complete, rows
-come from the row groups as before.
+fast, the rows are re-encoded once into an Arrow IPC file of small batches in the cache (see
+``_cache``) by a child process that a background thread waits for (``_rowindex``: the work
+would otherwise compete with the server for the interpreter's lock); from then on, in this and
+every later process, a random row costs one small positioned read. Nothing waits for it: until
+the index is complete, rows come from the row groups as before.
 """
 
 from __future__ import annotations
 
 import bisect
-import contextlib
 import glob
 import logging
-import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
 
@@ -28,8 +26,9 @@ from pydantic import Field
 
 from envbuilder.data._base import Row, Source, SourceConfig, Table
 from envbuilder.data._cache import build_lock, cache_key, cache_path, file_identity
-from envbuilder.data._ipc import IpcTable, write_ipc
+from envbuilder.data._ipc import IpcTable
 from envbuilder.data._remote import fetch, is_url
+from envbuilder.data._rowindex import write_row_index
 from envbuilder.errors import DataError
 from envbuilder.paths import check_inside
 
@@ -209,22 +208,15 @@ class ParquetTable(Table):
         )
         self.index_thread.start()
 
-    def _groups_iter(self) -> Iterator[pa.Table]:
-        files = [pq.ParquetFile(p, memory_map=False) for p in self.paths]
-        for fi, rg in self._groups:
-            yield files[fi].read_row_group(rg, use_threads=False)
-
     def _build_index(self) -> None:
         started = time.monotonic()
-        with contextlib.suppress(OSError, AttributeError):
-            # Linux threads have their own niceness: let request handling win the CPU.
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
         try:
             with build_lock(self.index_path):  # once per host: other workers wait, then read it
                 fast = self._built_index()
                 built = fast is None
                 if fast is None:
-                    write_ipc(self.index_path, self._schema, self._groups_iter())
+                    # In a child process: this thread only waits (see _rowindex).
+                    write_row_index(self.index_path, self.paths)
                     fast = IpcTable(self.index_path)
         except (OSError, pa.ArrowException, DataError) as exc:
             log.warning("row index for %s not built (%s); rows come from the row groups", self.paths[0], exc)

@@ -49,6 +49,7 @@ def test_workers_of_one_host_build_the_index_once(
     import time
 
     from envbuilder.data._ipc import write_ipc
+    from envbuilder.data._rowindex import write_row_index
 
     monkeypatch.setattr(ParquetTable, "INDEX_ABOVE_GROUP_ROWS", 100)
     path = ParquetTable([big], index=False).index_path
@@ -65,7 +66,9 @@ def test_workers_of_one_host_build_the_index_once(
     )
     assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
     built: list[int] = []
-    monkeypatch.setattr("envbuilder.data._parquet.write_ipc", lambda *a: built.append(1) or write_ipc(*a))
+    monkeypatch.setattr(
+        "envbuilder.data._parquet.write_row_index", lambda *a: built.append(1) or write_row_index(*a)
+    )
     t = ParquetTable([big])
     time.sleep(0.2)
     assert t.index_thread is not None and t.index_thread.is_alive()  # waiting for the lock
