@@ -1,0 +1,75 @@
+"""What start-up imports: only what the command and the spec use (timings are in bench/startup.py).
+
+Each check runs in a fresh interpreter and reads ``sys.modules``: a heavy library imported at
+start-up is paid by every `serve` and every CLI call, and a spec that does not use a plugin must
+not import it.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+HEAVY = ("httpx", "datasets", "pyarrow", "reasoning_gym", "math_verify", "sympy", "mcp", "fastapi")
+
+
+def _modules(code: str) -> set[str]:
+    """The modules imported after ``code`` runs in a fresh interpreter."""
+    probe = code + "\nimport json as _j, sys as _s\nprint(_j.dumps(sorted(_s.modules)))\n"
+    out = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True, timeout=300
+    )
+    return set(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def _plugins(modules: set[str]) -> set[str]:
+    """The plugin modules among ``modules`` (private modules of the three plugin packages)."""
+    kinds = ("envbuilder.data._", "envbuilder.graders._", "envbuilder.tools._")
+    return {m for m in modules if m.startswith(kinds)}
+
+
+def test_help_imports_no_heavy_library():
+    modules = _modules(
+        "import contextlib, io, sys\n"
+        "from envbuilder.cli import main\n"
+        "sys.argv = ['envbuilder', '--help']\n"
+        "with contextlib.redirect_stdout(io.StringIO()) as out, contextlib.suppress(SystemExit):\n"
+        "    main()\n"
+        "assert 'serve' in out.getvalue(), out.getvalue()\n"
+    )
+    assert {m for m in HEAVY if m in modules} == set()
+    assert "envbuilder.spec" not in modules
+    assert _plugins(modules) == set()
+
+
+def test_importing_the_spec_imports_no_plugin():
+    modules = _modules("import envbuilder.spec")
+    assert {m for m in HEAVY if m in modules} == set()
+    assert _plugins(modules) == set()
+    assert not {m for m in modules if m.split(".")[:2] in (["envbuilder", "data"], ["envbuilder", "graders"])}
+
+
+def test_a_spec_imports_only_the_plugins_it_names():
+    modules = _modules(
+        "from envbuilder.spec import load_spec\n"
+        "spec = load_spec('envs/gsm8k.yaml').spec\n"
+        "assert spec.grader.type == 'exact_match' and spec.dataset.type == 'parquet'\n"
+    )
+    assert {"envbuilder.graders._exact", "envbuilder.data._parquet"} <= modules
+    assert "envbuilder.graders._judge" not in modules
+    assert "envbuilder.data._reasoning_gym" not in modules
+    assert "envbuilder.tools._mcp" not in modules
+
+
+def test_serving_a_parquet_spec_imports_no_http_client_nor_datasets():
+    modules = _modules(
+        "from envbuilder.environment import load_environment\n"
+        "env = load_environment('envs/gsm8k.yaml')\n"
+        "from envbuilder.server import create_app\n"
+        "assert len(env.split('test')) > 0\n"
+    )
+    assert {m for m in ("httpx", "datasets", "reasoning_gym", "mcp") if m in modules} == set()
