@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 HEAVY = ("httpx", "datasets", "pyarrow", "reasoning_gym", "math_verify", "sympy", "mcp", "fastapi")
@@ -73,3 +75,38 @@ def test_serving_a_parquet_spec_imports_no_http_client_nor_datasets():
         "assert len(env.split('test')) > 0\n"
     )
     assert {m for m in ("httpx", "datasets", "reasoning_gym", "mcp") if m in modules} == set()
+
+
+def test_the_load_time_sample_of_a_large_parquet_split_decodes_few_row_groups(tmp_path: Path):
+    """The budget check's sample of rows spread over a split must not decode every row group of a
+    file with large ones (a 10M-row file: the whole file, before the server could start)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from envbuilder.data._parquet import ParquetTable
+    from envbuilder.environment import SAMPLE_BLOCKS, Environment
+    from envbuilder.spec import parse_spec
+
+    n = 40 * 5000
+    pq.write_table(
+        pa.table({"question": [f"q{i}" for i in range(n)], "answer": [str(i) for i in range(n)]}),
+        tmp_path / "rows.parquet",
+        row_group_size=5000,
+    )
+    spec = (
+        "name: big\ndataset: {type: parquet, files: {test: rows.parquet}}\nsplits: {test: {}}\n"
+        'prompt: {template: "{{ question }}"}\ngrader: {type: exact_match, target: "{{ answer }}"}\n'
+    )
+    decoded: list[int] = []
+    read = pq.ParquetFile.read_row_group
+
+    def counting(self: pq.ParquetFile, i: int, *args: object, **kwargs: object) -> pa.Table:
+        decoded.append(i)
+        return read(self, i, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ParquetTable, "_start_index", lambda self: None)  # no background index here
+        mp.setattr(pq.ParquetFile, "read_row_group", counting)
+        Environment(parse_spec(spec, file=str(tmp_path / "big.yaml"), base_dir=tmp_path))
+    assert 0 in decoded
+    assert len(set(decoded)) <= SAMPLE_BLOCKS

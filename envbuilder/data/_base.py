@@ -40,6 +40,12 @@ class Table(abc.ABC):
         """Row ``index`` (0 <= index < len)."""
         return self.rows(index, index + 1)[0]
 
+    def read_block(self, index: int) -> int | None:
+        """The block a random read of row ``index`` decodes whole (rows of one block cost one
+        read together), for callers that sample rows at a bounded cost; None (the default) when
+        a random row is cheap on its own."""
+        return None
+
 
 class Source(Plugin, abc.ABC):
     """A dataset source; registered in ``envbuilder.sources`` under its ``Config.type``."""

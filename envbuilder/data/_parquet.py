@@ -232,6 +232,10 @@ class ParquetTable(Table):
             self.index_path,
         )
 
+    def read_block(self, index: int) -> int | None:
+        # Until the row index is built, a random row decodes its whole row group.
+        return None if self._fast is not None else bisect.bisect_right(self._starts, index) - 1
+
     def wait_indexed(self, timeout: float | None = None) -> bool:
         """Wait for the background index (tests, benchmarks); True when rows come from it."""
         if self.index_thread is not None:
