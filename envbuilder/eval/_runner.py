@@ -13,9 +13,9 @@ from envbuilder.errors import EnvbuilderError
 from envbuilder.eval._agent import run_episode
 from envbuilder.eval._answer import AnswerMode, AnswerTool, choose_answer_tool
 from envbuilder.eval._backends import EvalBackend
-from envbuilder.eval._model import ChatModel
 from envbuilder.eval._results import check_group_by
 from envbuilder.eval._run import EpisodeKey, ResultsFile, RunIdentity, without_transcript
+from envbuilder.llm import ChatModel
 
 __all__ = ["EvalPlan", "plan_eval", "run_eval"]
 
