@@ -28,6 +28,7 @@ from envbuilder.graders._base import (
     why_target_missing,
 )
 from envbuilder.llm import (
+    ChatModel,
     ModelError,
     ReplyCache,
     Usage,
@@ -43,8 +44,6 @@ from envbuilder.templating import Template, template_or_file
 
 if TYPE_CHECKING:
     import httpx
-
-    from envbuilder.llm import ChatModel
 
 #: Names the judge templates get besides the task's own fields (these win on a clash).
 JUDGE_VARIABLES = frozenset({"response", "question", "reference", "criteria", "task"})
@@ -266,8 +265,6 @@ class LLMJudgeGrader(Grader):
         loop = asyncio.get_running_loop()
         state = self._loops.get(loop)
         if state is None:
-            from envbuilder.llm import ChatModel
-
             cfg = self.config
             model = ChatModel(
                 cfg.base_url,
