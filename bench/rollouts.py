@@ -286,7 +286,7 @@ def inproc(count: int) -> str:
     adapter driving a whole episode (task read, episode state, the submit tool, the reward)."""
     from envbuilder.environment import load_environment
     from envbuilder.integrations import skyrl, trl, verl
-    from envbuilder.integrations._local import run as run_on_loop
+    from envbuilder.threadloop import run_sync as run_on_loop
 
     spec = ENVS / "gsm8k.yaml"
     env = load_environment(spec)

@@ -22,7 +22,18 @@ from typing import Any
 from envbuilder import budget
 from envbuilder.data import Task
 from envbuilder.errors import EnvbuilderError
-from envbuilder.graders._judge_cache import JudgeCache, cache_key, open_cache
+from envbuilder.llm import (
+    ChatModel,
+    ModelError,
+    ReplyCache,
+    Sampling,
+    Usage,
+    cache_key,
+    chat_body,
+    open_cache,
+    reply_text,
+    resolve_api_key,
+)
 from envbuilder.retry import RetryPolicy
 from envbuilder.spec import UserSpec
 from envbuilder.templating import template_or_file
@@ -55,10 +66,10 @@ class SimulatedUser:
         template = template_or_file(spec.template, spec.template_file, key="user.template", base_dir=base_dir)
         assert template is not None  # the spec requires one of them
         self._template = template
-        self._cache: JudgeCache | None = open_cache() if spec.cache else None
+        self._cache: ReplyCache | None = open_cache() if spec.cache else None
         self._retry = RetryPolicy(max_retries=spec.max_retries, backoff=spec.backoff, repeat_safe=True)
-        self.calls = 0
-        """Requests sent to the user model (retries included)."""
+        self.usage = Usage()
+        """The user model's requests (retries included) and tokens, every turn's together."""
 
     @property
     def fields(self) -> frozenset[str]:
@@ -83,9 +94,6 @@ class SimulatedUser:
             messages.append({"role": "user", "content": said})
             messages.append({"role": "assistant", "content": heard})
         messages.append({"role": "user", "content": message})
-        # The judge's module imports the HTTP client: only a spec with a simulated user pays for it.
-        from envbuilder.graders._judge import chat_body
-
         spec = self.spec
         return chat_body(spec.model, messages, spec.temperature, spec.max_tokens, spec.extra_body)
 
@@ -107,9 +115,6 @@ class SimulatedUser:
         Raises:
             UserUnavailable: no valid turn after the retries.
         """
-        from envbuilder.eval._model import ChatModel, ModelError, Sampling
-        from envbuilder.graders._judge import api_key
-
         body = (
             self.request(task, dialogue, message)
             if self._template.bounded
@@ -124,20 +129,20 @@ class SimulatedUser:
         model = ChatModel(
             self.spec.base_url,
             self.spec.model,
-            api_key=api_key(self.spec.api_key_secret, self.spec.api_key_env, secrets),
+            api_key=resolve_api_key(self.spec.api_key_secret, self.spec.api_key_env, secrets),
             sampling=Sampling(extra={k: v for k, v in body.items() if k not in ("model", "messages")}),
             retry=self._retry,
             timeout=self.spec.timeout,
+            usage=self.usage,
         )
         attempts = self._retry.attempts()
         try:
             while True:
-                self.calls += 1
                 try:
                     answer = await model.complete(body["messages"], [])
                 except ModelError as exc:
                     raise UserUnavailable(f"the simulated user is unavailable: {exc.message}") from None
-                text = _content(answer)
+                text = reply_text(answer) or ""
                 turn = self._turn(text)
                 if turn is not None:
                     if self._cache is not None:
@@ -147,11 +152,3 @@ class SimulatedUser:
                     raise UserUnavailable(f"the simulated user gave no turn: {attempts.gave_up()}")
         finally:
             await model.aclose()
-
-
-def _content(answer: dict[str, Any]) -> str:
-    message = answer.get("choices", [{}])[0].get("message", {})
-    content = message.get("content") if isinstance(message, dict) else None
-    if isinstance(content, list):
-        content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
-    return content if isinstance(content, str) else ""

@@ -25,7 +25,7 @@ def compare(
         c = compare_runs(a, b, group_by=group_by)
     if as_json:
         typer.echo(json.dumps({
-            "a": c.a["run"], "b": c.b["run"], "overall": c.overall.to_dict(),
+            "a": c.a.to_dict()["run"], "b": c.b.to_dict()["run"], "overall": c.overall.to_dict(),
             "groups": {k: g.to_dict() for k, g in c.groups.items()},
             "only_a": c.only_a, "only_b": c.only_b, "notes": c.notes,
         }, indent=2))  # fmt: skip
@@ -34,7 +34,7 @@ def compare(
     for name, d in [("all", c.overall), *c.groups.items()]:
         verdict = "yes" if d.significant else ("no" if d.diff.stderr is not None else "-")
         rows.append((name, str(d.tasks), _num(d.a), _num(d.b), d.diff.format(), verdict))
-    title = f"B − A: {c.b['run']['model']} (B) vs {c.a['run']['model']} (A) on {c.a['run']['env']}"
+    title = f"B − A: {c.b.run.model} (B) vs {c.a.run.model} (A) on {c.a.run.env}"
     table((group_by or "", "tasks", "A", "B", "B − A, 95% CI", "real?"), rows, title=title)
     skipped = [f"{n} only in {x}" for n, x in ((c.only_a, "A"), (c.only_b, "B")) if n]
     if skipped:

@@ -136,7 +136,7 @@ def eval_command(
 ) -> None:
     """Run a model on one environment's tasks or several; print the score by outcome, with 95 % intervals."""
     from envbuilder.eval._answer import ANSWER_MODES
-    from envbuilder.eval._apis import model_class
+    from envbuilder.llm import model_class
 
     with fail_on_errors():
         model_class(api)  # an unknown --api fails before anything runs
@@ -247,10 +247,8 @@ async def _main(o: _Options) -> int:
     from envbuilder.cli._console import line
     from envbuilder.cli._eval_table import print_suite
     from envbuilder.eval import Sampling
-    from envbuilder.eval._apis import model_class
-    from envbuilder.eval._cost import PRICES_AS_OF, price_of
-    from envbuilder.eval._model import DEFAULT_RETRY
     from envbuilder.eval._suite import resolve_targets, write_suite
+    from envbuilder.llm import DEFAULT_RETRY, PRICES_AS_OF, model_class, price_of
 
     targets = await resolve_targets(
         o.targets, o.envs, o.env, trust_code=o.trust_code, trusted_key=o.trusted_key
@@ -276,7 +274,7 @@ async def _main(o: _Options) -> int:
     )  # fmt: skip
 
     def spent() -> float:
-        return price.cost(model.tokens["prompt"], model.tokens["completion"]) if price else 0.0
+        return price.cost(model.usage.prompt_tokens, model.usage.completion_tokens) if price else 0.0
 
     def stop() -> bool:
         return o.max_cost is not None and spent() >= o.max_cost
@@ -292,9 +290,10 @@ async def _main(o: _Options) -> int:
     finally:
         await model.aclose()
     if price is not None:
+        usage = model.usage
         source = "--price" if o.price else f"list price as of {PRICES_AS_OF}"
         line(
-            f"envbuilder: {model.tokens['prompt']:,} prompt + {model.tokens['completion']:,} completion "
+            f"envbuilder: {usage.prompt_tokens:,} prompt + {usage.completion_tokens:,} completion "
             f"tokens cost ${spent():.4f} ({source})"
         )
     if stop():
@@ -336,7 +335,9 @@ async def _run_one(
         )
         if plan.answer_tool is not None:
             line(f"envbuilder: answers in text are submitted to {plan.answer_tool.describe()}")
-        lines = ProgressLines(len(plan.todo), retries=lambda: (model.retries, model.last_retry_reason))
+        lines = ProgressLines(
+            len(plan.todo), retries=lambda: (model.usage.retries, model.usage.last_retry_reason)
+        )
         if console.is_terminal:
             records = await _with_bar(console, backend, model, plan, o.concurrency, lines, stop)
         else:

@@ -39,7 +39,7 @@ def regrade(
         )
     if as_json:
         typer.echo(json.dumps({
-            "regraded_from": r.header["regraded_from"], "run_id": r.header["run_id"],
+            "regraded_from": r.header.regraded_from, "run_id": r.header.run_id,
             "replayed": r.replayed, "changes": [c.to_dict() for c in r.changes],
             "before": r.before.to_dict(), "after": r.after.to_dict(), "out": str(target),
         }, indent=2))  # fmt: skip
@@ -65,7 +65,7 @@ def regrade(
              r.after.accuracy.format(percent=True)),
             ("ungradeable", str(r.before.outcomes["ungradeable"]), str(r.after.outcomes["ungradeable"])),
         ],
-        title=f"run {r.header['regraded_from']} regraded as {r.header['run_id']}",
+        title=f"run {r.header.regraded_from} regraded as {r.header.run_id}",
     )  # fmt: skip
     line(f"envbuilder: the regraded run is in {target}; view with `envbuilder view {target}`")
 

@@ -6,10 +6,7 @@ the caller's thread is busy (for example waiting for a model).
 
 from __future__ import annotations
 
-import asyncio
-import threading
-from collections.abc import Coroutine
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 
@@ -17,27 +14,9 @@ from envbuilder.client._async import AsyncClient, AsyncRemoteEnvironment, AsyncS
 from envbuilder.client._formats import Format, ToolFormat
 from envbuilder.protocol import ContentBlock, Split, ToolOutput
 from envbuilder.retry import RetryPolicy
+from envbuilder.threadloop import LoopThread
 
 __all__ = ["Client", "RemoteEnvironment", "Session"]
-
-T = TypeVar("T")
-
-
-class _Portal:
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="envbuilder-client", daemon=True)
-        self.thread.start()
-
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
-
-    def close(self) -> None:
-        if self.loop.is_closed():
-            return
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join()
-        self.loop.close()
 
 
 class Client:
@@ -61,7 +40,7 @@ class Client:
         ping_interval: float = 10.0,
         transport: httpx.AsyncBaseTransport | None = None,
     ):
-        self._portal = _Portal()
+        self._portal = LoopThread("envbuilder-client")
 
         async def make() -> AsyncClient:
             return AsyncClient(
@@ -82,7 +61,7 @@ class Client:
         self.close()
 
     def close(self) -> None:
-        if not self._portal.loop.is_closed():
+        if not self._portal.closed:
             self._portal.run(self.aclient.aclose())
             self._portal.close()
 
@@ -97,7 +76,7 @@ class Client:
 class RemoteEnvironment:
     """Discovery and sessions of one environment on a server."""
 
-    def __init__(self, portal: _Portal, aenv: AsyncRemoteEnvironment):
+    def __init__(self, portal: LoopThread, aenv: AsyncRemoteEnvironment):
         self._portal = portal
         self.aenv = aenv
 
@@ -140,7 +119,7 @@ class RemoteEnvironment:
 class Session:
     """One episode: created on enter, pinged in the background, deleted on exit."""
 
-    def __init__(self, portal: _Portal, asession: AsyncSession):
+    def __init__(self, portal: LoopThread, asession: AsyncSession):
         self._portal = portal
         self.asession = asession
 

@@ -6,13 +6,12 @@ run, skipping episodes it already holds), ``run_eval`` plays them concurrently o
 one JSON line per episode, ``summarize`` scores them, ``compare_runs`` pairs two runs,
 ``regrade_run`` replays a stored run on another version of its spec, and ``write_report``
 renders a run as one self-contained HTML page. The model is a ``ChatModel`` (chat completions),
-an ``AnthropicModel`` (Messages API) or a ``ResponsesModel`` (OpenAI Responses API).
+an ``AnthropicModel`` (Messages API) or a ``ResponsesModel`` (OpenAI Responses API), all from
+:mod:`envbuilder.llm` (re-exported here for eval's callers).
 """
 
-from envbuilder.eval._apis import AnthropicModel, ResponsesModel
 from envbuilder.eval._backends import LocalBackend, RemoteBackend
 from envbuilder.eval._compare import Comparison, Difference, compare_runs
-from envbuilder.eval._model import ChatModel, ModelError, Sampling
 from envbuilder.eval._profile import profile_split, table_path
 from envbuilder.eval._regrade import Regrade, regrade_run
 from envbuilder.eval._report import write_report
@@ -20,6 +19,7 @@ from envbuilder.eval._results import OUTCOMES, Summary, outcome_of, summarize
 from envbuilder.eval._run import ResultsFile, RunIdentity, RunMismatch
 from envbuilder.eval._runner import EvalPlan, plan_eval, run_eval
 from envbuilder.eval._stats import Estimate, clustered_mean, paired_difference, pass_at_k, wilson
+from envbuilder.llm import AnthropicModel, ChatModel, ModelError, ResponsesModel, Sampling
 
 __all__ = [
     "OUTCOMES",

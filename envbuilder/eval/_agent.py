@@ -9,7 +9,7 @@ from typing import Any
 from envbuilder.client import convert_messages, convert_tools
 from envbuilder.eval._answer import AnswerTool
 from envbuilder.eval._backends import EpisodeHandle
-from envbuilder.eval._model import ChatModel, ModelError
+from envbuilder.llm import ChatModel, ModelError
 
 __all__ = ["absorb", "conclude", "run_episode"]
 

@@ -7,8 +7,9 @@ from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
 from envbuilder.client import AsyncClient, ClientError, ToolCallError, ToolFailed
-from envbuilder.environment import Environment, Episode
+from envbuilder.environment import Environment
 from envbuilder.errors import EnvbuilderError, did_you_mean
+from envbuilder.inprocess import LocalEpisode
 from envbuilder.protocol import ListToolsOutput, Message, ToolSpec
 
 __all__ = ["EpisodeHandle", "EvalBackend", "LocalBackend", "RemoteBackend", "pick_environment"]
@@ -50,21 +51,22 @@ class EvalBackend(Protocol):
 
 
 class _LocalEpisode:
-    def __init__(self, env: Environment, episode: Episode):
-        self.env = env
+    """An in-process episode (:class:`LocalEpisode`, the one driver) as eval's handle."""
+
+    def __init__(self, episode: LocalEpisode):
         self.episode = episode
         self.task = dict(episode.task)
         self.task_id = str(self.task["id"]) if self.task.get("id") is not None else None
 
     async def messages(self) -> list[Message]:
-        return self.env.messages(self.episode.task)
+        return self.episode.env.messages(self.episode.task)
 
     async def tools(self) -> list[ToolSpec]:
-        return list(self.env.task_tools(self.episode.task).tools)
+        return self.episode.tools
 
     async def call(self, name: str, tool_input: dict[str, Any]) -> dict[str, Any]:
         try:
-            result = await self.env.call_tool(self.episode, name, tool_input)
+            result = await self.episode.run_tool(name, tool_input)
         except Exception as exc:  # a tool bug is the episode's record, not the run's crash
             return {"ok": False, "error": f"the tool failed: {type(exc).__name__}: {exc}", "reason": None}
         return result.model_dump(mode="json")
@@ -97,7 +99,11 @@ class LocalBackend:
 
     @contextlib.asynccontextmanager
     async def episode(self, split: str, index: int) -> AsyncIterator[EpisodeHandle]:
-        yield _LocalEpisode(self.env, Episode(task=self.env.split(split).task(index)))
+        episode = LocalEpisode.of(self.env, split, index)
+        try:
+            yield _LocalEpisode(episode)
+        finally:  # what the episode's tools hold (a sandbox folder, a browser page) is released
+            await episode.aend()
 
     async def aclose(self) -> None:
         return None

@@ -16,6 +16,7 @@ from typing import Any
 
 from envbuilder.errors import EnvbuilderError
 from envbuilder.eval._compare import compare_records
+from envbuilder.eval._records import RunFileError, RunHeader
 from envbuilder.eval._report import _html, write_report
 from envbuilder.eval._results import summarize
 from envbuilder.eval._run import ResultsFile, describe_sampling, episode_key
@@ -28,41 +29,47 @@ MAX_PAIRED = 60
 
 
 def find_runs(folder: Path) -> list[Path]:
-    """Every results file under ``folder`` (a ``.jsonl`` whose first line is a run header)."""
+    """Every results file under ``folder`` (a ``.jsonl`` whose first line is a run header).
+
+    Raises:
+        RunFileError: a file's first line names a run but is not a valid run header.
+    """
     found = []
     for path in sorted(folder.rglob("*.jsonl")):
         try:
             ResultsFile(path).header()
+        except RunFileError:
+            raise
         except EnvbuilderError:
-            continue
+            continue  # not a results file (another JSONL file in the folder)
         found.append(path)
     return found
 
 
-def _row(path: Path, folder: Path, header: dict[str, Any], records: list[dict[str, Any]]) -> dict[str, Any]:
-    run = header["run"]
+def _row(path: Path, folder: Path, header: RunHeader, records: list[dict[str, Any]]) -> dict[str, Any]:
+    run = header.run
     file = ResultsFile(path)
     s = summarize(records, group_by=None)
     page, _ = write_report(path, group_by=file.recorded_group_by(), inside=folder)
     return {
-        "id": header["run_id"],
-        "model": run["model"],
-        "env": run["env"],
-        "split": run["split"],
-        "env_hash": run.get("env_hash"),
-        "answer": run.get("answer", "tool"),
-        "samples": run.get("samples", 1),
-        "sampling": describe_sampling(run.get("sampling")),
+        "id": header.run_id,
+        "model": run.model,
+        "env": run.env,
+        "split": run.split,
+        "env_hash": run.env_hash,
+        "answer": run.answer,
+        "samples": run.samples,
+        "sampling": describe_sampling(run.sampling),
         "episodes": s.episodes,
         "tasks": s.tasks,
         "score": s.reward_all.mean,
         "score_text": s.reward_all.format(),
         "accuracy_text": s.accuracy.format(percent=True),
         "errors": s.errors,
-        "date": (header.get("started") or "")[:19].replace("T", " "),
+        "date": (header.started or "")[:19].replace("T", " "),
         "page": page.relative_to(folder).as_posix(),
         "results": path.relative_to(folder).as_posix(),
-        "regraded_from": header.get("regraded_from"),
+        "regraded_from": header.regraded_from,
     }
 
 
@@ -86,7 +93,7 @@ def write_browser(folder: Path) -> tuple[Path, int]:
     comparisons: dict[str, dict[str, Any]] = {}
     by_env: dict[str, list[int]] = {}
     for i, (_, header, _) in enumerate(loaded):
-        by_env.setdefault(header["run"]["env"], []).append(i)
+        by_env.setdefault(header.run.env, []).append(i)
     for members in by_env.values():
         for i in members[:MAX_PAIRED]:
             for j in members[:MAX_PAIRED]:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from envbuilder.errors import EnvbuilderError
+from envbuilder.eval._records import RunHeader
 from envbuilder.eval._results import check_group_by, group_of, record_fields
 from envbuilder.eval._run import ResultsFile, describe
 from envbuilder.eval._stats import Estimate, paired_difference
@@ -52,9 +53,9 @@ class Difference:
 
 @dataclass(frozen=True)
 class Comparison:
-    a: dict[str, Any]
+    a: RunHeader
     """Run A's header (its identity under ``run``)."""
-    b: dict[str, Any]
+    b: RunHeader
     overall: Difference
     groups: dict[str, Difference] = field(default_factory=dict)
     only_a: int = 0
@@ -93,7 +94,7 @@ def compare_runs(a_path: Path, b_path: Path, *, group_by: str | None = None) -> 
     )
 
 
-Run = tuple[dict[str, Any], list[dict[str, Any]], str]
+Run = tuple[RunHeader, list[dict[str, Any]], str]
 """A run's header, its episode records and what to call it in messages."""
 
 
@@ -104,10 +105,10 @@ def compare_records(run_a: Run, run_b: Run, *, group_by: str | None = None) -> C
         EnvbuilderError: the runs are on different environments or share no task.
     """
     (head_a, records_a, a_name), (head_b, records_b, b_name) = run_a, run_b
-    if head_a["run"]["env"] != head_b["run"]["env"]:
+    if head_a.run.env != head_b.run.env:
         raise EnvbuilderError(
-            f"the runs are on different environments: {head_a['run']['env']!r} ({a_name}), "
-            f"{head_b['run']['env']!r} ({b_name})",
+            f"the runs are on different environments: {head_a.run.env!r} ({a_name}), "
+            f"{head_b.run.env!r} ({b_name})",
             hint="Compare runs of one environment",
         )
     a, b = _scores(records_a), _scores(records_b)
@@ -118,15 +119,15 @@ def compare_records(run_a: Run, run_b: Run, *, group_by: str | None = None) -> C
 
 
 def _compare(
-    head_a: dict[str, Any],
-    head_b: dict[str, Any],
+    head_a: RunHeader,
+    head_b: RunHeader,
     records_a: list[dict[str, Any]],
     a: dict[TaskKey, list[float]],
     b: dict[TaskKey, list[float]],
     keys: list[TaskKey],
     group_by: str | None,
 ) -> Comparison:
-    run_a, run_b = head_a["run"], head_b["run"]
+    run_a, run_b = head_a.run.model_dump(), head_b.run.model_dump()
     notes = [
         f"{_NOTES[name]} differ: {describe(name, run_a.get(name))} (A), {describe(name, run_b.get(name))} (B)"
         for name in _NOTES

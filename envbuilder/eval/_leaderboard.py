@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from envbuilder.errors import EnvbuilderError
+from envbuilder.eval._records import RunSummary, parse_line
 from envbuilder.eval._results import summarize
 from envbuilder.eval._run import ResultsFile
 
@@ -25,43 +26,48 @@ __all__ = ["attach_leaderboards", "leaderboard_row"]
 _HINT = "Give the .summary.json that `envbuilder eval --out` wrote"
 
 
-def _load(path: Path) -> dict[str, Any]:
-    """A summary file's data; a results file (``.jsonl``) is summarised on the fly."""
+def _load(path: Path) -> RunSummary:
+    """A summary file's data; a results file (``.jsonl``) is summarised on the fly.
+
+    Raises:
+        EnvbuilderError: ``path`` is not a run summary (a field of the wrong type is named as
+            ``file:1`` and its key path).
+    """
     if path.suffix == ".jsonl":
         header, records = ResultsFile(path).load()
-        return {**header, "finished": header.get("started"), "summary": summarize(records).to_dict()}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise EnvbuilderError(f"{path}: not a run summary ({exc})", hint=_HINT) from None
-    if not isinstance(data, dict) or not {"run", "summary"} <= data.keys():
-        raise EnvbuilderError(f"{path}: not a run summary (no `run` and `summary`)", hint=_HINT)
-    return data
+        data: Any = {**header.to_dict(), "finished": header.started, "summary": summarize(records).to_dict()}
+    else:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise EnvbuilderError(f"{path}: not a run summary ({exc})", hint=_HINT) from None
+        if not isinstance(data, dict) or not {"run", "summary"} <= data.keys():
+            raise EnvbuilderError(f"{path}: not a run summary (no `run` and `summary`)", hint=_HINT)
+    return parse_line(RunSummary, data, path, 1)
 
 
 def leaderboard_row(path: Path) -> dict[str, Any]:
     """One run as a leaderboard row (JSON-ready)."""
     data = _load(path)
-    run, s = data["run"], data["summary"]
-    reward = s["mean_reward_all"]
+    run, s = data.run, data.summary
     return {
-        "env": run["env"],
-        "env_hash": run.get("env_hash"),
-        "model": run["model"],
-        "score": reward["mean"],
-        "ci95": reward["ci95"],
-        "accuracy_graded": s["accuracy_graded"]["mean"],
-        "episodes": s["episodes"],
-        "tasks": s["tasks"],
-        "samples": run.get("samples", 1),
-        "errors": s["outcomes"]["error"],
-        "pass_at_k": s.get("pass_at_k", {}),
-        "split": run["split"],
-        "date": (data.get("finished") or "")[:10],
-        "command": public_command(data.get("command")),
-        "run_id": data.get("run_id"),
-        "max_turns": run.get("max_turns"),
-        "answer": run.get("answer", "tool"),
+        "env": run.env,
+        "env_hash": run.env_hash,
+        "model": run.model,
+        "score": s.mean_reward_all.mean,
+        "ci95": list(s.mean_reward_all.ci95),
+        "accuracy_graded": s.accuracy_graded.mean,
+        "episodes": s.episodes,
+        "tasks": s.tasks,
+        "samples": run.samples,
+        "errors": s.outcomes.error,
+        "pass_at_k": s.pass_at_k,
+        "split": run.split,
+        "date": (data.finished or "")[:10],
+        "command": public_command(data.command),
+        "run_id": data.run_id,
+        "max_turns": run.max_turns,
+        "answer": run.answer,
     }
 
 

@@ -17,12 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from envbuilder.environment import Environment, Episode
+from envbuilder.environment import Environment
 from envbuilder.errors import EnvbuilderError
 from envbuilder.eval._agent import absorb, conclude
+from envbuilder.eval._records import RECORD_VERSION, RunFields, RunHeader
 from envbuilder.eval._results import Summary, outcome_of, summarize
 from envbuilder.eval._run import ResultsFile, RunIdentity, without_transcript
 from envbuilder.eval._runner import task_fields
+from envbuilder.inprocess import LocalEpisode
 from envbuilder.paths import new_file
 
 __all__ = ["Change", "Regrade", "regrade_run"]
@@ -52,7 +54,7 @@ class Change:
 
 @dataclass(frozen=True)
 class Regrade:
-    header: dict[str, Any]
+    header: RunHeader
     """The new run's header (``regraded_from`` names the stored run)."""
     before: Summary
     after: Summary
@@ -78,7 +80,7 @@ async def _replay(env: Environment, record: dict[str, Any]) -> dict[str, Any]:
             f"{split}[{index}] is another task in the new spec ({k}: {was[k]} in the run, {now[k]} now)",
             hint=_SAME_TASKS, code="tasks_differ",
         )  # fmt: skip
-    episode = Episode(task=task)
+    episode = LocalEpisode(env, task)
     new = {**record, "reward": None, "finished": False, "metadata": None}
     calls = []
     for entry in record.get("tool_calls") or []:
@@ -95,12 +97,13 @@ async def _replay(env: Environment, record: dict[str, Any]) -> dict[str, Any]:
             args = None
         if isinstance(args, dict) and "error" not in entry:
             try:
-                result = (await env.call_tool(episode, str(entry["name"]), args)).model_dump(mode="json")
+                result = (await episode.run_tool(str(entry["name"]), args)).model_dump(mode="json")
             except Exception as exc:  # a tool bug is this episode's record, as in a live run
                 result = {"ok": False, "error": f"the tool failed: {type(exc).__name__}: {exc}"}
             entry["result"] = result
             absorb(new, result)
         calls.append(entry)
+    await episode.aend()  # what the replayed calls' tools hold is released, as in a live run
     new["tool_calls"] = calls
     new["status"] = (
         "finished" if new["finished"] else ("max_turns" if record.get("status") != "error" else "error")
@@ -119,7 +122,7 @@ async def regrade_run(results: Path, env: Environment, out: Path | None = None) 
     from envbuilder.eval._backends import LocalBackend
 
     header, records = ResultsFile(results).load()
-    old = RunIdentity.from_dict(header["run"])
+    old = RunIdentity.from_dict(header.run.model_dump())
     identity = RunIdentity(
         **{
             **old.to_dict(),
@@ -142,16 +145,17 @@ async def regrade_run(results: Path, env: Environment, out: Path | None = None) 
             changes.append(Change(str(record["split"]), int(record["index"]), int(record.get("sample") or 0),
                                   record.get("task_id"), before, after))  # fmt: skip
         new_records.append(new)
-    head = {
-        "run": identity.to_dict(),
-        "run_id": identity.run_id,
-        "started": header.get("started"),
-        "command": header.get("command"),
-        "regraded_from": header.get("run_id"),
-    }
+    head = RunHeader(
+        version=RECORD_VERSION,
+        run=RunFields(**identity.to_dict()),
+        run_id=identity.run_id,
+        started=header.started,
+        command=header.command,
+        regraded_from=header.run_id,
+    )
     if out is not None:
         with new_file(out) as f:
-            f.write(json.dumps(head, ensure_ascii=False) + "\n")
+            f.write(json.dumps(head.to_dict(), ensure_ascii=False) + "\n")
             for r in new_records:
                 f.write(json.dumps(r, ensure_ascii=False) + "\n")
     light = [without_transcript(r) for r in records]

@@ -55,14 +55,14 @@ def write_report(
     if group_by is None:  # the grouping the run was scored with, unless another is asked for
         group_by = file.recorded_group_by()
     summary = summarize(records, group_by=group_by)
-    run = header["run"]
+    run = header.run
     page = (
         _html()
         .get_template("eval/report.html.jinja")
         .render(
             header=header,
             run=run,
-            sampling=describe_sampling(run.get("sampling")),
+            sampling=describe_sampling(run.sampling),
             s=summary,
             methods=interval_methods(summary),
             group_by=group_by,

@@ -4,7 +4,8 @@ A run is everything that decides its results: the environment and its content ha
 and task selection, the model and its endpoint, the sampling parameters, samples per task and
 the turn limit. The results file (JSONL) starts with a header line ``{"run": {...}, "run_id":
 ...}`` and every episode line carries the same ``run_id``. Resuming into a file continues
-exactly that run; any other run is refused, naming each field that differs.
+exactly that run; any other run is refused, naming each field that differs. Both kinds of line
+are read back as the typed records of :mod:`envbuilder.eval._records` (with their ``version``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 
 from envbuilder._version import __version__
 from envbuilder.errors import EnvbuilderError
+from envbuilder.eval._records import RECORD_VERSION, EpisodeRecord, RunFileError, RunHeader, parse_line
 from envbuilder.paths import refuse_link, write_file
 
 __all__ = [
@@ -156,51 +158,59 @@ class ResultsFile:
     def __init__(self, path: Path):
         self.path = path
 
-    def read(self, *, light: bool = False) -> tuple[dict[str, Any] | None, dict[EpisodeKey, dict[str, Any]]]:
-        """The header (None for a missing or empty file) and the latest record of each episode;
-        ``light``: without the transcripts (what resuming and scoring need, in little memory).
+    def read(self, *, light: bool = False) -> tuple[RunHeader | None, dict[EpisodeKey, dict[str, Any]]]:
+        """The header (None for a missing or empty file) and the latest record of each episode
+        (each checked against :class:`EpisodeRecord`); ``light``: without the transcripts (what
+        resuming and scoring need, in little memory).
 
-        A torn last line (a run killed mid-write) is skipped.
+        A torn last line (a run killed mid-write: no newline at its end) is skipped.
 
         Raises:
             RunMismatch: the file has no run header (it is not a results file of this version).
+            RunFileError: a line is not a record (not JSON, or a field of the wrong type), named
+                as ``file:line``.
         """
         if not self.path.exists():
             return None, {}
-        header: dict[str, Any] | None = None
+        header: RunHeader | None = None
         records: dict[EpisodeKey, dict[str, Any]] = {}
-        with self.path.open(encoding="utf-8") as f:
+        with self.path.open(encoding="utf-8", errors="replace") as f:
             for n, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
                 try:
                     data = json.loads(line)
                 except ValueError:
-                    continue
-                if not isinstance(data, dict):
-                    continue
+                    if not line.endswith("\n"):
+                        continue  # the torn last line of a killed run
+                    raise RunFileError(f"{self.path}:{n}: not a JSON line") from None
                 if n == 1:
-                    if "run" not in data:
+                    if not isinstance(data, dict) or "run" not in data:
                         raise RunMismatch(
                             f"{self.path}:1 has no run header",
                             hint="It was not written by this version of `envbuilder eval`; use another --out",
                         )
-                    header = data
+                    header = parse_line(RunHeader, data, self.path, n)
                     continue
-                try:
-                    records[episode_key(data)] = without_transcript(data) if light else data
-                except (KeyError, TypeError, ValueError):
-                    continue
+                parse_line(EpisodeRecord, data, self.path, n)
+                records[episode_key(data)] = without_transcript(data) if light else data
         return header, records
 
-    def header(self) -> dict[str, Any]:
-        """The run header (the first line), without reading the episodes."""
+    def header(self) -> RunHeader:
+        """The run header (the first line), without reading the episodes.
+
+        Raises:
+            EnvbuilderError: the file holds no run (its first line has no ``run``).
+            RunFileError: it has one that is not a valid header (named as ``file:1``).
+        """
         try:
-            with self.path.open(encoding="utf-8") as f:
+            with self.path.open(encoding="utf-8", errors="replace") as f:
                 header = json.loads(f.readline())
         except (OSError, ValueError):
             header = None
         if not isinstance(header, dict) or "run" not in header:
             raise EnvbuilderError(f"{self.path} holds no run", hint="Run `envbuilder eval … --out` first")
-        return header
+        return parse_line(RunHeader, header, self.path, 1)
 
     def open_for(self, identity: RunIdentity, command: str | None = None) -> dict[EpisodeKey, dict[str, Any]]:
         """Check that the file belongs to ``identity`` (or start it); its records so far.
@@ -213,6 +223,7 @@ class ResultsFile:
         if header is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             head = {
+                "version": RECORD_VERSION,
                 "run": identity.to_dict(),
                 "run_id": identity.run_id,
                 "started": _now(),
@@ -221,11 +232,11 @@ class ResultsFile:
             }
             write_file(self.path, json.dumps(head, ensure_ascii=False) + "\n")
             return {}
-        theirs = RunIdentity.from_dict(header["run"])
+        theirs = RunIdentity.from_dict(header.run.model_dump())
         if theirs != identity:
             lines = "\n".join(f"  {d}" for d in theirs.differences(identity))
             raise RunMismatch(
-                f"{self.path} belongs to another run ({header.get('run_id')}); it differs in:\n{lines}\n"
+                f"{self.path} belongs to another run ({header.run_id}); it differs in:\n{lines}\n"
                 "Resume with the same options, or write this run to another --out"
             )
         self._drop_torn_tail()
@@ -249,7 +260,7 @@ class ResultsFile:
                 keep = max(0, keep - 1)
             f.truncate(keep)
 
-    def load(self) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    def load(self) -> tuple[RunHeader, list[dict[str, Any]]]:
         """The header and the episode records (in file order of their latest version).
 
         Raises:
@@ -276,13 +287,14 @@ class ResultsFile:
         """``results.jsonl`` → ``results.summary.json`` beside it."""
         return self.path.with_name(self.path.stem + ".summary.json")
 
-    def write_summary(self, header: dict[str, Any], summary: dict[str, Any], group_by: str | None) -> Path:
+    def write_summary(self, header: RunHeader, summary: dict[str, Any], group_by: str | None) -> Path:
         """Write the run's summary (what ``envbuilder catalog --results`` reads); returns its path."""
         data = {
-            "run": header["run"],
-            "run_id": header["run_id"],
-            "command": header.get("command"),
-            "started": header.get("started"),
+            "version": RECORD_VERSION,
+            "run": header.to_dict()["run"],
+            "run_id": header.run_id,
+            "command": header.command,
+            "started": header.started,
             "finished": _now(),
             "results": self.path.name,
             "group_by": group_by,

@@ -13,9 +13,10 @@ from envbuilder.errors import EnvbuilderError
 from envbuilder.eval._agent import run_episode
 from envbuilder.eval._answer import AnswerMode, AnswerTool, choose_answer_tool
 from envbuilder.eval._backends import EvalBackend
-from envbuilder.eval._model import ChatModel
+from envbuilder.eval._records import RECORD_VERSION
 from envbuilder.eval._results import check_group_by
 from envbuilder.eval._run import EpisodeKey, ResultsFile, RunIdentity, without_transcript
+from envbuilder.llm import ChatModel
 
 __all__ = ["EvalPlan", "plan_eval", "run_eval"]
 
@@ -128,6 +129,7 @@ async def run_eval(
     async def one(key: EpisodeKey) -> dict[str, Any]:
         split, index, sample = key
         head: dict[str, Any] = {
+            "version": RECORD_VERSION,
             "run_id": run_id,
             "env": plan.env,
             "split": split,

@@ -8,14 +8,11 @@ error or a grade. Failures (unreachable, refused, unparseable) are ungradeable, 
 from __future__ import annotations
 
 import asyncio
-import logging
-import os
 import time
 import weakref
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
 
-import httpx
 from pydantic import Field, field_validator, model_validator
 
 from envbuilder import budget
@@ -30,13 +27,24 @@ from envbuilder.graders._base import (
     render_target,
     why_target_missing,
 )
-from envbuilder.graders._judge_cache import JudgeCache, cache_key, open_cache
+from envbuilder.llm import (
+    ChatModel,
+    ModelError,
+    ReplyCache,
+    Usage,
+    cache_key,
+    chat_body,
+    open_cache,
+    reply_text,
+    resolve_api_key,
+)
 from envbuilder.plugins import ConfigModel
 from envbuilder.retry import RetryPolicy
 from envbuilder.spec import api_root
 from envbuilder.templating import Template, template_or_file
 
-log = logging.getLogger("envbuilder.graders.judge")
+if TYPE_CHECKING:
+    import httpx
 
 #: Names the judge templates get besides the task's own fields (these win on a clash).
 JUDGE_VARIABLES = frozenset({"response", "question", "reference", "criteria", "task"})
@@ -137,12 +145,20 @@ class LLMJudgeConfig(GraderConfig):
 class JudgeStats:
     """Counters of one judge grader: what grading cost."""
 
-    calls: int = 0
-    """HTTP requests sent (retries included)."""
+    usage: Usage = field(default_factory=Usage)
+    """The judge model's calls, retries and tokens (every event loop's together)."""
     cache_hits: int = 0
-    retries: int = 0
     failures: int = 0
     """Grades that ended ungradeable because the judge could not be used."""
+
+    @property
+    def calls(self) -> int:
+        """HTTP requests sent (retries included)."""
+        return self.usage.calls
+
+    @property
+    def retries(self) -> int:
+        return self.usage.retries
 
 
 class JudgeUnavailable(Exception):
@@ -151,7 +167,7 @@ class JudgeUnavailable(Exception):
 
 @dataclass
 class _LoopState:
-    client: httpx.AsyncClient
+    model: ChatModel
     semaphore: asyncio.Semaphore
     inflight: dict[str, asyncio.Future[str]]
 
@@ -188,7 +204,7 @@ class LLMJudgeGrader(Grader):
         self._pattern = _safe_regex.compile_pattern(
             verdict.pattern or (_SCORE_PATTERN if self._numeric else _LABEL_PATTERN)
         )
-        self._cache: JudgeCache | None = open_cache() if config.cache else None
+        self._cache: ReplyCache | None = open_cache() if config.cache else None
         self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = (
             weakref.WeakKeyDictionary()
         )
@@ -243,19 +259,24 @@ class LLMJudgeGrader(Grader):
         return chat_body(cfg.model, messages, cfg.temperature, cfg.max_tokens, cfg.extra_body)
 
     def _api_key(self, secrets: dict[str, str]) -> str | None:
-        return api_key(self.config.api_key_secret, self.config.api_key_env, secrets)
+        return resolve_api_key(self.config.api_key_secret, self.config.api_key_env, secrets)
 
     def _state(self) -> _LoopState:
         # A client and a semaphore belong to one event loop; tests and tools may run several.
         loop = asyncio.get_running_loop()
         state = self._loops.get(loop)
         if state is None:
-            limits = httpx.Limits(max_connections=self.config.max_concurrency)
-            state = _LoopState(
-                httpx.AsyncClient(limits=limits, trust_env=False),
-                asyncio.Semaphore(self.config.max_concurrency),
-                {},
+            cfg = self.config
+            model = ChatModel(
+                cfg.base_url,
+                cfg.model,
+                retry=self._retry,
+                timeout=cfg.timeout,
+                max_connections=cfg.max_concurrency,
+                trust_env=False,
+                usage=self.stats.usage,
             )
+            state = _LoopState(model, asyncio.Semaphore(cfg.max_concurrency), {})
             self._loops[loop] = state
         return state
 
@@ -263,7 +284,7 @@ class LLMJudgeGrader(Grader):
         loop = asyncio.get_running_loop()
         state = self._loops.pop(loop, None)
         if state is not None:
-            await state.client.aclose()
+            await state.model.aclose()
 
     async def reply(self, answer: str, task: Task, secrets: dict[str, str]) -> tuple[str, bool]:
         """The judge's reply text for ``answer`` and whether it came from the cache.
@@ -291,7 +312,7 @@ class LLMJudgeGrader(Grader):
         state.inflight[key] = fut
         try:
             async with state.semaphore:
-                text = await self._post(state.client, payload, self._api_key(secrets))
+                text = await self._ask(state.model, payload, self._api_key(secrets))
             # A reply stating no verdict is not cached: the judge is asked again next time.
             if self._cache is not None and self.verdict(text) is not None:
                 await self._cache.put(key, text)
@@ -307,33 +328,28 @@ class LLMJudgeGrader(Grader):
         finally:
             del state.inflight[key]
 
-    async def _post(self, client: httpx.AsyncClient, payload: dict[str, Any], key: str | None) -> str:
-        cfg = self.config
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
-        url = f"{cfg.base_url}/chat/completions"
-        attempts = self._retry.attempts()
-        while True:
-            self.stats.calls += 1
-            wait: str | None = None
-            try:
-                resp = await client.post(url, json=payload, headers=headers, timeout=cfg.timeout)
-            except httpx.TimeoutException:
-                problem = f"no reply within {cfg.timeout:g} s"
-            except httpx.TransportError as exc:
-                problem = f"unreachable ({type(exc).__name__})"
-            else:
-                status = resp.status_code
-                if status == 200:
-                    return _content(resp)
-                problem = f"HTTP {status}"
-                if not self._retry.retryable(status):
-                    hint = " (check the API key)" if status in (401, 403) else ""
-                    raise JudgeUnavailable(f"the judge refused the request: {problem}{hint}")
-                wait = resp.headers.get("retry-after")
-            log.debug("judge %s: %s (try %d)", cfg.model, problem, attempts.tries + 1)
-            if not await attempts.retry(problem, wait):
-                raise JudgeUnavailable(f"the judge is unavailable: {attempts.gave_up()}")
-            self.stats.retries += 1
+    async def _ask(self, model: ChatModel, payload: dict[str, Any], key: str | None) -> str:
+        """The judge's reply text to ``payload``, or JudgeUnavailable in the judge's words."""
+        try:
+            response = await model.post("/chat/completions", payload, api_key=key, describe=self._problem)
+        except ModelError as exc:
+            if exc.gave_up:
+                raise JudgeUnavailable(f"the judge is unavailable: {exc.message}") from None
+            hint = " (check the API key)" if exc.reason in ("HTTP 401", "HTTP 403") else ""
+            raise JudgeUnavailable(f"the judge refused the request: {exc.message}{hint}") from None
+        try:
+            text = reply_text(response.json())
+        except ValueError:
+            text = None
+        if text is None:
+            raise JudgeUnavailable("the judge's reply is not a chat completion")
+        if not text.strip():
+            raise JudgeUnavailable("the judge's reply is empty")
+        return text
+
+    def _problem(self, reason: str, response: httpx.Response | None) -> str:
+        # The judge's wording of one failed try: the status or the transport failure, no body.
+        return f"no reply within {self.config.timeout:g} s" if reason.startswith("timeout") else reason
 
     # -- the verdict ---------------------------------------------------------------------------
 
@@ -394,44 +410,3 @@ class LLMJudgeGrader(Grader):
         outcome = Outcome.CORRECT if score > 0 else Outcome.INCORRECT
         reason = f"the judge's verdict: {verdict}"
         return Grade(outcome, score, reason, {"target": reference, "judge": judge})
-
-
-def chat_body(
-    model: str,
-    messages: list[dict[str, str]],
-    temperature: float,
-    max_tokens: int | None,
-    extra_body: dict[str, Any],
-) -> dict[str, Any]:
-    """The body of an OpenAI-compatible ``/chat/completions`` request (the one shape of the
-    judge and the simulated user): ``extra_body`` first, so the model, the messages and the
-    sampling settings the spec names win over it."""
-    body: dict[str, Any] = {**extra_body, "model": model, "messages": messages}
-    body["temperature"] = temperature
-    if max_tokens is not None:
-        body["max_tokens"] = max_tokens
-    return body
-
-
-def api_key(secret: str | None, env: str | None, secrets: dict[str, str]) -> str | None:
-    """The API key of a model call: the session secret named ``secret``, else the server's
-    environment variable ``env``, else None (the one rule of the judge and the simulated user)."""
-    if secret and secrets.get(secret):
-        return secrets[secret]
-    if env and os.environ.get(env):
-        return os.environ[env]
-    return None
-
-
-def _content(resp: httpx.Response) -> str:
-    """The assistant message text of a chat completion."""
-    try:
-        data = resp.json()
-        content = data["choices"][0]["message"]["content"]
-    except (ValueError, KeyError, IndexError, TypeError):
-        raise JudgeUnavailable("the judge's reply is not a chat completion") from None
-    if isinstance(content, list):  # content parts
-        content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
-    if not isinstance(content, str) or not content.strip():
-        raise JudgeUnavailable("the judge's reply is empty")
-    return content

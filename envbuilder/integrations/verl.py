@@ -14,7 +14,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from envbuilder.integrations._local import LocalEpisode, describe, environment, submit
+from envbuilder.integrations._local import LocalEpisode, describe, environment
+from envbuilder.threadloop import shared_loop
 
 TOOL_CLASS = f"{__name__}.SpecTool"
 
@@ -122,7 +123,7 @@ class SpecTool:
         self, instance_id: str, parameters: dict[str, Any], **kwargs: Any
     ) -> tuple[Any, float, dict[str, Any]]:
         episode = self._episodes[instance_id]
-        out = await asyncio.wrap_future(submit(episode.acall(self.name, parameters)))
+        out = await asyncio.wrap_future(shared_loop().submit(episode.acall(self.name, parameters)))
         reward = getattr(out, "reward", None)
         return (
             _response(describe(out)),
@@ -137,7 +138,7 @@ class SpecTool:
     async def release(self, instance_id: str, **kwargs: Any) -> None:
         episode = self._episodes.pop(instance_id, None)
         if episode is not None:
-            await asyncio.wrap_future(submit(episode.aend()))
+            await asyncio.wrap_future(shared_loop().submit(episode.aend()))
 
 
 def _response(text: str) -> Any:

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from envbuilder.cli import app
 from envbuilder.environment import load_environment
-from envbuilder.eval._apis import AnthropicModel, ResponsesModel
+from envbuilder.llm import AnthropicModel, ResponsesModel
 from envbuilder.server import create_app
 from tests.conftest import ENVS
 from tests.eval.conftest import arithmetic_answer, prompt_of, write_arithmetic

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from envbuilder.errors import EnvbuilderError
-from envbuilder.eval._cost import PRICES, Price, price_of
+from envbuilder.llm import PRICES, Price, price_of
 
 
 def test_the_longest_prefix_names_the_model() -> None:

@@ -9,11 +9,13 @@ is translated; other content parts (images) are refused with a clear error rathe
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
+from envbuilder.errors import EnvbuilderError, did_you_mean
+from envbuilder.llm._model import ChatModel, ModelError
 
-from envbuilder.eval._model import ChatModel, ModelError
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["APIS", "AnthropicModel", "ResponsesModel", "model_class"]
 
@@ -152,7 +154,7 @@ class AnthropicModel(ChatModel):
                 {"name": f["name"], "description": f["description"], "input_schema": f["parameters"]}
                 for f in _functions(tools)
             ]
-        return self._from_anthropic(await self._post("/messages", body))
+        return self._from_anthropic(await self.post("/messages", body))
 
     def _from_anthropic(self, response: httpx.Response) -> dict[str, Any]:
         data, blocks = _listed(self, response, "content", "the Messages API")
@@ -208,7 +210,7 @@ class ResponsesModel(ChatModel):
         }
         if tools:
             body["tools"] = [{"type": "function", **f} for f in _functions(tools)]
-        return self._from_responses(await self._post("/responses", body))
+        return self._from_responses(await self.post("/responses", body))
 
     def _from_responses(self, response: httpx.Response) -> dict[str, Any]:
         data, output = _listed(self, response, "output", "the Responses API")
@@ -241,8 +243,6 @@ APIS: dict[str, type[ChatModel]] = {
 
 def model_class(api: str) -> type[ChatModel]:
     """The model class of ``--api`` (``chat``, ``anthropic`` or ``responses``)."""
-    from envbuilder.errors import EnvbuilderError, did_you_mean
-
     if api not in APIS:
         close = did_you_mean(api, APIS)
         raise EnvbuilderError(

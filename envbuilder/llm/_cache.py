@@ -1,7 +1,9 @@
-"""A persistent, content-addressed cache of LLM judge replies (one SQLite file).
+"""A persistent, content-addressed cache of model replies (one SQLite file): the judge's verdicts
+and the simulated user's turns.
 
 The key is a hash of everything that decides a reply (endpoint, model, sampling parameters,
 rendered messages), so grading the same answer twice costs one judge call, across runs.
+(The file keeps the name it had when only the judge used it, so existing caches stay valid.)
 The folder is ``$ENVBUILDER_CACHE_DIR`` (default ``~/.cache/envbuilder``). A cache that
 cannot be opened or written is logged once and skipped: it never fails a grade.
 """
@@ -20,7 +22,9 @@ from typing import Any
 
 from envbuilder.paths import cache_dir
 
-log = logging.getLogger("envbuilder.graders.judge")
+__all__ = ["FILE_NAME", "ReplyCache", "cache_key", "open_cache"]
+
+log = logging.getLogger("envbuilder.llm")
 
 FILE_NAME = "judge-cache.sqlite3"
 
@@ -31,7 +35,7 @@ def cache_key(request: dict[str, Any]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
-class JudgeCache:
+class ReplyCache:
     """Reply text by key; blocking SQLite work runs in a worker thread."""
 
     def __init__(self, path: Path):
@@ -57,7 +61,7 @@ class JudgeCache:
                 self._conn = conn
             except (OSError, sqlite3.Error) as exc:
                 self._broken = True
-                log.warning("judge cache disabled: cannot open %s (%s)", self.path, type(exc).__name__)
+                log.warning("reply cache disabled: cannot open %s (%s)", self.path, type(exc).__name__)
         return self._conn
 
     def get_sync(self, key: str) -> str | None:
@@ -83,7 +87,7 @@ class JudgeCache:
                 )
                 conn.commit()
             except sqlite3.Error as exc:
-                log.warning("judge cache write failed (%s)", type(exc).__name__)
+                log.warning("reply cache write failed (%s)", type(exc).__name__)
 
     async def get(self, key: str) -> str | None:
         return await asyncio.to_thread(self.get_sync, key)
@@ -98,15 +102,15 @@ class JudgeCache:
                 self._conn = None
 
 
-_caches: dict[Path, JudgeCache] = {}
+_caches: dict[Path, ReplyCache] = {}
 _caches_lock = threading.Lock()
 
 
-def open_cache(directory: Path | None = None) -> JudgeCache:
+def open_cache(directory: Path | None = None) -> ReplyCache:
     """The process-wide cache for ``directory`` (default :func:`cache_dir`)."""
     path = (directory or cache_dir()) / FILE_NAME
     with _caches_lock:
         cache = _caches.get(path)
         if cache is None:
-            cache = _caches[path] = JudgeCache(path)
+            cache = _caches[path] = ReplyCache(path)
         return cache

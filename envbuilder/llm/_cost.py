@@ -1,4 +1,4 @@
-"""What a run costs: list prices per model (USD per million tokens) and the ``--max-cost`` budget.
+"""What tokens cost: list prices per model (USD per million tokens), for eval's ``--max-cost`` budget.
 
 Prices change; the table holds published list prices as of its date for a few common models, and
 ``--price IN,OUT`` overrides it (or prices a model it lacks). A budget with an unpriced model is

@@ -1,0 +1,96 @@
+"""One episode of a compiled spec driven in this process, without HTTP: the one in-process driver.
+
+The trainers' adapters (:mod:`envbuilder.integrations`) and eval's in-process backend both play
+episodes through :class:`LocalEpisode`: the task, its prompt and tools, each call's output and
+reward under the one reward convention. Async callers use :meth:`LocalEpisode.acall` on their own
+loop; synchronous callers use :meth:`LocalEpisode.call` (see :func:`envbuilder.threadloop.run_sync`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from envbuilder.environment import Environment
+from envbuilder.episode import Episode
+from envbuilder.protocol import ContentBlock, RunToolError, RunToolSuccess, TextBlock, ToolOutput, ToolSpec
+from envbuilder.threadloop import run_sync
+
+__all__ = ["LocalEpisode", "text_of"]
+
+
+def text_of(blocks: list[ContentBlock] | list[Any]) -> str:
+    """The text blocks of a prompt or a tool output, joined by newlines (images are left out)."""
+    return "\n".join(b.text for b in blocks if isinstance(b, TextBlock) and b.text)
+
+
+@dataclass
+class LocalEpisode:
+    """One episode of ``env`` on one task, in process: the prompt, the tools, the calls.
+
+    Rewards follow the one convention (README, "Rewards"): only the call that ends the episode
+    carries a reward, so :attr:`reward` is both the sum and the last non-null step reward.
+    """
+
+    env: Environment
+    task: dict[str, Any]
+    secrets: dict[str, str] = field(default_factory=dict)
+    rewards: list[float | None] = field(default_factory=list)
+    """Each call's reward, in order (None for calls that carry none, and for refused calls)."""
+    outputs: list[ToolOutput | RunToolError] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.state = Episode(task=self.task, secrets=dict(self.secrets))
+
+    @classmethod
+    def of(
+        cls, env: Environment, split: str, index: int, secrets: dict[str, str] | None = None
+    ) -> LocalEpisode:
+        """The episode on task ``index`` of ``split`` (TaskNotFound when there is no such task)."""
+        return cls(env, env.split(split).task(index), secrets or {})
+
+    @property
+    def tools(self) -> list[ToolSpec]:
+        """The tools this task offers (shared and task-scoped), as ORS tool specs."""
+        return list(self.env.task_tools(self.task).tools)
+
+    def prompt(self) -> str:
+        """The task's prompt as text."""
+        return text_of(self.env.prompt(self.task))
+
+    def messages(self) -> list[dict[str, Any]]:
+        """The task's conversation as chat messages (``role`` and text ``content``)."""
+        return [{"role": m.role, "content": text_of(m.blocks)} for m in self.env.messages(self.task)]
+
+    @property
+    def finished(self) -> bool:
+        return self.state.finished
+
+    @property
+    def reward(self) -> float | None:
+        """The episode's reward: the last non-null step reward (None before one is given)."""
+        return next((r for r in reversed(self.rewards) if r is not None), None)
+
+    async def run_tool(self, name: str, tool_input: dict[str, Any]) -> RunToolSuccess | RunToolError:
+        """Run one tool call on the caller's loop and record it; the wire result."""
+        result = await self.env.call_tool(self.state, name, tool_input)
+        out = result.output if isinstance(result, RunToolSuccess) else result
+        self.outputs.append(out)
+        self.rewards.append(out.reward if isinstance(out, ToolOutput) else None)
+        return result
+
+    async def acall(self, name: str, tool_input: dict[str, Any]) -> ToolOutput | RunToolError:
+        """Run one tool call (on the caller's loop: from synchronous code use :meth:`call`)."""
+        result = await self.run_tool(name, tool_input)
+        return result.output if isinstance(result, RunToolSuccess) else result
+
+    def call(self, name: str, tool_input: dict[str, Any]) -> ToolOutput | RunToolError:
+        """Run one tool call from synchronous code."""
+        return run_sync(self.acall(name, tool_input))
+
+    async def aend(self) -> None:
+        await self.env.end_session(self.state)
+
+    def end(self) -> None:
+        """Release what this episode's tools hold (a sandbox folder, a browser page)."""
+        run_sync(self.aend())
