@@ -21,16 +21,6 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "envbuilder"
 
-# Edges that h33-llm's `envbuilder/llm/` package removes (the simulated user and the judge then
-# talk to chat endpoints through `llm`). Allowed here only until that branch is merged: the lead
-# deletes this list at merge, and the import-linter contract has no such exceptions.
-PENDING_LLM_EDGES: frozenset[tuple[str, str]] = frozenset(
-    {
-        # simulated_user.py asks its model through eval's ChatModel (h33-llm: through `llm`).
-        ("envbuilder.simulated_user", "envbuilder.eval._model"),
-    }
-)
-
 
 @dataclass
 class Graph:
@@ -152,7 +142,7 @@ def layer_violations(
                 if importer != container:
                     bad.append(f"{importer}:{line} imports the root package {target}")
                 continue
-            if a is None or b is None or a == b or (importer, target) in PENDING_LLM_EDGES:
+            if a is None or b is None or a == b:
                 continue
             (da, ga), (db, gb) = place[a], place[b]
             if db > da:
@@ -217,7 +207,7 @@ def import_cycles(graph: Graph) -> list[str]:
     so a module importing its own package (or an ancestor) is an upward edge and is reported as
     such; at the package level a child stands for everything inside it."""
     found = []
-    module_edges = {m: {t for t in ts if (m, t) not in PENDING_LLM_EDGES} for m, ts in graph.edges.items()}
+    module_edges = {m: set(ts) for m, ts in graph.edges.items()}
     for cycle in _cycles(graph.modules, module_edges):
         found.append("modules: " + " <-> ".join(cycle))
     for package in sorted(graph.packages):
@@ -234,8 +224,6 @@ def import_cycles(graph: Graph) -> list[str]:
             if a is None:
                 continue
             for target in targets:
-                if (importer, target) in PENDING_LLM_EDGES:
-                    continue
                 b = child(target)
                 if b is not None and b != a:
                     children[a].add(b)

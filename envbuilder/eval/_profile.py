@@ -19,7 +19,7 @@ from envbuilder.eval._runner import plan_eval, run_eval
 
 if TYPE_CHECKING:
     from envbuilder.environment import Environment
-    from envbuilder.eval._model import ChatModel
+    from envbuilder.llm import ChatModel
 
 __all__ = ["profile_split", "table_path"]
 
