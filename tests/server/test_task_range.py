@@ -89,14 +89,14 @@ def test_both_clients_list_a_100k_split(big_url: str, client: str) -> None:
 def test_streaming_holds_one_batch_not_the_split(big: Environment) -> None:
     """The streamed body of 100,000 tasks passes through while memory holds about one batch."""
     app = create_app([big], ServerSettings())
-    state = app.state.ors
-    span = _ops.task_range_span(state, "big", "train", None, None)
+    ctx = app.state.context
+    span = _ops.task_range_span(ctx, "big", "train", None, None)
 
     async def drain() -> tuple[int, int]:
         total = 0
         tracemalloc.start()
         try:
-            async for chunk in _ops.stream_tasks(state, "big", "train", span):
+            async for chunk in _ops.stream_tasks(ctx, "big", "train", span):
                 total += len(chunk)
             return total, tracemalloc.get_traced_memory()[1]
         finally:
