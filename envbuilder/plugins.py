@@ -1,8 +1,11 @@
-"""Registries of pluggable parts (dataset sources, graders) keyed by their YAML ``type:``.
+"""Registries of pluggable parts by name: one :class:`Registry` type for every kind.
 
-Built-in parts register exactly as a third-party package does: through an entry point in
-the ``envbuilder.sources`` or ``envbuilder.graders`` group naming a class with a ``Config``
-(a :class:`ConfigModel` whose ``type`` field is a ``Literal`` of its YAML name).
+Spec plugins (dataset sources, graders, tools) are keyed by their YAML ``type:``; built-in ones
+register exactly as a third-party package does: through an entry point in the
+``envbuilder.sources``, ``envbuilder.graders`` or ``envbuilder.tools`` group naming a class with a
+``Config`` (a :class:`ConfigModel` whose ``type`` field is a ``Literal`` of its YAML name).
+Other parts (row generators, sandbox backends) are keyed by their entry point's name, or added
+by name (:meth:`Registry.add`).
 """
 
 from __future__ import annotations
@@ -42,21 +45,50 @@ class Plugin:
     Config: ClassVar[type[ConfigModel]]
 
 
-P = TypeVar("P", bound=Plugin)
+T = TypeVar("T")
 
 
-class Registry(Generic[P]):
-    """Plugins of one kind, loaded once from an entry-point group."""
+class Registry(Generic[T]):
+    """Parts of one kind by name, loaded once from an entry-point group.
 
-    def __init__(self, kind: str, group: str):
+    An entry point naming a :class:`Plugin` class (one with a ``Config``) is registered under
+    its ``Config``'s ``type`` literal (:meth:`register`); any other object (a function, a class)
+    under the entry point's name. An unknown name is an error of class ``error`` saying
+    "unknown ``what`` 'x'", with "Did you mean …?" or the known names.
+
+    Args:
+        kind: what the parts are, in error codes (``unknown_grader``).
+        group: the entry-point group third-party packages add parts through.
+        what: the phrase after "unknown" (default ``"{kind} type"``).
+        known: the word for the known names in the hint (default ``"types"``).
+        error: the exception raised for an unknown name.
+    """
+
+    def __init__(
+        self,
+        kind: str,
+        group: str,
+        *,
+        what: str | None = None,
+        known: str = "types",
+        error: type[EnvbuilderError] = EnvbuilderError,
+    ):
         self.kind = kind
         self.group = group
-        self._items: dict[str, type[P]] = {}
+        self.what = what or f"{kind} type"
+        self.known = known
+        self.error = error
+        self._items: dict[str, T] = {}
         self._loaded = False
         self._lock = threading.Lock()
 
-    def register(self, cls: type[P]) -> type[P]:
-        """Add ``cls`` under the ``type`` literal of its ``Config``."""
+    def add(self, name: str, item: T) -> T:
+        """Add ``item`` under ``name`` (a built-in part that comes with no entry point)."""
+        self._items[name] = item
+        return item
+
+    def register(self, cls: Any) -> Any:
+        """Add the :class:`Plugin` class ``cls`` under the ``type`` literal of its ``Config``."""
         name = _type_literal(cls.Config)
         cls.type_name = name
         self._items[name] = cls
@@ -70,30 +102,41 @@ class Registry(Generic[P]):
                 return
             for ep in entry_points(group=self.group):
                 if ep.name not in self._items:
-                    self.register(ep.load())
+                    item = ep.load()
+                    if isinstance(item, type) and hasattr(item, "Config"):
+                        self.register(item)
+                    else:
+                        self.add(ep.name, item)
             self._loaded = True
 
     def names(self) -> list[str]:
         self._load()
         return sorted(self._items)
 
-    def get(self, name: str) -> type[P]:
+    def get(self, name: str) -> T:
+        """The part called ``name``.
+
+        Raises:
+            EnvbuilderError: (of the registry's ``error`` class) no part is called ``name``.
+        """
         self._load()
         try:
             return self._items[name]
         except KeyError:
-            raise EnvbuilderError(
-                f"unknown {self.kind} type {name!r}",
-                hint=did_you_mean(name, self._items) or f"Known types: {', '.join(self.names())}",
+            known = f"Known {self.known}: {', '.join(self.names()) or 'none'}"
+            raise self.error(
+                f"unknown {self.what} {name!r}",
+                hint=did_you_mean(name, self._items) or known,
                 code=f"unknown_{self.kind}",
             ) from None
 
-    def for_config(self, config: ConfigModel) -> type[P]:
+    def for_config(self, config: ConfigModel) -> T:
         return self.get(getattr(config, "type"))  # noqa: B009 - every Config has `type`
 
     def config_models(self) -> dict[str, type[ConfigModel]]:
+        """The config model of each registered :class:`Plugin` class, by name."""
         self._load()
-        return {name: cls.Config for name, cls in sorted(self._items.items())}
+        return {name: cls.Config for name, cls in sorted(self._items.items()) if hasattr(cls, "Config")}
 
 
 def _type_literal(model: type[BaseModel]) -> str:

@@ -84,4 +84,4 @@ class Source(Plugin, abc.ABC):
         return []
 
 
-sources: Registry[Source] = Registry("source", "envbuilder.sources")
+sources: Registry[type[Source]] = Registry("source", "envbuilder.sources")

@@ -220,4 +220,4 @@ def build_grader(config: GraderConfig, context: GraderContext) -> Grader:
     return graders.for_config(config)(config, context)
 
 
-graders: Registry[Grader] = Registry("grader", "envbuilder.graders")
+graders: Registry[type[Grader]] = Registry("grader", "envbuilder.graders")

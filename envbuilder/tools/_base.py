@@ -191,5 +191,5 @@ class Tool(Plugin, abc.ABC):
         """Release what the tool holds for the whole environment."""
 
 
-tools: Registry[Tool] = Registry("tool", "envbuilder.tools")
+tools: Registry[type[Tool]] = Registry("tool", "envbuilder.tools")
 """The tool types, by YAML ``type:``."""
