@@ -35,10 +35,6 @@ class Reply:
     chunks: AsyncIterator[bytes] | None = None
     """A streamed body (a whole split's tasks): ``body`` is empty, the chunks are sent as they come."""
 
-    @property
-    def streamed(self) -> bool:
-        return self.rest is not None or self.chunks is not None
-
 
 HEALTH = Reply(b'{"status":"ok"}')
 OK = HEALTH
