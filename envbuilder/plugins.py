@@ -1,18 +1,22 @@
-"""Registries of pluggable parts (dataset sources, graders) keyed by their YAML ``type:``.
+"""Registries of pluggable parts by name: one :class:`Registry` type for every kind.
 
-Built-in parts register exactly as a third-party package does: through an entry point in
-the ``envbuilder.sources``, ``envbuilder.graders`` or ``envbuilder.tools`` group naming a class
-with a ``Config`` (a :class:`ConfigModel` whose ``type`` field is a ``Literal`` of its YAML name).
+Spec plugins (dataset sources, graders, tools) are keyed by their YAML ``type:``; built-in ones
+register exactly as a third-party package does: through an entry point in the
+``envbuilder.sources``, ``envbuilder.graders`` or ``envbuilder.tools`` group naming a class with a
+``Config`` (a :class:`ConfigModel` whose ``type`` field is a ``Literal`` of its YAML name).
+Other parts (row generators, sandbox backends) are keyed by their entry point's name, or added
+by name (:meth:`Registry.add`).
 
-A registry loads a plugin when it is first asked for by name: a spec naming `exact_match`
+A registry loads a part when it is first asked for by name: a spec naming `exact_match`
 imports that grader's module and no other (the judge's HTTP client, reasoning-gym's task
-families and the MCP SDK are imported only by the specs that use them). Listing every plugin
+families and the MCP SDK are imported only by the specs that use them). Listing every part
 (``names()``, ``config_models()``, the JSON Schema) loads them all.
 """
 
 from __future__ import annotations
 
 import functools
+import sys
 import threading
 from collections.abc import Callable
 from importlib.metadata import EntryPoint, entry_points
@@ -49,22 +53,51 @@ class Plugin:
     Config: ClassVar[type[ConfigModel]]
 
 
-P = TypeVar("P", bound=Plugin)
+T = TypeVar("T")
 
 
-class Registry(Generic[P]):
-    """Plugins of one kind, loaded once from an entry-point group."""
+class Registry(Generic[T]):
+    """Parts of one kind by name, loaded from an entry-point group when first asked for.
 
-    def __init__(self, kind: str, group: str):
+    An entry point naming a :class:`Plugin` class (one with a ``Config``) is registered under
+    its ``Config``'s ``type`` literal (:meth:`register`); any other object (a function, a class)
+    under the entry point's name. An unknown name is an error of class ``error`` saying
+    "unknown ``what`` 'x'", with "Did you mean …?" or the known names.
+
+    Args:
+        kind: what the parts are, in error codes (``unknown_grader``).
+        group: the entry-point group third-party packages add parts through.
+        what: the phrase after "unknown" (default ``"{kind} type"``).
+        known: the word for the known names in the hint (default ``"types"``).
+        error: the exception raised for an unknown name.
+    """
+
+    def __init__(
+        self,
+        kind: str,
+        group: str,
+        *,
+        what: str | None = None,
+        known: str = "types",
+        error: type[EnvbuilderError] = EnvbuilderError,
+    ):
         self.kind = kind
         self.group = group
-        self._items: dict[str, type[P]] = {}
+        self.what = what or f"{kind} type"
+        self.known = known
+        self.error = error
+        self._items: dict[str, T] = {}
         self._loaded = False
         self._lock = threading.RLock()
         self._declared: dict[str, EntryPoint] | None = None
 
-    def register(self, cls: type[P]) -> type[P]:
-        """Add ``cls`` under the ``type`` literal of its ``Config``."""
+    def add(self, name: str, item: T) -> T:
+        """Add ``item`` under ``name`` (a built-in part that comes with no entry point)."""
+        self._items[name] = item
+        return item
+
+    def register(self, cls: Any) -> Any:
+        """Add the :class:`Plugin` class ``cls`` under the ``type`` literal of its ``Config``."""
         name = _type_literal(cls.Config)
         cls.type_name = name
         self._items[name] = cls
@@ -72,8 +105,16 @@ class Registry(Generic[P]):
 
     def _entry_points(self) -> dict[str, EntryPoint]:
         if self._declared is None:
-            self._declared = {ep.name: ep for ep in _all_entry_points().select(group=self.group)}
+            declared = _all_entry_points(tuple(sys.path)).select(group=self.group)
+            self._declared = {ep.name: ep for ep in declared}
         return self._declared
+
+    def _add_entry_point(self, ep: EntryPoint) -> None:
+        item = ep.load()
+        if isinstance(item, type) and hasattr(item, "Config"):
+            self.register(item)
+        else:
+            self.add(ep.name, item)
 
     def _load(self) -> None:
         if self._loaded:
@@ -83,59 +124,69 @@ class Registry(Generic[P]):
                 return
             for name, ep in self._entry_points().items():
                 if name not in self._items:
-                    self.register(ep.load())
+                    self._add_entry_point(ep)
             self._loaded = True
 
-    def _load_one(self, name: str) -> type[P] | None:
-        """The plugin called ``name``, loading only its entry point; None when none is declared."""
-        cls = self._items.get(name)
-        if cls is not None:
-            return cls
+    def _load_one(self, name: str) -> T | None:
+        """The part called ``name``, loading only its entry point; None when none is declared."""
+        item = self._items.get(name)
+        if item is not None:
+            return item
         with self._lock:
             ep = self._entry_points().get(name)
             if name not in self._items and ep is not None:
-                self.register(ep.load())
+                self._add_entry_point(ep)
             return self._items.get(name)
 
     def declared_names(self) -> list[str]:
-        """The names of every plugin, registered or declared by an entry point, without loading any."""
+        """The names of every part, registered or declared by an entry point, without loading any."""
         return sorted(set(self._items) | set(self._entry_points()))
 
     def names(self) -> list[str]:
         self._load()
         return sorted(self._items)
 
-    def get(self, name: str) -> type[P]:
-        cls = self._load_one(name)
-        if cls is not None:
-            return cls
+    def get(self, name: str) -> T:
+        """The part called ``name``.
+
+        Raises:
+            EnvbuilderError: (of the registry's ``error`` class) no part is called ``name``.
+        """
+        item = self._load_one(name)
+        if item is not None:
+            return item
         self._load()
         try:
             return self._items[name]
         except KeyError:
-            raise EnvbuilderError(
-                f"unknown {self.kind} type {name!r}",
-                hint=did_you_mean(name, self._items) or f"Known types: {', '.join(self.names())}",
+            known = f"Known {self.known}: {', '.join(self.names()) or 'none'}"
+            raise self.error(
+                f"unknown {self.what} {name!r}",
+                hint=did_you_mean(name, self._items) or known,
                 code=f"unknown_{self.kind}",
             ) from None
 
-    def for_config(self, config: ConfigModel) -> type[P]:
+    def for_config(self, config: ConfigModel) -> T:
         return self.get(getattr(config, "type"))  # noqa: B009 - every Config has `type`
 
     def config_models(self) -> dict[str, type[ConfigModel]]:
+        """The config model of each registered :class:`Plugin` class, by name."""
         self._load()
-        return {name: cls.Config for name, cls in sorted(self._items.items())}
+        return {name: cls.Config for name, cls in sorted(self._items.items()) if hasattr(cls, "Config")}
 
     def config_model(self, name: str) -> type[ConfigModel]:
         """The config model of the plugin called ``name`` (loading only that plugin)."""
-        return self.get(name).Config
+        model: type[ConfigModel] = getattr(self.get(name), "Config")  # noqa: B009
+        return model
 
 
 @functools.cache
-def _all_entry_points() -> Any:
-    """Every installed entry point, read once: each ``entry_points(group=...)`` call reads the
-    metadata of every installed distribution again (a few hundred files), and there are three
-    registries. (``SelectableGroups`` on Python 3.11, ``EntryPoints`` later: both ``select``.)"""
+def _all_entry_points(path: tuple[str, ...]) -> Any:
+    """Every entry point installed on the import path ``path``, read once per path: each
+    ``entry_points(group=...)`` call reads the metadata of every installed distribution again (a
+    few hundred files), and there are several registries; a path that changes (a plugin folder
+    added to ``sys.path``) is read again. (``SelectableGroups`` on Python 3.11, ``EntryPoints``
+    later: both ``select``.)"""
     return entry_points()
 
 

@@ -15,14 +15,18 @@ import httpx
 
 from tests.servers import free_port
 
+READY_SECONDS = 600.0
+"""How long a server may take to answer /health: generous, for a loaded machine (two cores, load
+8 took more than 60 s); a server that exits fails at once, so the wait costs nothing then."""
 
-def wait_healthy(url: str, process: subprocess.Popen[bytes], timeout: float = 60) -> None:
+
+def wait_healthy(url: str, process: subprocess.Popen[bytes], timeout: float = READY_SECONDS) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"envbuilder serve exited with {process.returncode}")
         with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(url + "/health", timeout=1).status_code == 200:
+            if httpx.get(url + "/health", timeout=10).status_code == 200:
                 return
         time.sleep(0.1)
     raise RuntimeError("envbuilder serve did not become healthy")
@@ -34,7 +38,7 @@ def serve_process(
     env: dict[str, str] | None = None,
     stdout: Path | None = None,
     stderr: Path | None = None,
-    ready_timeout: float = 60,
+    ready_timeout: float = READY_SECONDS,
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """``envbuilder serve ARGS --port P`` on 127.0.0.1 (``env``: variables added to ours;
     ``stdout``, ``stderr``: files for its output; ``ready_timeout``: seconds it may take to

@@ -86,4 +86,4 @@ class Source(Plugin, abc.ABC):
         return []
 
 
-sources: Registry[Source] = _sources
+sources: Registry[type[Source]] = _sources

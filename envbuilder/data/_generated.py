@@ -18,16 +18,15 @@ entry-point group that turns ``(config, seed, index)`` into a row (a dict of JSO
 from __future__ import annotations
 
 import hashlib
-import threading
 from collections.abc import Callable
-from importlib.metadata import entry_points
 from typing import Any, Literal
 
 from pydantic import Field
 
 from envbuilder.data._base import Row, Source, SourceConfig, Table
 from envbuilder.data._convert import to_json
-from envbuilder.errors import DataError, did_you_mean
+from envbuilder.errors import DataError
+from envbuilder.plugins import Registry
 
 __all__ = [
     "DEFAULT_LEVEL",
@@ -133,34 +132,10 @@ class GeneratorConfig(LevelsConfig):
     """The generator's config (each level's keys override it)."""
 
 
-class _Generators:
-    """The ``envbuilder.generators`` entry points, loaded once."""
-
-    def __init__(self) -> None:
-        self._items: dict[str, Generate] | None = None
-        self._lock = threading.Lock()
-
-    def names(self) -> list[str]:
-        return sorted(self._load())
-
-    def get(self, name: str) -> Generate:
-        items = self._load()
-        if name not in items:
-            raise DataError(
-                f"unknown generator {name!r}",
-                hint=did_you_mean(name, items) or f"Known generators: {', '.join(sorted(items)) or 'none'}",
-                code="unknown_generator",
-            )
-        return items[name]
-
-    def _load(self) -> dict[str, Generate]:
-        with self._lock:
-            if self._items is None:
-                self._items = {ep.name: ep.load() for ep in entry_points(group="envbuilder.generators")}
-            return self._items
-
-
-generators = _Generators()
+generators: Registry[Generate] = Registry(
+    "generator", "envbuilder.generators", what="generator", known="generators", error=DataError
+)
+"""The row generators (``type: generator``), by their entry point's name in ``envbuilder.generators``."""
 
 
 class GeneratorSource(_Generated):

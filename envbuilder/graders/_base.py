@@ -216,4 +216,4 @@ def build_grader(config: GraderConfig, context: GraderContext) -> Grader:
     return graders.for_config(config)(config, context)
 
 
-graders: Registry[Grader] = _graders
+graders: Registry[type[Grader]] = _graders

@@ -2,9 +2,9 @@
 
 from envbuilder.server._access import check_exposure, read_api_keys
 from envbuilder.server._app import create_app
+from envbuilder.server._context import ServerSettings
 from envbuilder.server._limits import set_protocol_limits, uvicorn_options
 from envbuilder.server._redis import check_url as check_store_url
-from envbuilder.server._state import ServerSettings
 
 __all__ = [
     "ServerSettings",

@@ -14,11 +14,12 @@ from collections.abc import Collection, Iterable
 from pathlib import Path
 
 from envbuilder.errors import DataError, EnvbuilderError, RequestRejected
-from envbuilder.server import _ops
+from envbuilder.server._headers import parse_secrets
+from envbuilder.server._reply import error_reply
 
 _SECRET_NAMES = frozenset({"api_key", "openreward_api_key"})
 
-UNAUTHORIZED = _ops.error_reply(401, "an API key is required: send it in the X-API-Key header")
+UNAUTHORIZED = error_reply(401, "an API key is required: send it in the X-API-Key header")
 CHALLENGE = {"www-authenticate": 'Bearer realm="envbuilder"'}
 
 
@@ -75,7 +76,7 @@ class Keys:
         secrets = headers.get(b"x-secrets")
         if secrets:
             try:
-                parsed = _ops.parse_secrets(secrets.decode("latin-1"), None)
+                parsed = parse_secrets(secrets.decode("latin-1"), None)
             except RequestRejected:
                 return None
             for name, value in parsed.items():

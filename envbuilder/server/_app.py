@@ -5,26 +5,28 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import inspect
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Header, Request
+from fastapi.datastructures import Default
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import Response
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import Receive, Scope, Send
 
 from envbuilder._version import __version__
 from envbuilder.environment import Environment
 from envbuilder.errors import RequestRejected
-from envbuilder.server import _ops
-from envbuilder.server._catalog import router as catalog
-from envbuilder.server._discovery import router as discovery
-from envbuilder.server._episodes import router as episodes
+from envbuilder.protocol import ErrorResponse
+from envbuilder.server._context import ServerContext, ServerSettings
 from envbuilder.server._fast import FastFront
+from envbuilder.server._headers import require_sid
+from envbuilder.server._reply import CLOSE, internal_error
 from envbuilder.server._responses import ReplyResponse, json_response
-from envbuilder.server._state import ServerSettings, State
+from envbuilder.server._routes import MEANING, NO_HEADERS, ROUTES, Route
 
 
 class ORSApp(FastAPI):
@@ -54,30 +56,30 @@ def _located(error: Any) -> dict[str, Any]:
 
 def create_app(envs: list[Environment], settings: ServerSettings | None = None) -> FastAPI:
     """The ORS application for ``envs`` (the first is the default environment)."""
-    state = State(envs, settings or ServerSettings())
+    ctx = ServerContext(envs, settings or ServerSettings())
     app = ORSApp(
         title="envbuilder",
         version=__version__,
         description="Environments served over the Open Reward Standard (ORS). "
-        f"Environments: {', '.join(state.envs)}.",
-        lifespan=_lifespan(state),
+        f"Environments: {', '.join(ctx.envs)}.",
+        lifespan=_lifespan(ctx),
     )
-    app.state.ors = state
+    app.state.context = ctx
     _add_error_handlers(app)
-    _add_routes(app, state)
-    app.openapi = _openapi(app, state)  # type: ignore[method-assign]
+    _add_routes(app, ctx)
+    app.openapi = _openapi(app, ctx)  # type: ignore[method-assign]
     return app
 
 
-def _lifespan(state: State) -> Callable[[FastAPI], contextlib.AbstractAsyncContextManager[None]]:
+def _lifespan(ctx: ServerContext) -> Callable[[FastAPI], contextlib.AbstractAsyncContextManager[None]]:
     """Start the reaper; on shutdown stop it, finish the calls in flight and close everything."""
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async def reaper() -> None:
             while True:
-                await asyncio.sleep(state.settings.reap_interval)
-                state.reap()
+                await asyncio.sleep(ctx.settings.reap_interval)
+                ctx.reap()
 
         # Everything built so far lives as long as the server: keep it out of the GC's scans.
         gc.collect()
@@ -87,10 +89,10 @@ def _lifespan(state: State) -> Callable[[FastAPI], contextlib.AbstractAsyncConte
             yield
         finally:
             task.cancel()
-            await state.drain()
-            for env in state.envs.values():
+            await ctx.drain()
+            for env in ctx.envs.values():
                 await env.aclose()
-            await state.sessions.aclose()
+            await ctx.sessions.aclose()
 
     return lifespan
 
@@ -114,21 +116,73 @@ def _add_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _unhandled(request: Request, exc: Exception) -> Response:
-        return ReplyResponse(_ops.internal_error(exc, request.method, request.url.path), _ops.CLOSE)
+        return ReplyResponse(internal_error(exc, request.method, request.url.path), CLOSE)
 
 
-def _add_routes(app: ORSApp, state: State) -> None:
-    """Include the routers and build the front door from the same route declarations."""
-    routers = (discovery, episodes, catalog)
-    for router in routers:
-        app.include_router(router)
-    # The routes as declared (FastAPI includes routers lazily): the front door takes its
-    # methods and paths from them.
-    routes = [*app.routes, *(route for router in routers for route in router.routes)]
-    app.front = FastFront(state, app.fastapi_call, routes)
+def _add_routes(app: ORSApp, ctx: ServerContext) -> None:
+    """Both doors from the one route table (``_routes.ROUTES``): a FastAPI route for each, and
+    the lean door in front that answers the same routes by the same handlers."""
+    for route in ROUTES:
+        app.add_api_route(
+            route.path,
+            _endpoint(route),
+            methods=[route.method],
+            name=route.name,
+            description=inspect.cleandoc(route.handler.__doc__ or ""),
+            tags=[route.tag],
+            response_model=route.response_model,
+            responses=_responses(route),
+            response_class=StreamingResponse if route.events else Default(JSONResponse),
+        )
+    app.front = FastFront(ctx, app.fastapi_call, ROUTES, app.routes)
 
 
-def _openapi(app: FastAPI, state: State) -> Callable[[], dict[str, Any]]:
+async def _sid(x_session_id: Annotated[str | None, Header()] = None) -> str:
+    """The ``X-Session-ID`` header, stripped; 400 when absent (checked before the body)."""
+    return require_sid(x_session_id)
+
+
+_SSE_OK: dict[int | str, dict[str, Any]] = {200: {"content": {"text/event-stream": {}}}}
+
+
+def _responses(route: Route) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` of a route: its error answers, all ``{"detail": "..."}``."""
+    errors: dict[int | str, dict[str, Any]] = {
+        s: {"model": ErrorResponse, "description": MEANING[s]} for s in route.errors
+    }
+    return {**_SSE_OK, **errors} if route.events else errors
+
+
+def _endpoint(route: Route) -> Callable[..., Any]:
+    """The FastAPI endpoint of ``route``: its parameters (path, ``X-Session-ID``, body, headers)
+    declared for FastAPI to validate and document, then the route's handler."""
+    handler = route.handler
+    header_names = route.headers
+
+    async def endpoint(
+        request: Request, env_name: str = "", sid: str = "", body: Any = None, **headers: str | None
+    ) -> Response:
+        ctx: ServerContext = request.app.state.context
+        sent = {k: v for k, v in headers.items() if v} if header_names else NO_HEADERS
+        reply = await handler(ctx, env_name, sid, body, sent)
+        return ReplyResponse(reply, interval=ctx.settings.ping_interval)
+
+    kind = inspect.Parameter.KEYWORD_ONLY
+    params = [inspect.Parameter("request", kind, annotation=Request)]
+    if route.in_env:
+        params.append(inspect.Parameter("env_name", kind, annotation=str))
+    if route.sid:
+        params.append(inspect.Parameter("sid", kind, annotation=Annotated[str, Depends(_sid)]))
+    if route.body is not None:
+        params.append(inspect.Parameter("body", kind, annotation=route.body))
+    for name in header_names:
+        params.append(inspect.Parameter(name, kind, default=None, annotation=Annotated[str | None, Header()]))
+    endpoint.__signature__ = inspect.Signature(params, return_annotation=Response)  # type: ignore[attr-defined]
+    endpoint.__name__ = endpoint.__qualname__ = route.name
+    return endpoint
+
+
+def _openapi(app: FastAPI, ctx: ServerContext) -> Callable[[], dict[str, Any]]:
     """The OpenAPI schema with ``env_name`` limited to the served names (others are
     redirected to the default environment)."""
 
@@ -141,7 +195,7 @@ def _openapi(app: FastAPI, state: State) -> Callable[[], dict[str, Any]]:
                         if param["name"] == "env_name":
                             param["schema"] = {
                                 "type": "string",
-                                "enum": list(state.envs),
+                                "enum": list(ctx.envs),
                                 "title": "Env Name",
                             }
         return app.openapi_schema  # type: ignore[return-value]

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
-from fastapi import APIRouter, Request
-from fastapi.responses import Response
-from starlette.concurrency import run_in_threadpool
-
-from envbuilder.server._responses import json_response
-
-router = APIRouter()
+from envbuilder.server._context import ServerContext
+from envbuilder.server._reply import Reply, json_reply
 
 #: Grader settings a client of the server has no business knowing: where the judge runs
 #: (often an internal address) says more about the operator's network than about the task.
@@ -25,14 +21,12 @@ def _without_endpoints(value: Any) -> Any:
     return value
 
 
-@router.get("/catalog", tags=["discovery"])
-async def catalog(request: Request) -> Response:
+async def catalog(ctx: ServerContext) -> Reply:
     """Every served environment: metadata, content hash, splits, tools, graders, a sample prompt."""
-    from envbuilder.catalog import build_catalog
+    if ctx.catalog is None:
+        from envbuilder.catalog import build_catalog
 
-    cached: dict[str, Any] | None = getattr(request.app.state, "catalog", None)
-    if cached is None:
         # Hashing data files reads them: keep the event loop free.
-        built = await run_in_threadpool(build_catalog, list(request.app.state.ors.envs.values()))
-        cached = request.app.state.catalog = _without_endpoints(built)
-    return json_response(cached)
+        built = await asyncio.to_thread(build_catalog, list(ctx.envs.values()))
+        ctx.catalog = json_reply(_without_endpoints(built))
+    return ctx.catalog

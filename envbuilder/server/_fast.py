@@ -1,16 +1,17 @@
-"""The lean front door: ordinary episode requests are answered without FastAPI's per-request
-machinery (dependency solving, middleware stack, response objects); everything else — errors
-that need FastAPI's exact shapes, streaming, docs — is handed to the FastAPI app unchanged.
+"""The lean front door: ordinary requests are answered without FastAPI's per-request machinery
+(dependency solving, middleware stack, response objects); everything else — bodies that need
+FastAPI's exact validation errors, docs, unknown routes — is handed to the FastAPI app unchanged.
 
-Both doors call the same operations (``_ops``), so behaviour cannot drift: the fast path only
-takes a request it can answer exactly as the FastAPI route would, and otherwise replays the
-request (with its buffered body) to FastAPI.
+Both doors are built from the one route table (``_routes.ROUTES``) and call the same handlers,
+so behaviour cannot drift: the fast path takes a route's request only when it can read it
+exactly as FastAPI would (a plain JSON body its model accepts), and otherwise replays the request
+(with its buffered body) to FastAPI.
 
 Everything both doors share happens here first, for every request: the API key, the bounded
 body read (413 once a body passes the limit: a body up to four times the limit is read and dropped
 first, so its client reads the 413 rather than a reset connection; a larger one is not read at
 all), and the one answer to an
-unexpected error (:func:`_ops.internal_error`, with ``Connection: close``).
+unexpected error (:func:`_reply.internal_error`, with ``Connection: close``).
 """
 
 from __future__ import annotations
@@ -20,18 +21,18 @@ import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from fastapi.routing import APIRoute
 from pydantic import ValidationError
 from starlette.routing import BaseRoute
 
 from envbuilder.errors import RequestRejected
-from envbuilder.protocol import CallRequest, CreateRequest, SplitRequest, TaskRangeRequest, TaskRequest
-from envbuilder.server import _access, _ops, _owners
-from envbuilder.server._responses import reply_headers, send_reply
-from envbuilder.server._state import State
+from envbuilder.server import _access, _owners
+from envbuilder.server._context import ServerContext
+from envbuilder.server._headers import require_sid
+from envbuilder.server._reply import CLOSE, Reply, error_reply, internal_error
+from envbuilder.server._responses import reply_headers, send_reply, stream_reply
+from envbuilder.server._routes import NO_HEADERS, Route
 
 ASGIApp = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
-Handler = Callable[..., Awaitable[_ops.Reply]]
 
 
 class _Fallback(Exception):
@@ -49,60 +50,29 @@ class _TooLarge(Exception):
 class FastFront:
     """ASGI callable placed in front of the FastAPI app (see :func:`create_app`)."""
 
-    def __init__(self, state: State, app: ASGIApp, routes: Sequence[BaseRoute]):
-        self.state = state
+    def __init__(
+        self, ctx: ServerContext, app: ASGIApp, routes: Sequence[Route], fastapi_routes: Sequence[BaseRoute]
+    ):
+        self.ctx = ctx
         self.app = app
-        self.roots = _roots(routes)
+        self.roots = _roots(fastapi_routes)
         """First path segments of the fixed routes: never redirected to the default environment."""
         self.served = 0
         """Requests answered here (the rest went to FastAPI): a cheap health signal."""
         self.fast = True
         """Answer the ordinary requests here (False: every request goes to FastAPI after the
         shared checks, which is how the tests compare the two doors)."""
-        self.keys = _access.Keys(state.settings.api_keys)
-        self.root: dict[tuple[str, str], Handler] = {}
-        """``(method, name)`` of the routes ``/name`` answered here."""
-        self.env_routes: dict[tuple[str, str], Handler] = {}
-        """``(method, name)`` of the routes ``/{env_name}/name`` answered here."""
-        self._route(routes)
-
-    def _route(self, routes: Sequence[BaseRoute]) -> None:
-        """Take the methods and paths of the FastAPI routes this door answers (by endpoint name,
-        :attr:`handlers`): the routes are declared once, with FastAPI."""
-        handlers = self.handlers()
+        self.keys = _access.Keys(ctx.settings.api_keys)
+        self.root: dict[tuple[str, str], Route] = {}
+        """``(method, name)`` of the routes ``/name``."""
+        self.env_routes: dict[tuple[str, str], Route] = {}
+        """``(method, name)`` of the routes ``/{env_name}/name``."""
         for route in routes:
-            handler = handlers.pop(route.name, None) if isinstance(route, APIRoute) else None
-            if handler is None:
-                continue
-            assert isinstance(route, APIRoute)
             *prefix, name = route.path.strip("/").split("/")
-            table = self.env_routes if prefix == ["{env_name}"] else self.root if not prefix else None
+            table = self.env_routes if route.in_env else self.root if not prefix else None
             if table is None:
                 raise RuntimeError(f"the fast door cannot answer {route.path!r}")
-            for method in route.methods or ():
-                table[(method, name)] = handler
-        if handlers:
-            raise RuntimeError(f"fast-door handlers without a FastAPI route: {sorted(handlers)}")
-
-    def handlers(self) -> dict[str, Handler]:
-        """The fast handler of each FastAPI endpoint (by its name) this door answers."""
-        return {
-            "health": self._health,
-            "create_session": self._create_session,
-            "create": self._create,
-            "ping": self._ping,
-            "delete": self._delete,
-            "delete_session": self._delete_session,
-            "prompt": self._prompt,
-            "messages": self._messages,
-            "task_tools": self._task_tools,
-            "list_tools": self._list_tools,
-            "list_splits": self._list_splits,
-            "call": self._call,
-            "num_tasks": self._num_tasks,
-            "get_task": self._get_task,
-            "get_task_range": self._get_task_range,
-        }
+            table[(route.method, name)] = route
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -117,13 +87,13 @@ class FastFront:
         _owners.CLIENT.set((key, scope.get("client")))
         parts = path.split("/")
         first = parts[1].lower() if len(parts) > 1 else ""
-        if first not in self.roots and first not in self.state.envs:
+        if first not in self.roots and first not in self.ctx.envs:
             try:
-                named = self.state.deployment(headers.get(b"x-deployment", b"").decode("latin-1"))
+                named = self.ctx.deployment(headers.get(b"x-deployment", b"").decode("latin-1"))
             except RequestRejected as exc:
-                return await _answer(send, _ops.error_reply(exc.status, exc.message))
+                return await _answer(send, error_reply(exc.status, exc.message))
             if named is None:  # no name given: the reference servers' redirect (docs/protocol.md §1.2)
-                return await _redirect(self.state.default, scope, send)
+                return await _redirect(self.ctx.default, scope, send)
             scope = _prefixed(scope, named)
             path = scope["path"]
             parts = path.split("/")
@@ -132,39 +102,45 @@ class FastFront:
         body = b""
         if method != "GET" and method != "HEAD":
             try:
-                body = await _read_body(headers, receive, self.state.settings.max_body_bytes)
+                body = await _read_body(headers, receive, self.ctx.settings.max_body_bytes)
             except _TooLarge as exc:
-                limit = self.state.settings.max_body_bytes
+                limit = self.ctx.settings.max_body_bytes
                 await _drain(receive, exc.read, headers, limit)
-                reply = _ops.error_reply(413, f"the request body is larger than {limit:,} bytes")
-                return await _answer(send, reply, _ops.CLOSE)
+                reply = error_reply(413, f"the request body is larger than {limit:,} bytes")
+                return await _answer(send, reply, CLOSE)
             except _Disconnected:
                 return None
-        handler = None
-        args: tuple[str, ...] = ()
+        route = None
+        env = ""
         if self.fast and len(parts) == 2:
-            handler = self.root.get((method, first))
+            route = self.root.get((method, first))
         elif self.fast and len(parts) == 3:
-            handler = self.env_routes.get((method, parts[2]))
-            args = (parts[1],)
-        if handler is None:
+            route = self.env_routes.get((method, parts[2]))
+            env = parts[1]
+        if route is None:
             return await self._fastapi(scope, body, receive, send)
         extra: dict[str, str] | None = None
         try:
-            reply = await handler(headers, body, *args)
+            # In FastAPI's order: the body (any problem: FastAPI's 422), then the session id.
+            parsed = None if route.body is None else _parse(route.body, headers, body)
+            sid = _sid(headers) if route.sid else ""
+            read = _named_headers(route.headers, headers) if route.headers else NO_HEADERS
+            reply = await route.handler(self.ctx, env, sid, parsed, read)
         except _Fallback:
             return await self._fastapi(scope, body, receive, send)
         except RequestRejected as exc:
-            reply = _ops.error_reply(exc.status, exc.message)
+            reply = error_reply(exc.status, exc.message)
             extra = dict(exc.headers or {})
         except Exception as exc:
-            return await _answer(send, _ops.internal_error(exc, method, path), _ops.CLOSE)
+            return await _answer(send, internal_error(exc, method, path), CLOSE)
         self.served += 1
-        await send_reply(send, reply, reply_headers(reply, extra), self.state.settings.ping_interval)
+        if reply.chunks is not None:
+            return await stream_reply(scope, receive, send, reply)
+        await send_reply(send, reply, reply_headers(reply, extra), self.ctx.settings.ping_interval)
 
     async def _fastapi(self, scope: dict[str, Any], body: bytes, receive: Any, send: Any) -> None:
         """Hand the request (its body already read) to FastAPI. Its exception handler answers an
-        unexpected error with :func:`_ops.internal_error` and re-raises; that ends here."""
+        unexpected error with :func:`internal_error` and re-raises; that ends here."""
         started = False
 
         async def tracked(message: dict[str, Any]) -> None:
@@ -176,71 +152,7 @@ class FastFront:
             await self.app(scope, _replay(body, receive), tracked)
         except Exception as exc:
             if not started:
-                await _answer(send, _ops.internal_error(exc, scope["method"], scope["path"]), _ops.CLOSE)
-
-    # -- root routes -------------------------------------------------------------------------
-
-    async def _health(self, headers: dict[bytes, bytes], body: bytes) -> _ops.Reply:
-        return await _ops.health(self.state)
-
-    async def _create_session(self, headers: dict[bytes, bytes], body: bytes) -> _ops.Reply:
-        return _ops.create_session()
-
-    async def _create(self, headers: dict[bytes, bytes], body: bytes) -> _ops.Reply:
-        request = _parse(CreateRequest, headers, body)  # FastAPI reads the body before the sid
-        sid = _sid(headers)
-        secrets = headers.get(b"x-secrets")
-        deployment = headers.get(b"x-deployment")
-        return await _ops.create(
-            self.state,
-            sid,
-            request,
-            secrets.decode("latin-1") if secrets else None,
-            deployment.decode("latin-1") if deployment else None,
-        )
-
-    async def _ping(self, headers: dict[bytes, bytes], body: bytes) -> _ops.Reply:
-        return await _ops.ping(self.state, _sid(headers))
-
-    async def _delete(self, headers: dict[bytes, bytes], body: bytes) -> _ops.Reply:
-        return await _ops.delete(self.state, _sid(headers))
-
-    async def _delete_session(self, headers: dict[bytes, bytes], body: bytes) -> _ops.Reply:
-        return _ops.delete_session(_sid(headers))
-
-    # -- environment routes ------------------------------------------------------------------
-
-    async def _list_tools(self, headers: dict[bytes, bytes], body: bytes, env: str) -> _ops.Reply:
-        return _ops.Reply(self.state.tools_json[self.state.env(env).name.lower()])
-
-    async def _list_splits(self, headers: dict[bytes, bytes], body: bytes, env: str) -> _ops.Reply:
-        return _ops.Reply(self.state.splits_json[self.state.env(env).name.lower()])
-
-    async def _num_tasks(self, headers: dict[bytes, bytes], body: bytes, env: str) -> _ops.Reply:
-        return _ops.num_tasks(self.state, env, _parse(SplitRequest, headers, body).split)
-
-    async def _get_task(self, headers: dict[bytes, bytes], body: bytes, env: str) -> _ops.Reply:
-        req = _parse(TaskRequest, headers, body)
-        return _ops.get_task(self.state, env, req.split, req.index)
-
-    async def _get_task_range(self, headers: dict[bytes, bytes], body: bytes, env: str) -> _ops.Reply:
-        req = _parse(TaskRangeRequest, headers, body)
-        if len(_ops.task_range_span(self.state, env, req.split, req.start, req.stop)) > _ops.TASK_PAGE:
-            raise _Fallback  # streamed by the FastAPI route
-        return _ops.get_task_range(self.state, env, req.split, req.start, req.stop)
-
-    async def _prompt(self, headers: dict[bytes, bytes], body: bytes, env: str) -> _ops.Reply:
-        return await _ops.prompt(self.state, _sid(headers))
-
-    async def _messages(self, headers: dict[bytes, bytes], body: bytes, env: str) -> _ops.Reply:
-        return await _ops.messages(self.state, _sid(headers))
-
-    async def _task_tools(self, headers: dict[bytes, bytes], body: bytes, env: str) -> _ops.Reply:
-        return await _ops.task_tools(self.state, _sid(headers))
-
-    async def _call(self, headers: dict[bytes, bytes], body: bytes, env: str) -> _ops.Reply:
-        request = _parse(CallRequest, headers, body)
-        return await _ops.call(self.state, _sid(headers), request)
+                await _answer(send, internal_error(exc, scope["method"], scope["path"]), CLOSE)
 
 
 class _Disconnected(Exception):
@@ -310,12 +222,22 @@ async def _drain(receive: Any, read: int, headers: dict[bytes, bytes], limit: in
                 read += len(message.get("body", b""))
 
 
-async def _answer(send: Any, reply: _ops.Reply, extra: dict[str, str] | None = None) -> None:
+async def _answer(send: Any, reply: Reply, extra: dict[str, str] | None = None) -> None:
     await send_reply(send, reply, reply_headers(reply, extra))
 
 
 def _sid(headers: dict[bytes, bytes]) -> str:
-    return _ops.require_sid(headers.get(b"x-session-id", b"").decode("latin-1"))
+    return require_sid(headers.get(b"x-session-id", b"").decode("latin-1"))
+
+
+def _named_headers(names: tuple[str, ...], headers: dict[bytes, bytes]) -> dict[str, str]:
+    """The optional headers a route reads (by Python name, ``x_secrets``) that were sent."""
+    found = {}
+    for name in names:
+        value = headers.get(name.replace("_", "-").encode())
+        if value:
+            found[name] = value.decode("latin-1")
+    return found
 
 
 def _parse(model: Any, headers: dict[bytes, bytes], body: bytes) -> Any:

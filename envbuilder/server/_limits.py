@@ -30,7 +30,7 @@ from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from envbuilder.server._state import ServerSettings, fair_share, log
+from envbuilder.server._context import ServerSettings, fair_share, log
 
 _ANSWER = (
     b"HTTP/1.1 %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n%sconnection: close\r\n\r\n%s"

@@ -20,7 +20,7 @@ Keys (all under ``eb:``):
 An episode update is one Lua script (:data:`_SAVE`): it compares the version the caller read,
 and only then writes the session, the call's result and the grade count together. Two calls on
 one session that read the same version cannot both be saved; the loser re-reads and re-runs
-(``_ops.run_call``), and sees the answer the winner counted.
+(``_tool_calls.run_call``), and sees the answer the winner counted.
 
 Round trips per GSM8K episode: ``create`` 1 (``SET NX``), ``prompt`` 1 (``GETEX``), ``call`` 2
 (:data:`_BEGIN`: read, announce and lease; :data:`_SAVE`), ``delete`` 1; the connection (``_resp``) writes

@@ -1,27 +1,29 @@
-"""A :class:`_ops.Reply` sent as an HTTP response, by both doors: its headers written once, its
-body whole or streamed (``_stream``). The fast door sends with :func:`send_reply`; the FastAPI
-routes and handlers return a :class:`ReplyResponse`, which sends the same way."""
+"""A :class:`Reply` sent as an HTTP response, by both doors: its headers written once, its
+body whole or streamed (events: ``_stream``; a long JSON body: :func:`stream_reply`). The fast
+door sends with these functions; the FastAPI routes and handlers return a :class:`ReplyResponse`,
+which sends the same way."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from envbuilder.server import _ops, _sse, _stream
+from envbuilder.server import _sse, _stream
+from envbuilder.server._reply import SSE, Reply, json_reply
 
 Headers = list[tuple[bytes, bytes]]
 
 _SSE_HEADERS: Headers = [(k.encode(), v.encode()) for k, v in _sse.HEADERS.items()]
 
 
-def reply_headers(reply: _ops.Reply, extra: dict[str, str] | None = None) -> Headers:
+def reply_headers(reply: Reply, extra: dict[str, str] | None = None) -> Headers:
     """Content type, length (unless streamed), the SSE headers for an event stream, then ``extra``."""
     headers: Headers = [(b"content-type", reply.media_type)]
     if reply.rest is None:
         headers.append((b"content-length", b"%d" % len(reply.body)))
-    if reply.media_type == _ops.SSE:
+    if reply.media_type == SSE:
         headers += _SSE_HEADERS
     if reply.headers:
         headers += [(k.lower().encode(), v.encode("latin-1")) for k, v in reply.headers.items()]
@@ -30,7 +32,7 @@ def reply_headers(reply: _ops.Reply, extra: dict[str, str] | None = None) -> Hea
     return headers
 
 
-async def send_reply(send: Send, reply: _ops.Reply, headers: Headers, interval: float | None = None) -> None:
+async def send_reply(send: Send, reply: Reply, headers: Headers, interval: float | None = None) -> None:
     """Send ``reply`` over ASGI; a streamed one (``reply.rest``) pings every ``interval`` s."""
     await send({"type": "http.response.start", "status": reply.status, "headers": headers})
     if reply.rest is None:
@@ -42,12 +44,18 @@ async def send_reply(send: Send, reply: _ops.Reply, headers: Headers, interval: 
     await send({"type": "http.response.body", "body": b""})
 
 
-class ReplyResponse(Response):
-    """A Starlette response that sends a :class:`_ops.Reply` exactly as the fast door does."""
+async def stream_reply(scope: Scope, receive: Receive, send: Send, reply: Reply) -> None:
+    """Send a reply whose body comes in chunks (``reply.chunks``) as Starlette streams one: it
+    stops producing them when the client goes away."""
+    assert reply.chunks is not None
+    response = StreamingResponse(reply.chunks, reply.status, media_type=reply.media_type.decode())
+    await response(scope, receive, send)
 
-    def __init__(
-        self, reply: _ops.Reply, extra: dict[str, str] | None = None, *, interval: float | None = None
-    ):
+
+class ReplyResponse(Response):
+    """A Starlette response that sends a :class:`Reply` exactly as the fast door does."""
+
+    def __init__(self, reply: Reply, extra: dict[str, str] | None = None, *, interval: float | None = None):
         self.reply = reply
         self.interval = interval
         self.status_code = reply.status
@@ -56,11 +64,14 @@ class ReplyResponse(Response):
         self.raw_headers = reply_headers(reply, extra)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await send_reply(send, self.reply, self.raw_headers, self.interval)
+        if self.reply.chunks is not None:
+            await stream_reply(scope, receive, send, self.reply)
+        else:
+            await send_reply(send, self.reply, self.raw_headers, self.interval)
         if self.background is not None:
             await self.background()
 
 
 def json_response(content: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
-    """``content`` as compact JSON (see :func:`_ops.json_reply`)."""
-    return ReplyResponse(_ops.json_reply(content, status), headers)
+    """``content`` as compact JSON (see :func:`json_reply`)."""
+    return ReplyResponse(json_reply(content, status), headers)

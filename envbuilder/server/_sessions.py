@@ -21,6 +21,7 @@ The contract every store keeps:
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -40,7 +41,7 @@ def session_key(client: str, sid: str) -> str:
 
 def call_key(session: str, task_id: str) -> str:
     """Where a tool call of the session stored as ``session`` is kept by its ``task_id``: a
-    re-attach finds only its own session's calls. A sid is printable (``_ops.require_sid``),
+    re-attach finds only its own session's calls. A sid is printable (``_headers.require_sid``),
     so the tab ends it whatever the task id holds."""
     return session + "\t" + task_id
 
@@ -154,7 +155,8 @@ class SessionStore:
     shared = False
     """Whether several processes can serve the same sessions through this store."""
 
-    def __init__(self, calls: CallRegistry) -> None:
+    def __init__(self, calls: CallRegistry, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock  # tests pass a fake one: idleness must not depend on a loaded machine
         self._sessions: dict[str, SessionRecord] = {}
         self._calls = calls
         self._per_client: dict[str, int] = {}
@@ -165,7 +167,7 @@ class SessionStore:
     async def get(self, key: str) -> SessionRecord | None:
         session = self._sessions.get(key)
         if session is not None:
-            session.last_seen = time.monotonic()
+            session.last_seen = self._clock()
         return session
 
     async def add(self, session: SessionRecord, caps: Caps | None = None) -> bool:
@@ -175,7 +177,7 @@ class SessionStore:
         held = self._per_client.get(session.client, 0)
         if caps is not None:
             refuse_over(caps, len(self._sessions), held)
-        session.last_seen = time.monotonic()
+        session.last_seen = self._clock()
         self._sessions[key] = session
         self._per_client[session.client] = held + 1
         return True
@@ -193,7 +195,7 @@ class SessionStore:
     async def save(self, session: SessionRecord, call: str, frames: bytes, outcome: str | None) -> bool:
         if self._sessions.get(session.key) is not session:
             return False
-        session.last_seen = time.monotonic()
+        session.last_seen = self._clock()
         self._calls.finished(call, frames)
         return True
 
@@ -228,7 +230,7 @@ class SessionStore:
 
     def idle(self, seconds: float) -> list[str]:
         """Keys of the sessions not seen for more than ``seconds``."""
-        cutoff = time.monotonic() - seconds
+        cutoff = self._clock() - seconds
         return [key for key, s in self._sessions.items() if s.last_seen < cutoff]
 
     def sweep(self, seconds: float) -> list[SessionRecord]:

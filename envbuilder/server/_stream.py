@@ -6,10 +6,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
-from envbuilder.server import _ops, _sse
+from envbuilder.server import _sse
+from envbuilder.server._reply import Reply
+from envbuilder.server._tool_calls import final_frames
 
 
-async def events(reply: _ops.Reply, interval: float) -> AsyncIterator[bytes]:
+async def events(reply: Reply, interval: float) -> AsyncIterator[bytes]:
     """The body of a streamed reply (``reply.rest`` set), piece by piece."""
     rest = reply.rest
     assert rest is not None, "only a streamed reply has events to stream"
@@ -19,4 +21,4 @@ async def events(reply: _ops.Reply, interval: float) -> AsyncIterator[bytes]:
         if done:
             break
         yield _sse.ping()
-    yield _ops.final_frames(rest)
+    yield final_frames(rest)

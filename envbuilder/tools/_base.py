@@ -157,5 +157,5 @@ class Tool(Plugin, abc.ABC):
         """Release what the tool holds for the whole environment."""
 
 
-tools: Registry[Tool] = _tools
+tools: Registry[type[Tool]] = _tools
 """The tool types, by YAML ``type:``."""

@@ -116,10 +116,10 @@ async def test_sessions_are_pinged_and_deleted(gsm8k: Environment) -> None:
         async with AsyncClient(url, ping_interval=0.05) as c:
             c.http._client.event_hooks["request"].append(log)
             async with c.environment("gsm8k").session(split="train", index=1) as s:
-                assert len(app.state.ors.sessions) == 1
+                assert len(app.state.context.sessions) == 1
                 await asyncio.sleep(0.3)
                 await s.prompt()
-            assert len(app.state.ors.sessions) == 0
+            assert len(app.state.context.sessions) == 0
             with pytest.raises(SessionGone):
                 await s.prompt()
     assert seen[:3] == ["/create_session", "/create", "/ping"]

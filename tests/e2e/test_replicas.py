@@ -73,7 +73,7 @@ def test_two_workers_serve_the_shipped_catalog(redis_url: str) -> None:
 
     with (
         serve_process(str(ENVS), "--store", redis_url, "--workers", "2") as (url, _),
-        httpx.Client(base_url=url) as c,
+        httpx.Client(base_url=url, timeout=300) as c,  # (httpx's default of 5 s: too short under load)
     ):
         names = c.get("/list_environments").json()
         assert {"gsm8k", "gsm8k-cot", "mmlu_stem", "digits", "hh_rlhf"} <= set(names)

@@ -295,4 +295,4 @@ def test_remote_sessions_are_deleted(gsm8k, answers) -> None:
     with serve_app(app) as url, ChatServer(right(answers)) as server:
         _, records = run(url, server, limit=4, concurrency=4)
         assert summarize(records).accuracy.mean == 1.0
-        assert len(app.state.ors.sessions) == 0
+        assert len(app.state.context.sessions) == 0

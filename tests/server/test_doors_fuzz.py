@@ -11,25 +11,21 @@ from typing import Any
 
 import httpx
 import pytest
-from fastapi.routing import APIRoute
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 from envbuilder.environment import Environment, load_environment
 from envbuilder.server import ServerSettings, create_app
-from envbuilder.server._discovery import router as discovery
-from envbuilder.server._episodes import router as episodes
+from envbuilder.server._routes import ROUTES as TABLE
 from tests.conftest import ENVS
 
-# Every declared route and method (the FastAPI routers are the one declaration), plus one
-# route the default environment answers by redirect.
+# Every route of the one route table, plus one route the default environment answers by
+# redirect (not /tasks, which streams a whole split, nor /catalog, which hashes every data file).
 ROUTES = [
     *sorted(
-        (method, route.path.replace("{env_name}", "gsm8k"))
-        for router in (discovery, episodes)
-        for route in router.routes
-        if isinstance(route, APIRoute) and route.path != "/{env_name}/tasks"  # streams a whole split
-        for method in route.methods
+        (route.method, route.path.replace("{env_name}", "gsm8k"))
+        for route in TABLE
+        if route.path not in ("/{env_name}/tasks", "/catalog")
     ),
     ("GET", "/tools"),
 ]

@@ -107,7 +107,7 @@ class _FastAPIOnly:
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         front = self.app.front
         first = scope["path"].split("/")[1].lower() if scope["type"] == "http" else ""
-        if scope["type"] == "http" and first not in front.state.envs and first not in front.roots:
+        if scope["type"] == "http" and first not in front.ctx.envs and first not in front.roots:
             return await front(scope, receive, send)
         await self.app.fastapi_call(scope, receive, send)
 

@@ -88,11 +88,13 @@ async def test_without_caps_nothing_is_refused(store: Any) -> None:
 
 
 def test_a_clients_default_share(gsm8k: Any) -> None:
-    from envbuilder.server._state import ServerSettings, State, fair_share
+    from envbuilder.server._context import ServerContext, ServerSettings, fair_share
 
     assert [fair_share(c) for c in (100_000, 2048, 100, 10, 1)] == [25_000, 512, 64, 10, 1]
-    assert State([gsm8k], ServerSettings(max_sessions=1000)).caps == Caps(1000, 250)
-    assert State([gsm8k], ServerSettings(max_sessions=1000, max_sessions_per_client=7)).caps == Caps(1000, 7)
+    assert ServerContext([gsm8k], ServerSettings(max_sessions=1000)).caps == Caps(1000, 250)
+    assert ServerContext([gsm8k], ServerSettings(max_sessions=1000, max_sessions_per_client=7)).caps == Caps(
+        1000, 7
+    )
 
 
 @pytest.mark.asyncio

@@ -89,14 +89,14 @@ def test_both_clients_list_a_100k_split(big_url: str, client: str) -> None:
 def test_streaming_holds_one_batch_not_the_split(big: Environment) -> None:
     """The streamed body of 100,000 tasks passes through while memory holds about one batch."""
     app = create_app([big], ServerSettings())
-    state = app.state.ors
-    span = _ops.task_range_span(state, "big", "train", None, None)
+    ctx = app.state.context
+    span = _ops.task_range_span(ctx, "big", "train", None, None)
 
     async def drain() -> tuple[int, int]:
         total = 0
         tracemalloc.start()
         try:
-            async for chunk in _ops.stream_tasks(state, "big", "train", span):
+            async for chunk in _ops.stream_tasks(ctx, "big", "train", span):
                 total += len(chunk)
             return total, tracemalloc.get_traced_memory()[1]
         finally:
@@ -130,3 +130,32 @@ def test_past_the_cap_a_400_says_how_to_page(big: Environment, fast: bool) -> No
     assert page.status_code == 200 and len(page.json()["tasks"]) == 30_000
     assert page.json()["tasks"][0]["id"] == "row-10" and page.json()["env_name"] == "big"
     assert [t["id"] for t in small.json()["tasks"][:1]] == ["row-10"] and len(small.json()["tasks"]) == 1500
+
+
+def test_both_doors_stream_a_long_range_alike(big: Environment) -> None:
+    """A range of more than one page and a whole split (``/tasks``) are streamed by the lean
+    door too, byte for byte as FastAPI streams them."""
+    fast, plain = create_app([big]), create_app([big])
+    plain.front.fast = False
+    requests = [
+        ("/big/task_range", {"split": "train", "start": 5, "stop": 20_005}),
+        ("/big/tasks", {"split": "train"}),
+    ]
+
+    async def go(app: object) -> list[tuple[int, str | None, str | None, bytes]]:
+        transport = httpx.ASGITransport(app=app)  # type: ignore[arg-type]
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+            out = []
+            for path, body in requests:
+                r = await c.post(path, json=body)
+                headers = r.headers
+                out.append(
+                    (r.status_code, headers.get("content-type"), headers.get("content-length"), r.content)
+                )
+            return out
+
+    via_fast, via_fastapi = asyncio.run(go(fast)), asyncio.run(go(plain))
+    assert via_fast == via_fastapi
+    assert [a[:3] for a in via_fast] == [(200, "application/json", None)] * 2
+    assert len(httpx.Response(200, content=via_fast[0][3]).json()["tasks"]) == 20_000
+    assert fast.front.served == 2 and plain.front.served == 0

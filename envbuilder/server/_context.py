@@ -1,4 +1,5 @@
-"""What every route shares: the environments, the session store, running and finished calls."""
+"""The server's context, :class:`ServerContext`: what every route shares (the environments, the
+session store, running and finished calls), and the :class:`ServerSettings` it is made with."""
 
 from __future__ import annotations
 
@@ -118,8 +119,8 @@ class ServedTasks:
         return self._where.get((env, str(task_id))) if isinstance(task_id, str | int) else None
 
 
-class State:
-    """The server's state (``app.state.ors``)."""
+class ServerContext:
+    """What every route of one server shares (``app.state.context``)."""
 
     def __init__(self, envs: list[Environment], settings: ServerSettings):
         if not envs:
@@ -144,6 +145,8 @@ class State:
         """Each session's call lock by its key, while a call holds or awaits it (a session that
         expires instead of being deleted leaves nothing behind)."""
         self.served = ServedTasks()
+        self.catalog: Any = None
+        """The ``/catalog`` reply, once built (``_catalog``)."""
         per_client = settings.max_sessions_per_client
         self.caps = Caps(settings.max_sessions, per_client or fair_share(settings.max_sessions))
         # Static answers, serialised once.
