@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from pydantic import ValidationError
@@ -67,12 +67,15 @@ class FastFront:
         """``(method, name)`` of the routes ``/name``."""
         self.env_routes: dict[tuple[str, str], Route] = {}
         """``(method, name)`` of the routes ``/{env_name}/name``."""
+        self.header_names: dict[str, tuple[tuple[str, bytes], ...]] = {}
+        """Of each route's path, the optional headers it reads: Python name, name on the wire."""
         for route in routes:
             *prefix, name = route.path.strip("/").split("/")
             table = self.env_routes if route.in_env else self.root if not prefix else None
             if table is None:
                 raise RuntimeError(f"the fast door cannot answer {route.path!r}")
             table[(route.method, name)] = route
+            self.header_names[route.path] = tuple((h, h.replace("_", "-").encode()) for h in route.headers)
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -124,7 +127,13 @@ class FastFront:
             # In FastAPI's order: the body (any problem: FastAPI's 422), then the session id.
             parsed = None if route.body is None else _parse(route.body, headers, body)
             sid = _sid(headers) if route.sid else ""
-            read = _named_headers(route.headers, headers) if route.headers else NO_HEADERS
+            read: dict[str, str] | Mapping[str, str] = NO_HEADERS
+            if route.headers:  # (inline: /create is on every episode's path)
+                read = {}
+                for name, wire in self.header_names[route.path]:
+                    value = headers.get(wire)
+                    if value:
+                        read[name] = value.decode("latin-1")
             reply = await route.handler(self.ctx, env, sid, parsed, read)
         except _Fallback:
             return await self._fastapi(scope, body, receive, send)
@@ -228,16 +237,6 @@ async def _answer(send: Any, reply: Reply, extra: dict[str, str] | None = None) 
 
 def _sid(headers: dict[bytes, bytes]) -> str:
     return require_sid(headers.get(b"x-session-id", b"").decode("latin-1"))
-
-
-def _named_headers(names: tuple[str, ...], headers: dict[bytes, bytes]) -> dict[str, str]:
-    """The optional headers a route reads (by Python name, ``x_secrets``) that were sent."""
-    found = {}
-    for name in names:
-        value = headers.get(name.replace("_", "-").encode())
-        if value:
-            found[name] = value.decode("latin-1")
-    return found
 
 
 def _parse(model: Any, headers: dict[bytes, bytes], body: bytes) -> Any:
