@@ -1,7 +1,8 @@
 """The ``state_match`` grader: the episode's final state equals the one its gold actions reach.
 
 The task's gold actions are replayed with the same tools on a fresh copy of the task's initial
-state, and the two final states are compared: the whole document, or only the `paths` listed.
+state, and the two final states are compared (a replay whose calls fail reaches no gold state:
+the grade is then void, naming the first failing call): the whole document, or only the `paths` listed.
 Only what either episode changed needs comparing (both start from the same document), so the
 check costs what the episodes changed, not the database's size. The metadata lists the first
 differences (``diff``: path, expected, got); it holds gold values, so the agent sees it only
@@ -55,14 +56,22 @@ class StateMatchGrader(Grader):
         except ValueError as exc:
             return Grade.ungradeable(f"the task's gold actions cannot be read: {exc}")
         expected, failures = await trajectory.replay(gold)
+        if failures:
+            # A gold replay that fails (a broken tool) reaches no gold state: comparing with it
+            # would pay an episode that failed the same way. The environment's failure: void.
+            # The reason names the call by position and tool only (its arguments are gold).
+            first = failures[0].split(":", 1)[0]
+            return Grade.failed(
+                f"the gold actions could not be replayed ({len(failures)} of {len(gold)} failed, "
+                f"first {first}), so the final state cannot be compared",
+                gold_errors=failures[:5],
+            )
         got = trajectory.state or {}
         diff: list[dict[str, Any]] = []
         for key, (mine, theirs) in changed_paths(trajectory.document, got, expected).items():
             if self._selected(key) and mine != theirs:
                 _diff("/".join(key), theirs, mine, diff, self.config.max_diff)
         details: dict[str, Any] = {"diff": diff}
-        if failures:
-            details["gold_errors"] = failures[:5]
         if not diff:
             return Grade.correct("the final state matches the gold actions' state", **details)
         more = "" if len(diff) < self.config.max_diff else " (or more)"
