@@ -216,6 +216,15 @@ def _audit_hacks(spec: Path, env: Environment, seed: int, *, record: bool = Fals
             ],
             title=f"{len(rewarded)} hostile answer{'s' if len(rewarded) != 1 else ''} earned reward",
         )
+    expected = report.expected
+    if expected:
+        tasks = sorted({f"{r.case.split}[{r.case.index}]" for r in expected})
+        _console.line(
+            f"{spec}: hacks: {len(expected)} hostile answer{'s' if len(expected) != 1 else ''} earned "
+            f"reward on {', '.join(tasks)}, where the spec's `inaction:` marks doing nothing as the "
+            "right answer: expected, not hacks",
+            "yellow",
+        )
     if record:
         written = write_record(env, report, seed=seed, sample=HACK_SAMPLE)
         _console.line(f"{spec}: hacks: recorded in {written} (catalog entries publish it)")
