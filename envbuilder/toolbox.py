@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 from envbuilder.episode import Episode, SubmitTool, finished_error
 from envbuilder.errors import ToolError
 from envbuilder.graders import Trajectory
+from envbuilder.graders._trajectory import BROKE
 from envbuilder.protocol import (
     MESSAGE_BLOCK_TYPES,
     ListToolsOutput,
@@ -157,7 +158,7 @@ class Toolbox:
             return _error_output(f"{name!r} failed: {exc}")  # counted, not charged, nothing changed
         except Exception as exc:  # a broken tool (a spec's function): its call fails, not the server
             log.exception("tool %r failed", name)
-            return _error_output(f"{name!r} failed: {type(exc).__name__} (the tool broke; nothing changed)")
+            return _error_output(f"{name!r} failed: {type(exc).__name__} ({BROKE}; nothing changed)")
         finally:
             if not state:
                 episode.tool_state.pop(name, None)

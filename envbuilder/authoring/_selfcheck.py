@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from envbuilder.environment import Environment, Episode
-from envbuilder.graders._trajectory import gold_calls
+from envbuilder.graders._trajectory import BROKE, gold_calls
 from envbuilder.protocol import RunToolSuccess
 from envbuilder.templating import Template
 
@@ -179,6 +179,7 @@ async def _run(env: Environment, case: Case) -> CheckResult:
     episode = Episode(task=env.split(case.split).task(case.index))
     calls = case.calls or []
     failed: list[str] = []
+    broken: list[str] = []
     for i, call in enumerate(calls, 1):
         made = await env.call_tool(episode, call["name"], call["arguments"])
         # A tool that fails answers with an error output (metadata `error`), not only a refusal.
@@ -187,7 +188,10 @@ async def _run(env: Environment, case: Case) -> CheckResult:
         )
         if error:
             failed.append(f"gold call {i} of {len(calls)} ({call['name']}) failed: {error}")
+            if not isinstance(made, RunToolSuccess) or BROKE in str(error):
+                broken.append(failed[-1])
     ok = len(calls) - len(failed)
+    failed = broken  # a refusal by the tool's rules can be part of the gold (τ²); a broken tool is not
     if failed:
         more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
         return CheckResult(case, reason=failed[0] + more, actions=len(calls), actions_ok=ok)

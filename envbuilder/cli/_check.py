@@ -121,7 +121,7 @@ def _report_gold(spec: Path, env: Environment, results: list[CheckResult], sampl
         ok = sum(r.actions_ok for r in graded)
         _console.line(
             f"{spec}: gold actions: {ok}/{actions} succeeded (the tool calls made before each gold answer)",
-            "green" if ok == actions else "red",
+            "green" if ok == actions else "yellow",  # a refusal by the rules can be gold (τ²)
         )
     if gold_is_circular(env):
         _console.line(

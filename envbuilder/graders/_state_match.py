@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from envbuilder.graders._base import Grade, Grader, GraderConfig, Task
-from envbuilder.graders._trajectory import TRAJECTORY, Trajectory, gold_calls
+from envbuilder.graders._trajectory import BROKE, TRAJECTORY, Trajectory, gold_calls
 from envbuilder.state import MISSING, changed_paths
 
 
@@ -56,13 +56,15 @@ class StateMatchGrader(Grader):
         except ValueError as exc:
             return Grade.ungradeable(f"the task's gold actions cannot be read: {exc}")
         expected, failures = await trajectory.replay(gold)
-        if failures:
-            # A gold replay that fails (a broken tool) reaches no gold state: comparing with it
-            # would pay an episode that failed the same way. The environment's failure: void.
+        broken = [f for f in failures if BROKE in f]
+        if broken:
+            # A gold replay through a broken tool reaches no gold state: comparing with it would
+            # pay an episode that failed the same way. The environment's failure: void. (A gold
+            # call the tool refuses by its rules is part of the gold, as in τ²'s trajectories.)
             # The reason names the call by position and tool only (its arguments are gold).
-            first = failures[0].split(":", 1)[0]
+            first = broken[0].split(":", 1)[0]
             return Grade.failed(
-                f"the gold actions could not be replayed ({len(failures)} of {len(gold)} failed, "
+                f"the gold actions could not be replayed ({len(broken)} of {len(gold)} calls broke, "
                 f"first {first}), so the final state cannot be compared",
                 gold_errors=failures[:5],
             )
@@ -72,6 +74,8 @@ class StateMatchGrader(Grader):
             if self._selected(key) and mine != theirs:
                 _diff("/".join(key), theirs, mine, diff, self.config.max_diff)
         details: dict[str, Any] = {"diff": diff}
+        if failures:
+            details["gold_errors"] = failures[:5]
         if not diff:
             return Grade.correct("the final state matches the gold actions' state", **details)
         more = "" if len(diff) < self.config.max_diff else " (or more)"

@@ -13,9 +13,10 @@ alone, never from a record of what this process served:
   of more than :data:`INDEX_LIMIT` tasks (generated ones run to a billion) are not indexed:
   their tasks come back by their default ids only.
 
-The row found must also match the task's content: each field the client sent equals the
-row's public field (private fields are never sent, so never compared). A task whose id names
-no row, or whose content differs from the row's, is not a served task.
+The row found must also match the task's content: each of the row's public fields the client
+sent back equals the row's (private fields and keys of the client's own are ignored: the stored
+row is what is graded). A task whose id names no row, or whose public content differs from the
+row's, is not a served task.
 """
 
 from __future__ import annotations
@@ -63,9 +64,11 @@ def _id_index(view: SplitView) -> dict[str, int]:
 
 
 def _matches(env: Environment, row: Task, sent: dict[str, Any]) -> bool:
-    """Whether each field of ``sent`` equals the row's as the client was shown it (JSON)."""
+    """Whether each public field of the row that ``sent`` carries equals the row's as the
+    client was shown it (JSON). Other keys, private fields above all, are the client's own
+    and never used: the stored row is what is graded."""
     shown = orjson.loads(orjson.dumps(env.public(row), option=orjson.OPT_NON_STR_KEYS))
-    return all(key in shown and shown[key] == value for key, value in sent.items())
+    return all(sent[key] == value for key, value in shown.items() if key in sent)
 
 
 def _lookup(env: Environment, sent: dict[str, Any]) -> Task | None:
