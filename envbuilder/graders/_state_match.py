@@ -1,8 +1,9 @@
 """The ``state_match`` grader: the episode's final state equals the one its gold actions reach.
 
 The task's gold actions are replayed with the same tools on a fresh copy of the task's initial
-state, and the two final states are compared (a replay whose calls fail reaches no gold state:
-the grade is then void, naming the first failing call): the whole document, or only the `paths` listed.
+state, and the two final states are compared (a replay through a broken tool reaches no gold state:
+the grade is then void, naming the first such call): the whole document, or only the `paths`
+listed.
 Only what either episode changed needs comparing (both start from the same document), so the
 check costs what the episodes changed, not the database's size. The metadata lists the first
 differences (``diff``: path, expected, got); it holds gold values, so the agent sees it only
