@@ -74,6 +74,8 @@ class Episode:
     """A dialogue's graded replies so far (one per user turn answered)."""
     scores: list[float | None] = field(default_factory=list)
     """The reward of each reply when a dialogue is graded per turn."""
+    void: str | None = None
+    """Why a dialogue grade failed for a reason outside the agent's answer (the first such)."""
     state: dict[str, Any] | None = None
     """The episode's changes to the spec's state document (``envbuilder.state.Changes``);
     None until a tool first reads it."""
@@ -282,6 +284,7 @@ class SubmitTool:
                 "outcome": Outcome.UNGRADEABLE.value,
                 "score": None,
                 "reason": reason,
+                "void": reason,
                 "user_failures": failures,
             },
             reward=None,
@@ -293,10 +296,10 @@ class SubmitTool:
             grade = await grade_off_loop(grader, answer, task, secrets)
         except TemplateError as exc:  # a target that cannot render on this task (its budget)
             log.warning("grader %s: %s", grader.type_name, exc.message)
-            grade = Grade.ungradeable(f"the grader's template failed: {exc.message}")
+            grade = Grade.failed(f"the grader's template failed: {exc.message}")
         except Exception as exc:  # a grader bug must not crash the server, nor score 0
             log.exception("grader %s failed", grader.type_name)
-            grade = Grade.ungradeable(f"the grader failed: {type(exc).__name__}")
+            grade = Grade.failed(f"the grader failed: {type(exc).__name__}")
         self.counts.add(grade.outcome)
         return grade
 
@@ -320,6 +323,8 @@ class SubmitTool:
                 self.grader, answer, dialogue.context(task, episode.replies), episode.secrets
             )
             episode.scores.append(grade.score)
+            if grade.void:
+                episode.void = episode.void or grade.reason
             metadata.update(
                 outcome=grade.outcome.value, score=grade.score, reason=grade.reason, **grade.details
             )
@@ -340,6 +345,8 @@ class SubmitTool:
             context = dialogue.context(task, episode.replies)
             final = await self._grade(self.transcript_grader, context["transcript"], context, episode.secrets)
             score = final.score
+            if final.void:
+                episode.void = final.reason
             metadata["transcript_grade"] = {
                 "outcome": final.outcome.value,
                 "score": score,
@@ -353,9 +360,12 @@ class SubmitTool:
             scores = [s for s in episode.scores if s is not None]
             score = sum(scores) / len(scores) if spec.reward == "mean" else min(scores)
         metadata["scores"] = list(episode.scores)
+        void = episode.void if score is None else None
         if score is None:
             episode.ungradeable += 1
-            policy = "incorrect" if self.spec.on_ungradeable == "incorrect" else "no_reward"
+            policy = "incorrect" if self.spec.on_ungradeable == "incorrect" and not void else "no_reward"
+            if void:
+                metadata["void"] = void
             metadata["ungradeable_policy"] = policy
             reward = self.spec.reward_incorrect if policy == "incorrect" else None
             text = "The dialogue is over, but it could not be graded."
@@ -391,6 +401,8 @@ class SubmitTool:
         spec = self.spec
         ungradeable = grade.outcome is Outcome.UNGRADEABLE
         policy = spec.on_ungradeable if ungradeable else None
+        if grade.void and policy == "incorrect":
+            policy = "no_reward"  # the environment failed, not the answer: void, never 0
         if ungradeable:
             episode.ungradeable += 1
             if policy == "retry" and episode.ungradeable > spec.max_attempts:
@@ -438,6 +450,8 @@ class SubmitTool:
         if ungradeable:
             metadata["ungradeable_policy"] = policy
             metadata["ungradeable_count"] = episode.ungradeable
+        if grade.void:
+            metadata["void"] = grade.reason
         if not finished:
             # The one reward convention (README, "Rewards"): only the call that ends the episode
             # carries a reward, so summing the step rewards and taking the last non-null one

@@ -71,6 +71,19 @@ class LocalEpisode:
         """The episode's reward: the last non-null step reward (None before one is given)."""
         return next((r for r in reversed(self.rewards) if r is not None), None)
 
+    @property
+    def void(self) -> str | None:
+        """Why the episode is void (it ended ungraded for a reason outside the agent's answer: a
+        judge that is down, a sandbox that cannot start), None otherwise. A void episode has no
+        reward, and each integration hands it to its trainer as a skipped sample, never as 0."""
+        if not self.finished or self.reward is not None:
+            return None
+        for out in reversed(self.outputs):
+            if isinstance(out, ToolOutput) and out.finished:
+                reason = (out.metadata or {}).get("void")
+                return str(reason) if reason else None
+        return None
+
     async def run_tool(self, name: str, tool_input: dict[str, Any]) -> RunToolSuccess | RunToolError:
         """Run one tool call on the caller's loop and record it; the wire result."""
         result = await self.env.call_tool(self.state, name, tool_input)

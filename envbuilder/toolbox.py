@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 from envbuilder.episode import Episode, SubmitTool, finished_error
 from envbuilder.errors import ToolError
 from envbuilder.graders import Trajectory
+from envbuilder.graders._trajectory import BROKE
 from envbuilder.protocol import (
     MESSAGE_BLOCK_TYPES,
     ListToolsOutput,
@@ -155,6 +156,9 @@ class Toolbox:
             reply = await declared.tool.run(ToolCall(episode.task, args, state, episode.secrets, document))
         except ToolError as exc:
             return _error_output(f"{name!r} failed: {exc}")  # counted, not charged, nothing changed
+        except Exception as exc:  # a broken tool (a spec's function): its call fails, not the server
+            log.exception("tool %r failed", name)
+            return _error_output(f"{name!r} failed: {type(exc).__name__} ({BROKE}; nothing changed)")
         finally:
             if not state:
                 episode.tool_state.pop(name, None)
@@ -216,19 +220,21 @@ class Toolbox:
         self, task: dict[str, Any], calls: list[dict[str, Any]]
     ) -> tuple[dict[str, Any], list[str]]:
         """Run ``calls`` (``{name, arguments}``) with these tools on a fresh episode of ``task``:
-        its final state changes, and the errors of the calls that failed."""
+        its final state changes, and one line per call that failed, naming it by position and
+        tool (``call 2 of 5 (cancel_order): …``)."""
         episode = Episode(task=task)
         errors: list[str] = []
-        for call in calls:
+        for i, call in enumerate(calls, 1):
+            where = f"call {i} of {len(calls)} ({call['name']})"
             declared = self.declared.get(call["name"])
             if declared is None:
-                errors.append(f"{call['name']!r} is not a tool of this environment")
+                errors.append(f"{where}: not a tool of this environment")
                 continue
             result = await self._run(declared, episode, call["arguments"])
             if isinstance(result, RunToolError):
-                errors.append(result.error)
+                errors.append(f"{where}: {result.error}")
             elif result.output.metadata and result.output.metadata.get("error"):
-                errors.append(str(result.output.metadata["error"]))
+                errors.append(f"{where}: {result.output.metadata['error']}")
         if episode.state is None and self.document is not None:
             episode.state = self.document.initial(task)
         return episode.state or {}, errors

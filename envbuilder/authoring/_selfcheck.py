@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from envbuilder.environment import Environment, Episode
-from envbuilder.graders._trajectory import gold_calls
+from envbuilder.graders._trajectory import BROKE, gold_calls
 from envbuilder.protocol import RunToolSuccess
 from envbuilder.templating import Template
 
@@ -66,6 +66,10 @@ class CheckResult:
     reason: str = ""
     passed: bool = False
     skipped: bool = False
+    actions: int = 0
+    """Gold actions (the case's ``calls``) run before the response."""
+    actions_ok: int = 0
+    """Of them, those that succeeded (no error from the tool)."""
 
 
 def gold_cases(env: Environment, sample: int, seed: int = 0) -> list[Case]:
@@ -173,16 +177,32 @@ async def _run(env: Environment, case: Case) -> CheckResult:
         return CheckResult(case, reason="the grader states no target for this task", skipped=True)
     spec = env.submit.spec
     episode = Episode(task=env.split(case.split).task(case.index))
-    for call in case.calls or ():
+    calls = case.calls or []
+    failed: list[str] = []
+    broken: list[str] = []
+    for i, call in enumerate(calls, 1):
         made = await env.call_tool(episode, call["name"], call["arguments"])
-        if not isinstance(made, RunToolSuccess):
-            return CheckResult(case, reason=f"the gold call {call['name']} failed: {made.error}")
+        # A tool that fails answers with an error output (metadata `error`), not only a refusal.
+        error = (
+            made.error if not isinstance(made, RunToolSuccess) else (made.output.metadata or {}).get("error")
+        )
+        if error:
+            failed.append(f"gold call {i} of {len(calls)} ({call['name']}) failed: {error}")
+            if not isinstance(made, RunToolSuccess) or BROKE in str(error):
+                broken.append(failed[-1])
+    ok = len(calls) - len(failed)
+    failed = broken  # a refusal by the tool's rules can be part of the gold (τ²); a broken tool is not
+    if failed:
+        more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
+        return CheckResult(case, reason=failed[0] + more, actions=len(calls), actions_ok=ok)
     if env.submit.user is not None:  # the user model is not asked: the episode is graded as it is
         output = await env.submit.conclude(episode, case.response)
     else:
         result = await env.call_tool(episode, spec.name, {spec.answer_field: case.response})
         if not isinstance(result, RunToolSuccess):
-            return CheckResult(case, reason=f"the tool call failed: {result.error}")
+            return CheckResult(
+                case, reason=f"the tool call failed: {result.error}", actions=len(calls), actions_ok=ok
+            )
         output = result.output
     reason = str((output.metadata or {}).get("reason") or "")
     # The response's own reward: an attempt that leaves attempts open carries it in metadata
@@ -196,4 +216,4 @@ async def _run(env: Environment, case: Case) -> CheckResult:
     if case.reason is not None and case.reason not in reason:
         passed = False
         reason = f"{reason} (expected a reason containing {case.reason!r})"
-    return CheckResult(case, reward=reward, reason=reason, passed=passed)
+    return CheckResult(case, reward, reason, passed, actions=len(calls), actions_ok=ok)

@@ -108,11 +108,21 @@ def _report_gold(spec: Path, env: Environment, results: list[CheckResult], sampl
     if not gold:
         return
     graded = [r for r in gold if not r.skipped]
+    if not graded:  # nothing to grade: say why, not "0/0"
+        _console.line(f"{spec}: gold answers: none checked ({_sampled(env, gold, sample)}): {_why_none(env)}")
+        return
     passed = sum(r.passed for r in graded)
     line = f"{spec}: gold answers: {passed}/{len(graded)} get full reward ({_sampled(env, gold, sample)})"
     if len(graded) < len(gold):
         line += f" ({len(gold) - len(graded)} skipped: the grader states no target)"
     _console.line(line, "green" if passed == len(graded) else "red")
+    actions = sum(r.actions for r in graded)
+    if actions:
+        ok = sum(r.actions_ok for r in graded)
+        _console.line(
+            f"{spec}: gold actions: {ok}/{actions} succeeded (the tool calls made before each gold answer)",
+            "green" if ok == actions else "yellow",  # a refusal by the rules can be gold (τ²)
+        )
     if gold_is_circular(env):
         _console.line(
             f"{spec}: note: the gold check is circular: with no `gold:` in the spec, each task's "
@@ -121,6 +131,21 @@ def _report_gold(spec: Path, env: Environment, results: list[CheckResult], sampl
             "means something",
             "yellow",
         )
+
+
+def _why_none(env: Environment) -> str:
+    """Why no sampled task has a gold answer to submit."""
+    submit = env.submit
+    assert submit is not None
+    if submit.dialogue is not None or submit.user is not None:
+        kind = "a dialogue, graded turn by turn" if submit.dialogue is not None else "a conversation"
+        grader = env.spec.grader.type if env.spec.grader is not None else "transcript"
+        return (
+            f"each task is {kind} by its {grader} grader on replies the spec "
+            "does not give, so there is no gold answer to submit; add `gold:` (a correct reply) and "
+            "`tests:` (replies with the reward each must get) for check to grade"
+        )
+    return "the grader states no target for any sampled task (its target field is empty or null)"
 
 
 def _report_tests(spec: Path, results: list[CheckResult]) -> None:
@@ -190,6 +215,15 @@ def _audit_hacks(spec: Path, env: Environment, seed: int, *, record: bool = Fals
                 for r in rewarded
             ],
             title=f"{len(rewarded)} hostile answer{'s' if len(rewarded) != 1 else ''} earned reward",
+        )
+    expected = report.expected
+    if expected:
+        tasks = sorted({f"{r.case.split}[{r.case.index}]" for r in expected})
+        _console.line(
+            f"{spec}: hacks: {len(expected)} hostile answer{'s' if len(expected) != 1 else ''} earned "
+            f"reward on {', '.join(tasks)}, where the spec's `inaction:` marks doing nothing as the "
+            "right answer: expected, not hacks",
+            "yellow",
         )
     if record:
         written = write_record(env, report, seed=seed, sample=HACK_SAMPLE)

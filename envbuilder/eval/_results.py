@@ -4,11 +4,14 @@ How an episode ended (its ``outcome``), one of :data:`OUTCOMES`:
 
 * ``correct`` / ``incorrect``: graded (the grader decided);
 * ``ungradeable``: the episode finished but the grader could not decide (reward null);
+* ``void``: the episode finished ungraded for a reason outside the answer (a judge that is
+  down, a sandbox that cannot start: ``metadata.void``); counted and shown, left out of every
+  mean and of pass@k, never scored 0;
 * ``no_answer``: the turns ran out before the episode finished;
 * ``error``: the model endpoint or the environment failed (the reason is in ``error``).
 
-Two mean rewards, labelled: over **all** episodes (an episode without a reward counts 0, errors
-included) and over the **graded** ones only.
+Two mean rewards, labelled: over **all** episodes but the void ones (an episode without a reward
+counts 0, errors included) and over the **graded** ones only.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from envbuilder.eval._stats import FEW, Estimate, clustered_mean, pass_at_k
 
 __all__ = ["OUTCOMES", "Summary", "check_group_by", "interval_methods", "outcome_of", "summarize"]
 
-OUTCOMES = ("correct", "incorrect", "ungradeable", "no_answer", "error")
+OUTCOMES = ("correct", "incorrect", "ungradeable", "void", "no_answer", "error")
 
 
 def outcome_of(record: dict[str, Any]) -> str:
@@ -33,7 +36,8 @@ def outcome_of(record: dict[str, Any]) -> str:
     if not record.get("finished"):
         return "no_answer"
     if record.get("ungradeable"):
-        return "ungradeable"
+        metadata = record.get("metadata")
+        return "void" if isinstance(metadata, dict) and metadata.get("void") else "ungradeable"
     return "correct" if record.get("correct") else "incorrect"
 
 
@@ -74,7 +78,7 @@ class Summary:
     outcomes: dict[str, int]
     errors_by_reason: dict[str, int]
     reward_all: Estimate
-    """Mean reward over all episodes, a missing reward counting 0."""
+    """Mean reward over all episodes but the void ones, a missing reward counting 0."""
     reward_graded: Estimate
     """Mean reward over graded episodes (correct or incorrect) only."""
     accuracy: Estimate
@@ -139,8 +143,9 @@ def summarize(records: Iterable[dict[str, Any]], *, group_by: str | None = None)
         str(r.get("error_reason") or "other") for r in records if outcome_of(r) == "error"
     )
     graded = [r for r in records if outcome_of(r) in ("correct", "incorrect")]
+    counted = [r for r in records if outcome_of(r) != "void"]
     by_task: dict[tuple[str, int], list[bool]] = collections.defaultdict(list)
-    for r in records:
+    for r in counted:
         by_task[_task(r)].append(outcome_of(r) == "correct")
     fewest = min((len(v) for v in by_task.values()), default=0)
     pass_at_ci = {
@@ -155,10 +160,10 @@ def summarize(records: Iterable[dict[str, Any]], *, group_by: str | None = None)
         groups = {name: summarize(rs) for name, rs in sorted(members.items())}
     return Summary(
         episodes=len(records),
-        tasks=len(by_task),
+        tasks=len({_task(r) for r in records}),
         outcomes={o: outcomes.get(o, 0) for o in OUTCOMES},
         errors_by_reason=dict(reasons.most_common()),
-        reward_all=clustered_mean((_task(r), float(r.get("reward") or 0.0)) for r in records),
+        reward_all=clustered_mean((_task(r), float(r.get("reward") or 0.0)) for r in counted),
         reward_graded=clustered_mean((_task(r), float(r.get("reward") or 0.0)) for r in graded),
         accuracy=clustered_mean((_task(r), float(outcome_of(r) == "correct")) for r in graded),
         pass_at={k: e.mean or 0.0 for k, e in pass_at_ci.items()},

@@ -37,6 +37,10 @@ class Grade:
     """One line saying what happened (shown to the agent unless it reveals the answer)."""
     details: dict[str, Any] = field(default_factory=dict)
     """Extracted answer, target, per-grader scores, judge verdict…: goes into tool metadata."""
+    void: bool = False
+    """Ungradeable for a reason outside the agent's answer (a judge that is down, a sandbox that
+    cannot start, a checker's process that died): the episode it ends is *void*, reward null
+    whatever ``submit.on_ungradeable`` says, never 0 (docs/explanation/rewards.md)."""
 
     @classmethod
     def correct(cls, reason: str = "", **details: Any) -> Grade:
@@ -49,6 +53,11 @@ class Grade:
     @classmethod
     def ungradeable(cls, reason: str, **details: Any) -> Grade:
         return cls(Outcome.UNGRADEABLE, None, reason, details)
+
+    @classmethod
+    def failed(cls, reason: str, **details: Any) -> Grade:
+        """Ungradeable because the environment failed, not the answer: a void grade."""
+        return cls(Outcome.UNGRADEABLE, None, reason, details, void=True)
 
     @classmethod
     def too_long(cls, answer: str, limit: int, action: str, **details: Any) -> Grade | None:

@@ -126,6 +126,14 @@ class _Composite(Grader):
         return {"graders": [_summary(c.config, g) for c, g in zip(self.children, grades, strict=False)]}
 
 
+def _stuck(stuck: list[Grade], details: dict[str, Any]) -> Grade:
+    """Ungradeable as the first child that could not tell; void when any child failed for a reason
+    outside the answer (a judge that is down leaves the whole grade void, never 0)."""
+    failed = [g for g in stuck if g.void]
+    first = (failed or stuck)[0]
+    return Grade(Outcome.UNGRADEABLE, None, first.reason, details, void=bool(failed))
+
+
 def _scored(score: float, reason: str, **details: Any) -> Grade:
     return Grade(Outcome.CORRECT if score > 0 else Outcome.INCORRECT, score, reason, details)
 
@@ -139,7 +147,7 @@ class WeightedMeanGrader(_Composite):
         details = self._details(grades)
         stuck = [g for g in grades if g.outcome is Outcome.UNGRADEABLE]
         if stuck:
-            return Grade.ungradeable(stuck[0].reason, **details)
+            return _stuck(stuck, details)
         weights = self.config.weights or [1.0] * len(grades)
         score = sum(w * (g.score or 0.0) for w, g in zip(weights, grades, strict=True)) / sum(weights)
         return _scored(score, f"weighted mean score {score:.2f}", **details)
@@ -157,7 +165,7 @@ class AllGrader(_Composite):
             return Grade.incorrect(wrong[0].reason, **details)
         stuck = [g for g in grades if g.outcome is Outcome.UNGRADEABLE]
         if stuck:
-            return Grade.ungradeable(stuck[0].reason, **details)
+            return _stuck(stuck, details)
         return _scored(min(g.score or 0.0 for g in grades), "every grader agrees", **details)
 
 
@@ -174,7 +182,7 @@ class AnyGrader(_Composite):
             return _scored(best.score or 0.0, best.reason, **details)
         stuck = [g for g in grades if g.outcome is Outcome.UNGRADEABLE]
         if stuck:  # no grader said yes, and one could not tell: not a sure "no"
-            return Grade.ungradeable(stuck[0].reason, **details)
+            return _stuck(stuck, details)
         return Grade.incorrect(grades[0].reason, **details)
 
 
@@ -191,4 +199,4 @@ class CascadeGrader(_Composite):
             if grade.outcome.value in decisive or i == len(self.children) - 1:
                 break
         details = {**self._details(grades), "decided_by": len(grades) - 1}
-        return Grade(grade.outcome, grade.score, grade.reason, details)
+        return Grade(grade.outcome, grade.score, grade.reason, details, void=grade.void)

@@ -223,7 +223,12 @@ class Solution:
         if name == "BlockingIOError" or "Resource temporarily unavailable" in reply["message"]:
             fail("process limit: the code could not start another process")
         cls = getattr(builtins, name, None)
-        if not (isinstance(cls, type) and issubclass(cls, Exception)):
+        # A StopIteration escaping the function would end the tests' `map`/`filter`/generator
+        # early and silently (every assertion "passes" on nothing): it is an error, as PEP 479
+        # makes it inside generators.
+        if not (isinstance(cls, type) and issubclass(cls, Exception)) or issubclass(
+            cls, (StopIteration, StopAsyncIteration)
+        ):
             cls = RuntimeError
         raise cls(f"{name} raised by {self.entry_point}: {reply['message']}")
 

@@ -392,7 +392,7 @@ class LLMJudgeGrader(Grader):
             text, cached = await self.reply(answer, task, secrets)
         except JudgeUnavailable as exc:
             self.stats.failures += 1
-            return Grade.ungradeable(str(exc), target=reference, judge={"model": cfg.model})
+            return Grade.failed(str(exc), target=reference, judge={"model": cfg.model})
         judge: dict[str, Any] = {
             "model": cfg.model,
             "reasoning": text[:_REASONING_CHARS],
@@ -402,7 +402,7 @@ class LLMJudgeGrader(Grader):
         found = self.verdict(text)
         if found is None:
             self.stats.failures += 1
-            return Grade.ungradeable(
+            return Grade.failed(
                 "the judge's reply states no verdict it was asked for", target=reference, judge=judge
             )
         verdict, score = found

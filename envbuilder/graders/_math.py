@@ -292,7 +292,7 @@ class MathGrader(Grader):
         except processes.CheckTimeout:
             return Grade.ungradeable(f"checking the answer took over {cfg.timeout:g} s", target=target)
         except processes.WorkerFailed as exc:
-            return Grade.ungradeable(f"the answer could not be checked: {exc}", target=target)
+            return Grade.failed(f"the answer could not be checked: {exc}", target=target)
         equal, extracted, why = decided
         if equal is None:
             return Grade.ungradeable(why, extracted=extracted or None, target=target)

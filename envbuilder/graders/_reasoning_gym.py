@@ -181,11 +181,11 @@ class ReasoningGymGrader(Grader):
                 family=family,
             )
         except processes.WorkerError as exc:  # the family's checker is the package's code
-            return Grade.ungradeable(f"the {family} checker failed: {exc.kind}", family=family)
+            return Grade.failed(f"the {family} checker failed: {exc.kind}", family=family)
         except processes.WorkerFailed as exc:
-            return Grade.ungradeable(f"the {family} checker stopped: {exc}", family=family)
+            return Grade.failed(f"the {family} checker stopped: {exc}", family=family)
         except EnvbuilderError as exc:  # no sandbox here (serve refuses to start without one)
-            return Grade.ungradeable(exc.message, family=family)
+            return Grade.failed(exc.message, family=family)
         if not (math.isfinite(score) and 0.0 <= score <= 1.0):
             # Out of contract (a float sum a hair above 1 included): never rounded into full credit.
             return Grade.ungradeable(

@@ -1,7 +1,9 @@
 """The ``state_match`` grader: the episode's final state equals the one its gold actions reach.
 
 The task's gold actions are replayed with the same tools on a fresh copy of the task's initial
-state, and the two final states are compared: the whole document, or only the `paths` listed.
+state, and the two final states are compared (a replay through a broken tool reaches no gold state:
+the grade is then void, naming the first such call): the whole document, or only the `paths`
+listed.
 Only what either episode changed needs comparing (both start from the same document), so the
 check costs what the episodes changed, not the database's size. The metadata lists the first
 differences (``diff``: path, expected, got); it holds gold values, so the agent sees it only
@@ -15,7 +17,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from envbuilder.graders._base import Grade, Grader, GraderConfig, Task
-from envbuilder.graders._trajectory import TRAJECTORY, Trajectory, gold_calls
+from envbuilder.graders._trajectory import BROKE, TRAJECTORY, Trajectory, gold_calls
 from envbuilder.state import MISSING, changed_paths
 
 
@@ -55,6 +57,18 @@ class StateMatchGrader(Grader):
         except ValueError as exc:
             return Grade.ungradeable(f"the task's gold actions cannot be read: {exc}")
         expected, failures = await trajectory.replay(gold)
+        broken = [f for f in failures if BROKE in f]
+        if broken:
+            # A gold replay through a broken tool reaches no gold state: comparing with it would
+            # pay an episode that failed the same way. The environment's failure: void. (A gold
+            # call the tool refuses by its rules is part of the gold, as in τ²'s trajectories.)
+            # The reason names the call by position and tool only (its arguments are gold).
+            first = broken[0].split(":", 1)[0]
+            return Grade.failed(
+                f"the gold actions could not be replayed ({len(broken)} of {len(gold)} calls broke, "
+                f"first {first}), so the final state cannot be compared",
+                gold_errors=failures[:5],
+            )
         got = trajectory.state or {}
         diff: list[dict[str, Any]] = []
         for key, (mine, theirs) in changed_paths(trajectory.document, got, expected).items():

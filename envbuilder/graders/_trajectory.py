@@ -17,6 +17,10 @@ from envbuilder.state import Changes, Document
 __all__ = ["TRAJECTORY", "Call", "Trajectory", "gold_calls"]
 
 TRAJECTORY = "trajectory"
+
+BROKE = "the tool broke"
+"""Words in a call's error when the tool itself failed (an exception outside its contract), not
+the call's request: a gold replay with such a call reaches no gold state."""
 """The key of the grading context holding the :class:`Trajectory` (not a task field)."""
 
 Call = dict[str, Any]

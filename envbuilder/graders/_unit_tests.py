@@ -261,15 +261,13 @@ class UnitTestsGrader(Grader):
             except TemplateError as exc:
                 return Grade.ungradeable(f"the tests could not be built: {exc}")
             except SandboxError as exc:
-                return Grade.ungradeable(
-                    f"the sandbox could not run the code: {exc}", sandbox=self._backend.name
-                )
+                return Grade.failed(f"the sandbox could not run the code: {exc}", sandbox=self._backend.name)
         # The session's runs take turns with other sessions' (one grade's cases as one party).
         key = budget.current_party() or (object() if len(programs) > 1 else None)
         try:
             results = await asyncio.gather(*(self._run(p, key) for p in programs))
         except SandboxError as exc:
-            return Grade.ungradeable(f"the sandbox could not run the code: {exc}", sandbox=self._backend.name)
+            return Grade.failed(f"the sandbox could not run the code: {exc}", sandbox=self._backend.name)
         return _score(results, cfg.score)
 
 

@@ -94,11 +94,14 @@ class EnvbuilderTextEnv(BaseTextEnv):
         observations = (
             [] if finished else [{"role": "user", "content": f"<tool_response>\n{text}\n</tool_response>"}]
         )
+        void = self.episode.void if finished else None
+        # A void end (the environment failed, not the model) is None, never 0.0: SkyRL's
+        # generator skips a None step reward. Other steps without a reward add 0.0 to the sum.
         return BaseTextEnvStepOutput(
             observations=observations,
-            reward=0.0 if reward is None else float(reward),
+            reward=None if void else 0.0 if reward is None else float(reward),
             done=done,
-            metadata={"finished": finished, "reward": reward},
+            metadata={"finished": finished, "reward": reward, **({"void": void} if void else {})},
         )
 
     def close(self) -> None:
@@ -108,8 +111,9 @@ class EnvbuilderTextEnv(BaseTextEnv):
         reward = self.episode.reward
         return {
             "turns": self.turns,
-            "reward": 0.0 if reward is None else reward,
+            **({"reward": reward} if reward is not None else {}),
             "graded": reward is not None,
+            "void": self.episode.void is not None,
         }
 
 

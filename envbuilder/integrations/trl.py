@@ -48,6 +48,12 @@ class TRLEnvironment:
         return None if self.episode is None else self.episode.reward
 
     @property
+    def void(self) -> str | None:
+        """Why the episode is void (None when it is not): its reward is None, which TRL's
+        ``GRPOTrainer`` leaves out of the group's baseline and gives no advantage."""
+        return None if self.episode is None else self.episode.void
+
+    @property
     def rewards(self) -> list[float | None]:
         return [] if self.episode is None else list(self.episode.rewards)
 
@@ -106,7 +112,8 @@ def environment_class(env: Environment, split: str = "train") -> type[TRLEnviron
 
 
 def episode_reward(environments: list[TRLEnvironment], **_: Any) -> list[float | None]:
-    """TRL reward function: each rollout's episode reward (None: nothing was graded)."""
+    """TRL reward function: each rollout's episode reward (None: nothing was graded, or the
+    episode is void; TRL skips a completion whose every reward function returns None)."""
     return [e.reward for e in environments]
 
 

@@ -122,6 +122,10 @@ class SpecEnv(vf.MultiTurnEnv):
             await episode.acall(submit.spec.name, {submit.spec.answer_field: content})
         state["envbuilder_reward"] = episode.reward
         state["envbuilder_rewards"] = list(episode.rewards)
+        if episode.void is not None and state.get("error") is None:
+            # verifiers' mark of a rollout the infrastructure spoiled (as its own sandbox
+            # environments set it): saved as the output's `error`, skipped by trainers.
+            state["error"] = vf.InfraError(f"the episode is void: {episode.void}")
         await episode.aend()
         del state[_EPISODE]
 

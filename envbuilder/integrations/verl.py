@@ -27,7 +27,10 @@ def compute_score(
     (``spec``, ``split``, ``index``, as :func:`dataset_rows` writes them) and graded by the
     spec's grader. ``ground_truth`` is not trusted: the grader reads the task's own target.
 
-    Returns ``{"score", "graded"}``; an ungradeable answer scores 0.0 with ``graded`` 0.
+    Returns ``{"score", "graded", "void"}``. verl writes ``score`` into its reward tensor, which
+    has no "skip"; an ungraded answer scores 0.0 with ``graded`` 0, and a void one (the
+    environment failed, not the answer) also has ``void`` 1, so a run can drop or count it
+    from ``reward_extra_info`` (docs/explanation/rewards.md).
     """
     info = extra_info or {}
     if "spec" not in info:
@@ -37,7 +40,11 @@ def compute_score(
     assert env.submit is not None
     out = episode.call(env.submit.spec.name, {env.submit.spec.answer_field: solution_str})
     reward = getattr(out, "reward", None)
-    return {"score": 0.0 if reward is None else float(reward), "graded": int(reward is not None)}
+    return {
+        "score": 0.0 if reward is None else float(reward),
+        "graded": int(reward is not None),
+        "void": int(episode.void is not None),
+    }
 
 
 def dataset_rows(spec: str | Path, split: str = "train", limit: int | None = None) -> list[dict[str, Any]]:

@@ -27,6 +27,7 @@ from envbuilder.server._context import ServerContext, ServerSettings, log
 from envbuilder.server._headers import parse_secrets
 from envbuilder.server._owners import client_name, owned
 from envbuilder.server._reply import HEALTH, JSON, OK, SSE, Reply, json_reply, models_reply
+from envbuilder.server._returned import served_row
 from envbuilder.server._sessions import SessionRecord
 
 # -- discovery ------------------------------------------------------------------------------------
@@ -204,7 +205,7 @@ async def create(
         if len(orjson.dumps(body.task_spec)) > settings.max_task_spec_bytes:
             limit = settings.max_task_spec_bytes
             raise RequestRejected(413, f"task_spec is larger than {limit:,} bytes of JSON")
-        task = _served_task(ctx, env, body.task_spec)
+        task = await served_row(env, body.task_spec, ctx.served.find(env.name, body.task_spec.get("id")))
         if task is None:
             task = _client_task(settings, body.task_spec)
         try:
@@ -224,20 +225,6 @@ async def create(
     if not await ctx.sessions.add(session, ctx.caps):
         raise RequestRejected(400, "Session already exists")
     return Reply(orjson.dumps({"sid": sid}))
-
-
-def _served_task(ctx: ServerContext, env: Environment, task: Any) -> Any:
-    """The served row a client's ``task_spec`` names by its id (as ``/task`` gave it), private
-    fields included; None when it names none. The client's fields are never used for a
-    served task: a gold answer it sends would be its own choice."""
-    task_id = task.get("id")
-    where = ctx.served.find(env.name, task_id)
-    if where is not None:
-        try:
-            return env.split(where[0]).task(where[1])
-        except TaskNotFound:
-            pass
-    return env.find_task(task_id)
 
 
 CLIENT_ID_PREFIX = "client:"

@@ -446,3 +446,9 @@ class Spec(ConfigModel):
     `{{ solution }}` or `{{ answer }}`: what `envbuilder check` submits as each task's gold
     answer. Without it, check submits the grader's own target, which can only show that the
     target survives its own extraction (a circular check)."""
+    inaction: str | None = None
+    """Jinja template over the task that renders `true` on tasks where doing nothing is the
+    right answer (a request the policy refuses: the gold actions change nothing), e.g.
+    `{{ actions in ('[]', '') }}`. `envbuilder check --hacks` reports hostile answers that earn
+    reward on those tasks apart from the hacks (doing nothing is what they do), so a clean
+    audit passes and says why."""

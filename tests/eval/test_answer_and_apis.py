@@ -52,7 +52,7 @@ def test_text_answers_are_graded_in_process(folder: Path, tmp_path: Path) -> Non
                         "--out", str(out))  # fmt: skip
     assert result.exit_code == 0, result.output
     assert "answers in text are submitted to submit(answer), its only tool" in result.output
-    assert "correct 3, incorrect 3, ungradeable 0, no answer 0, error 0" in result.output
+    assert "correct 3, incorrect 3, ungradeable 0, void 0, no answer 0, error 0" in result.output
     lines = [json.loads(x) for x in out.read_text().splitlines()]
     assert lines[0]["run"]["answer"] == "text"
     call = lines[1]["tool_calls"][0]

@@ -47,7 +47,7 @@ def test_a_run_prints_the_table_and_writes_its_summary(answers, tmp_path: Path) 
         assert result.exit_code == 0, result.output
         assert server.headers_seen[0]["authorization"] == f"Bearer {KEY}"
         assert "gsm8k/test: 4 episodes (4 tasks × 1), run " in result.output
-        assert "correct 2, incorrect 2, ungradeable 0, no answer 0, error 0" in result.output
+        assert "correct 2, incorrect 2, ungradeable 0, void 0, no answer 0, error 0" in result.output
         # 1,0,1,0: the Wilson interval of 2 in 4, flagged as resting on few tasks
         assert "0.500 [0.150, 0.850] (few: 4 tasks)" in result.output
         assert (

@@ -204,7 +204,8 @@ def test_never_submitting_episodes_are_counted(gsm8k, answers) -> None:
         _, records = run(gsm8k, server, max_turns=2)
     s = summarize(records)
     assert len(records) == N and {r["status"] for r in records} == {"max_turns"}
-    assert s.outcomes == {"correct": 0, "incorrect": 0, "ungradeable": 0, "no_answer": N, "error": 0}
+    none = {"correct": 0, "incorrect": 0, "ungradeable": 0, "void": 0}
+    assert s.outcomes == {**none, "no_answer": N, "error": 0}
     assert (s.reward_all.mean, s.reward_all.n) == (0.0, N)  # over all episodes, none = 0
     assert (s.reward_graded.mean, s.reward_graded.n, s.accuracy.mean) == (None, 0, None)
 

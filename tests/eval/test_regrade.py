@@ -39,7 +39,7 @@ def stored(tmp_path: Path) -> tuple[Path, Path, Path]:
         result = cli("eval", str(buggy), "--model", "m", "--base-url", server.base_url, "--max-turns", "2",
                      "--out", str(out))  # fmt: skip
     assert result.exit_code == 0, result.output
-    assert "correct 0, incorrect 5, ungradeable 0, no answer 1" in result.output
+    assert "correct 0, incorrect 5, ungradeable 0, void 0, no answer 1" in result.output
     other = folder / "other.yaml"
     other.write_text(
         fixed.read_text()

@@ -88,7 +88,8 @@ def test_a_constructed_run_with_groups() -> None:
         episode(8, "error", reason="unreachable (ConnectError)"),
     ]  # fmt: skip
     s = summarize(records, group_by="level")
-    assert s.outcomes == {"correct": 3, "incorrect": 1, "ungradeable": 1, "no_answer": 1, "error": 3}
+    ended = {"correct": 3, "incorrect": 1, "ungradeable": 1, "void": 0}
+    assert s.outcomes == {**ended, "no_answer": 1, "error": 3}
     assert s.errors_by_reason == {"HTTP 429": 2, "unreachable (ConnectError)": 1}
     assert (s.reward_all.mean, s.reward_all.n) == (pytest.approx(3 / 9), 9)
     assert (s.reward_graded.mean, s.reward_graded.n) == (0.75, 4)

@@ -84,7 +84,7 @@ def test_skyrl_env_registered_and_stepped_through_skyrl_gym() -> None:
     assert (wrong["done"], wrong["reward"]) == (False, 0.0)  # an attempt is left
     last = env.step(f"The answer is {_gold('test', 1)}.")
     assert (last["done"], last["reward"]) == (True, 1.0)
-    assert env.get_metrics() == {"turns": 4, "reward": 1.0, "graded": True}
+    assert env.get_metrics() == {"turns": 4, "reward": 1.0, "graded": True, "void": False}
     env.close()
 
 
@@ -120,9 +120,10 @@ def test_verl_compute_score_uses_the_spec_grader_not_the_given_ground_truth() ->
     info = row["extra_info"]
     gold = _gold("test", 1)
     score = verl.compute_score(row["data_source"], f"So the answer is {gold}.", "999", info)
-    assert score == {"score": 1.0, "graded": 1}
-    assert verl.compute_score("gsm8k", "It is 999.", gold, info) == {"score": 0.0, "graded": 1}
-    assert verl.compute_score("gsm8k", "no idea", gold, info) == {"score": 0.0, "graded": 0}  # ungradeable
+    assert score == {"score": 1.0, "graded": 1, "void": 0}
+    assert verl.compute_score("gsm8k", "It is 999.", gold, info) == {"score": 0.0, "graded": 1, "void": 0}
+    ungradeable = {"score": 0.0, "graded": 0, "void": 0}  # the answer's: not void
+    assert verl.compute_score("gsm8k", "no idea", gold, info) == ungradeable
     with pytest.raises(ValueError, match="extra_info must name the spec"):
         verl.compute_score("gsm8k", "1", "1", {})
 
