@@ -74,7 +74,7 @@ class _ConvertedSource(_FileSource):
         schema: pa.Schema | None = None
         for rows in _batched(self._rows(path), _JSON_ROWS):
             if schema is None:
-                table = pa.Table.from_pylist(rows)
+                table = _table(rows)
                 schema = table.schema
             else:
                 if any(key not in schema.names for row in rows for key in row):
@@ -83,12 +83,22 @@ class _ConvertedSource(_FileSource):
             yield from table.to_batches()
 
     def read(self, path: Path) -> pa.Table:
-        return pa.Table.from_pylist(list(self._rows(path)))
+        return _table(list(self._rows(path)))
+
+
+def _table(rows: list[dict[str, Any]]) -> pa.Table:
+    """``rows`` as a table with every field any of them has (pyarrow alone reads the first's)."""
+    names = list(dict.fromkeys(key for row in rows for key in row))
+    return pa.Table.from_pylist([{key: row.get(key) for key in names} for row in rows])
 
 
 def _flat(value: Any) -> Any:
-    """A column value: objects as JSON text (their keys differ from row to row)."""
-    return json.dumps(value, ensure_ascii=False) if isinstance(value, dict) else value
+    """A column value: objects, and lists holding objects or lists, as JSON text (their shapes
+    differ from row to row, which one table column cannot hold)."""
+    nested = isinstance(value, dict) or (
+        isinstance(value, list) and any(isinstance(v, dict | list) for v in value)
+    )
+    return json.dumps(value, ensure_ascii=False) if nested else value
 
 
 def _text(content: Any, where: str) -> str:

@@ -40,6 +40,7 @@ NEMO_LINES = [
             ]
         },
         "expected_answer": "7",
+        "test_cases": [{"input": "1"}, {"input": "2", "output": "3"}],  # objects of other shapes
     },
 ]
 
@@ -100,6 +101,7 @@ def test_a_nemo_gym_task_file_is_a_dataset(tmp_path: Path) -> None:
     third = split.task(2)
     assert third["messages"][0] == {"role": "system", "content": "Be brief."}  # developer: system
     assert third["prompt"] == "What is 10 minus 3?"
+    assert json.loads(third["test_cases"])[1] == {"input": "2", "output": "3"}
     assert [_grade(env, 0, "42"), _grade(env, 1, "1000"), _grade(env, 2, "7")] == [1.0, 0.0, 1.0]
 
 
