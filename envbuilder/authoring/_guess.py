@@ -82,13 +82,8 @@ def guess(rows: list[Row], columns: list[str], prompt: str | None, answer: str |
             raise DataError(
                 f"the data has no column {given!r}", hint=name_hint(given, columns, "Its columns are")
             )
-    if prompt is not None and prompt == answer:
-        raise DataError(
-            f"the prompt and the answer cannot both be column {prompt!r}: the agent would see the answer",
-            hint=f"Its columns are: {', '.join(columns)}; pass a different --prompt-column",
-            code="scaffold_same_column",
-        )
-    # A column the user named as the answer is never guessed as the prompt (the gold would leak).
+    # A column the user named as the answer is never guessed as the prompt (the gold would leak;
+    # naming one column as both is written as asked, and validation reports the leak).
     prompt, conversation, prompt_expr = _prompt(rows, [c for c in columns if c != answer], prompt)
     answer = answer or _answer(rows, columns, prompt)
     target = f"{answer}[0]" if _all(rows, answer, _is_string_list) else answer
