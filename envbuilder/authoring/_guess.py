@@ -82,7 +82,9 @@ def guess(rows: list[Row], columns: list[str], prompt: str | None, answer: str |
             raise DataError(
                 f"the data has no column {given!r}", hint=name_hint(given, columns, "Its columns are")
             )
-    prompt, conversation, prompt_expr = _prompt(rows, columns, prompt)
+    # A column the user named as the answer is never guessed as the prompt (the gold would leak;
+    # naming one column as both is written as asked, and validation reports the leak).
+    prompt, conversation, prompt_expr = _prompt(rows, [c for c in columns if c != answer], prompt)
     answer = answer or _answer(rows, columns, prompt)
     target = f"{answer}[0]" if _all(rows, answer, _is_string_list) else answer
     values = [_value(row, target) for row in rows]

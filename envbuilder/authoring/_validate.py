@@ -91,16 +91,7 @@ def _data_checks(env: Environment, skip: set[str | int]) -> list[tuple[Loc, Envb
     errors: list[tuple[Loc, EnvbuilderError]] = []
     for name, view in env.splits.items():
         if len(view) == 0:
-            errors.append(
-                (
-                    ("splits", name),
-                    EnvbuilderError(
-                        f"split {name!r} has no tasks",
-                        hint="Point it at a dataset split with rows, or remove it",
-                        code="split_empty",
-                    ),
-                )
-            )
+            errors.append(_empty_split(env, name, len(view.table)))
             continue
         try:
             task = view.task(0)
@@ -183,4 +174,40 @@ def _integrity_checks(env: Environment) -> list[tuple[Loc, EnvbuilderError]]:
 def _in_task(exc: EnvbuilderError, split: str) -> EnvbuilderError:
     return EnvbuilderError(
         f"{exc.message} (rendering task 0 of split {split!r})", hint=exc.hint, code=exc.code
+    )
+
+
+def _empty_split(env: Environment, name: str, rows: int) -> tuple[Loc, EnvbuilderError]:
+    """Why split ``name`` has no tasks: its source has no rows, or which of its own settings
+    (filter, slice, limit, profile, carving) left none of the source's ``rows``."""
+    split = env.spec.splits[name]
+    if rows == 0:
+        source = split.files if split.files is not None else split.source or name
+        what = "files" if split.files is not None else "source split"
+        return ("splits", name), EnvbuilderError(
+            f"split {name!r} has no tasks: its {what} {source!r} has no rows",
+            hint="Point it at a dataset split with rows, or remove it",
+            code="split_empty",
+        )
+    steps = [
+        (key, f"`{key}: {value}`")
+        for key, value in (
+            ("profile", split.profile),
+            ("filter", split.filter),
+            ("slice", split.slice),
+            ("limit", split.limit),
+            ("carve_from", split.carve_from),
+        )
+        if value is not None
+    ]
+    if not steps:  # its rows were all carved out into other splits
+        carved = ", ".join(repr(n) for n, s in env.spec.splits.items() if s.carve_from == name)
+        steps = [("", f"carving out {carved}")]
+    key = "filter" if split.filter is not None else steps[-1][0]
+    settings = " then ".join(text for _, text in steps)
+    noun = "row" if rows == 1 else "rows"
+    return ("splits", name, *([key] if key else [])), EnvbuilderError(
+        f"split {name!r} has no tasks: {settings} kept none of its {rows:,} {noun}",
+        hint="Loosen the " + ("filter" if split.filter is not None else "setting") + ", or remove the split",
+        code="split_empty",
     )

@@ -21,7 +21,7 @@ from envbuilder.environment import HACKS_RECORD_SUFFIX, Environment
 if TYPE_CHECKING:
     from envbuilder.authoring import HackReport
 
-__all__ = ["audit_summary", "audited_hash", "record_path", "write_record"]
+__all__ = ["APPLIES_TO", "audit_summary", "audited_hash", "record_path", "write_record"]
 
 _FORMAT = 1
 
@@ -30,6 +30,13 @@ def record_path(env: Environment) -> Path | None:
     """Where the record of ``env`` goes: beside its spec (None for a spec without a file)."""
     path = env.loaded.path
     return None if path is None else path.with_name(path.stem + HACKS_RECORD_SUFFIX)
+
+
+APPLIES_TO = (
+    "the environment's files but the audit record itself (which cannot hold its own hash): "
+    "the entry's content_hash also covers the record, so the two hashes differ"
+)
+"""What an audit's ``content_hash`` is the hash of, said in every published audit."""
 
 
 def audited_hash(env: Environment) -> str:
@@ -86,6 +93,7 @@ def audit_summary(env: Environment) -> dict[str, Any]:
         }
     except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
         return {"status": "unreadable", "error": f"{path.name}: {type(exc).__name__}: {exc}"}
+    summary["applies_to"] = APPLIES_TO
     current = audited_hash(env)
     if summary["content_hash"] != current:
         return {"status": "stale", **summary, "current_hash": current}

@@ -14,6 +14,7 @@ from envbuilder.cli import (
     _catalog,
     _check,
     _eval_group,
+    _export,
     _init,
     _mcp,
     _pack,
@@ -68,6 +69,7 @@ app.add_typer(_eval_group.eval_app, name="eval")
 app.command("view")(_view.view)
 app.command("profile")(_profile.profile)
 app.add_typer(_sandbox.sandbox_app, name="sandbox")
+app.add_typer(_export.export_app, name="export")
 
 
 def _version(value: bool) -> None:

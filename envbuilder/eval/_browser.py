@@ -18,7 +18,7 @@ from envbuilder.errors import EnvbuilderError
 from envbuilder.eval._compare import compare_records
 from envbuilder.eval._records import RunFileError, RunHeader
 from envbuilder.eval._report import _html, write_report
-from envbuilder.eval._results import summarize
+from envbuilder.eval._results import Summary, summarize
 from envbuilder.eval._run import ResultsFile, describe_sampling, episode_key
 from envbuilder.paths import write_file
 
@@ -62,8 +62,7 @@ def _row(path: Path, folder: Path, header: RunHeader, records: list[dict[str, An
         "sampling": describe_sampling(run.sampling),
         "episodes": s.episodes,
         "tasks": s.tasks,
-        "score": s.reward_all.mean,
-        "score_text": s.reward_all.format(),
+        **_score(s),
         "accuracy_text": s.accuracy.format(percent=True),
         "errors": s.errors,
         "date": (header.started or "")[:19].replace("T", " "),
@@ -71,6 +70,15 @@ def _row(path: Path, folder: Path, header: RunHeader, records: list[dict[str, An
         "results": path.relative_to(folder).as_posix(),
         "regraded_from": header.regraded_from,
     }
+
+
+def _score(s: Summary) -> dict[str, Any]:
+    """The run's score, or none when no episode got a reward: a run whose episodes were all
+    ungradeable (or failed) is void, not a model that scored 0.000."""
+    if s.episodes and s.outcomes["ungradeable"] + s.errors == s.episodes:
+        counts = ", ".join(f"{n} {o.replace('_', ' ')}" for o, n in s.outcomes.items() if n)
+        return {"score": None, "score_text": f"void: no episode was graded ({counts})"}
+    return {"score": s.reward_all.mean, "score_text": s.reward_all.format()}
 
 
 def write_browser(folder: Path) -> tuple[Path, int]:

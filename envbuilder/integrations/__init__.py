@@ -9,10 +9,14 @@
 - ``envbuilder.integrations.verifiers``: ``load_environment(spec)`` for ``vf-eval`` and prime-rl
   (needs ``verifiers``).
 
+``export_verifiers(spec, out)`` writes a spec as a verifiers environment package (``pip install
+OUT/``, then ``vf-eval NAME``; installing it needs ``verifiers``, writing it does not).
+
 All drive :class:`LocalEpisode`: one episode in process under the one reward convention (only
 the call that ends an episode carries its reward, so summing and last-non-null agree).
 """
 
 from envbuilder.integrations._local import LocalEpisode
+from envbuilder.integrations._vf_package import VerifiersPackage, export_verifiers
 
-__all__ = ["LocalEpisode"]
+__all__ = ["LocalEpisode", "VerifiersPackage", "export_verifiers"]

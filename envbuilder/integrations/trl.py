@@ -1,6 +1,9 @@
 """TRL: a spec's ``train_dataset``, ``environment_factory`` and ``reward_funcs`` for
 ``GRPOTrainer``, in process (no server), with the tools bound as TRL's own ORS adapter binds
 them: one typed method per tool, with a Google-style docstring for the tool schema.
+
+Over HTTP, ``served_spec(url)`` is TRL's own adapter pointed at an ``envbuilder serve`` URL
+(no ``OPENREWARD_SESSION_URL`` needed).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from typing import Any
 
 from envbuilder.environment import Environment
 from envbuilder.integrations._local import LocalEpisode, describe, environment
+from envbuilder.integrations._trl_http import served_spec
 from envbuilder.protocol import ToolSpec
 
 _TYPES: dict[str, type] = {
@@ -147,4 +151,4 @@ class TRLSpec:
         return episode_reward
 
 
-__all__ = ["TRLEnvironment", "TRLSpec", "environment_class", "episode_reward"]
+__all__ = ["TRLEnvironment", "TRLSpec", "environment_class", "episode_reward", "served_spec"]

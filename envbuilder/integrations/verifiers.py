@@ -22,6 +22,7 @@ except ImportError as exc:  # an optional extra
     raise ImportError(hint) from exc
 
 from envbuilder.environment import Environment
+from envbuilder.errors import DataError
 from envbuilder.integrations._local import LocalEpisode, describe, environment
 
 _EPISODE = "envbuilder_episode"
@@ -151,4 +152,40 @@ def load_environment(
     return SpecEnv(environment(spec), split, num_tasks=num_tasks, max_turns=max_turns, secrets=secrets)
 
 
-__all__ = ["SpecEnv", "load_environment"]
+def load_exported(
+    pack: Path,
+    pack_sha256: str,
+    content_hash: str,
+    split: str = "test",
+    num_tasks: int | None = None,
+    max_turns: int = 10,
+    secrets: dict[str, str] | None = None,
+) -> SpecEnv:
+    """The environment of a package ``envbuilder export verifiers`` wrote: its pack, refused
+    unless its sha256 and the environment's content hash are the ones the package pins.
+
+    The pack's code (``function`` tools, ``mcp`` commands) runs: installing the package was the
+    user's decision to run it, as for any verifiers environment package.
+    """
+    from envbuilder.catalog import content_hash as hash_of
+    from envbuilder.catalog import file_sha256, load_pack
+
+    got = file_sha256(pack)
+    if got != pack_sha256:
+        raise DataError(
+            f"the pack {str(pack)!r} hashes to {got}, the package pins {pack_sha256}",
+            hint="The installed package was changed; install it again",
+            code="pack_mismatch",
+        )
+    env = load_pack(pack, trust_code=True)
+    held = hash_of({name: file_sha256(path) for name, path in env.files.items()})
+    if held != content_hash:
+        raise DataError(
+            f"the pack {str(pack)!r} holds environment {held}, the package pins {content_hash}",
+            hint="The installed package was changed; install it again",
+            code="pack_mismatch",
+        )
+    return SpecEnv(env, split, num_tasks=num_tasks, max_turns=max_turns, secrets=secrets)
+
+
+__all__ = ["SpecEnv", "load_environment", "load_exported"]

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import re
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -41,6 +42,12 @@ LINGER = 1.0
 """Seconds a refused connection is read (and dropped) after its answer before it is closed."""
 _ARRIVALS = itertools.count()
 """The order connections arrive in (the oldest gives way first)."""
+_BARE_CR = re.compile(rb"\r(?!\n)")
+_BARE_CR_HINT = (
+    "a header holds a carriage return (\\r) that ends no line, as a session id copied from curl's "
+    "output or a Windows file keeps; strip it (e.g. `tr -d '\\r'`) and send the request again"
+)
+"""Why a request with a bare CR in its headers is refused: the usual cause and the fix."""
 
 
 def _answer(status: bytes, detail: str, retry_after: int | None = None) -> bytes:
@@ -74,6 +81,7 @@ class GuardedProtocol(HttpToolsProtocol):
         self._rejected = False
         self._reading = False
         self._packet = 0
+        self._data = b""
         self._extended = False
         self._timer: asyncio.TimerHandle | None = self.loop.call_later(
             min(self.header_timeout, self.read_timeout), self._timed_out
@@ -215,7 +223,9 @@ class GuardedProtocol(HttpToolsProtocol):
         if self._rejected:
             return
         self._packet = len(data)
+        self._data = data  # what the parser failed on, for send_400_response's hint
         super().data_received(data)
+        self._data = b""
         if self._rejected:
             return
         if self._reading and not self._headers_done:
@@ -268,6 +278,8 @@ class GuardedProtocol(HttpToolsProtocol):
         self._rejected = True
         self._disarm()
         detail = f"the request is not valid HTTP/1.1 ({msg.rstrip('.')})"
+        if _BARE_CR.search(self._data.split(b"\r\n\r\n", 1)[0]):
+            detail += f": {_BARE_CR_HINT}"
         self.transport.write(_answer(b"400 Bad Request", detail))
         self.transport.close()
 

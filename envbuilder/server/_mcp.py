@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from envbuilder import __version__
 from envbuilder.environment import Environment, Episode
 from envbuilder.errors import EnvbuilderError
 from envbuilder.protocol import RunToolSuccess, TextBlock
@@ -43,7 +44,8 @@ def episode_server(env: Environment, episode: Episode) -> Any:
             code="mcp_missing",
         ) from None
 
-    server: Any = Server(f"envbuilder-{env.name}")
+    # The version clients see in `serverInfo` is envbuilder's (the SDK would report its own).
+    server: Any = Server(f"envbuilder-{env.name}", version=__version__)
     listing = env.task_tools(episode.task)
 
     @server.list_tools()

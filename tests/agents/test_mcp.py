@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from envbuilder import __version__
 from envbuilder.environment import Environment, Episode
 from envbuilder.errors import SpecError
 from envbuilder.protocol import RunToolSuccess
@@ -98,7 +99,8 @@ async def test_the_mcp_door_serves_an_episode_to_the_sdk_client() -> None:
         args=["-m", "envbuilder", "mcp", str(DATA / "bank.yaml"), "--index", "0"],
     )
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-        await session.initialize()
+        started = await session.initialize()
+        assert (started.serverInfo.name, started.serverInfo.version) == ("envbuilder-bank", __version__)
         names = [t.name for t in (await session.list_tools()).tools]
         assert names[0] == "send_message" and {"transfer", "unfreeze", "find_account"} <= set(names)
         prompt = await session.get_prompt("task")

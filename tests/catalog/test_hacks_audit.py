@@ -11,7 +11,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from envbuilder.catalog import build_catalog, catalog_entry, write_site
-from envbuilder.catalog._audit import audited_hash
+from envbuilder.catalog._audit import APPLIES_TO, audited_hash
 from envbuilder.cli import app
 from envbuilder.environment import load_environment
 from tests.conftest import ENVS
@@ -44,6 +44,10 @@ def test_not_audited_then_passed_then_stale(specs_dir: Path, tmp_path: Path) -> 
     write_site(build_catalog([env]), out)
     page = (out / "env" / "capitals.html").read_text(encoding="utf-8")
     assert "Reward-hacking audit" in page and "passed" in page and str(record["date"]) in page
+    # The two hashes on the page differ, and the page says why.
+    entry = build_catalog([env])["environments"][0]
+    assert entry["content_hash"] != audit["content_hash"] and audit["applies_to"] == APPLIES_TO
+    assert "(which cannot hold its own hash)" in page and "so the two hashes differ" in page
     published = json.loads((out / "catalog.json").read_text(encoding="utf-8"))
     assert published["environments"][0]["hacks_audit"]["status"] == "passed"
 

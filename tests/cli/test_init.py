@@ -207,6 +207,26 @@ def test_init_lettered_options_pick_the_choice_grader(tmp_path: Path) -> None:
     )
 
 
+def test_the_answer_column_is_never_the_prompt(tmp_path: Path) -> None:
+    """`--answer-column capital` on a table whose longest text column is `capital`: the prompt is
+    another column (naming one column as both is written as asked: see the next test)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    capitals = ["Ulaanbaatar", "Ouagadougou", "Antananarivo", "Kuala Lumpur"]
+    pq.write_table(
+        pa.table({"country": ["Mongolia", "Burkina Faso", "Madagascar", "Malaysia"], "capital": capitals}),
+        tmp_path / "train.parquet",
+    )
+    out = tmp_path / "s.yaml"
+    args = ["init", str(tmp_path / "train.parquet"), "-o", str(out), "--answer-column", "capital"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    text = out.read_text(encoding="utf-8")
+    assert "{{ country }}" in text and "{{ capital }}" not in text.split("grader:")[0]
+    assert runner.invoke(app, ["validate", str(out)]).exit_code == 0
+
+
 @pytest.mark.parametrize("kind", ["json", "csv"])
 def test_init_reads_json_and_csv(kind: str, tmp_path: Path) -> None:
     import json

@@ -133,6 +133,25 @@ def test_an_empty_folder_is_an_error(tmp_path: Path) -> None:
     assert f"error: {tmp_path} holds no results file of `envbuilder eval`" in result.output
 
 
+def test_a_run_with_no_graded_episode_is_void_not_zero(tmp_path: Path) -> None:
+    """Every answer ungradeable (no number in it): the run has no score, and says why."""
+    folder = write_arithmetic(tmp_path / "envs")
+    out = tmp_path / "runs"
+
+    def handler(req: dict[str, Any], i: int):
+        return 200, tool_call_reply("submit", json.dumps({"answer": "I cannot tell."})), {}
+
+    with ChatServer(handler) as server:
+        args = ["eval", str(folder / "square.yaml"), "--model", "m", "--base-url", server.base_url]
+        result = cli(*args, "--out", str(out / "void.jsonl"))
+    assert result.exit_code == 0, result.output
+    assert cli("view", str(out)).exit_code == 0
+    row = re.search(r'<tr class="run".*?</tr>', (out / "index.html").read_text(), re.S)
+    assert row is not None
+    assert 'data-score=""' in row.group(0) and "0.000" not in row.group(0)
+    assert "void: no episode was graded (6 ungradeable)" in row.group(0)
+
+
 def test_serve_serves_the_browser(runs: Path) -> None:
     proc = subprocess.Popen([sys.executable, "-m", "envbuilder", "view", str(runs), "--serve"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip

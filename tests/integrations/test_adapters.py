@@ -17,6 +17,7 @@ import pytest
 from envbuilder.authoring import gold_cases
 from envbuilder.catalog import load_environments
 from envbuilder.environment import Environment
+from envbuilder.integrations import trl
 from envbuilder.server import ServerSettings, create_app
 from tests.conftest import ENVS
 from tests.integrations.adapters import SkyRLOpenRewardEnv, hermes, skyrl_prepare_rows, trl_openreward
@@ -178,3 +179,24 @@ def test_wrong_name_on_a_multi_environment_server_is_an_error_not_another_env(
     spec = OpenRewardSpec(served["envs"], env_name="gsm8kk", split="test", num_tasks=1, api_key=KEY)
     with pytest.raises(Exception, match="Did you mean 'gsm8k'"):
         _ = spec.train_dataset
+
+
+@pytest.mark.parametrize("server", ["envs", "single"])
+def test_trl_over_http_without_the_session_url_variable(
+    server: str, envs: list[Environment], served: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``served_spec(url)``: TRL's adapter reaches the server with no OPENREWARD_SESSION_URL (the
+    client alone would look for sessions at ``sessions.127.0.0.1``)."""
+    monkeypatch.delenv("OPENREWARD_SESSION_URL", raising=False)
+    trl_openreward()  # TRL's adapter without torch, as `served_spec` imports it
+    env = next(e for e in envs if e.name == "gsm8k")
+    split, index, gold = _gold_task(env)
+    url, key = (served["envs"], KEY) if server == "envs" else (served["gsm8k"], None)
+    options = {"env_name": "gsm8k"} if server == "envs" else {}
+    spec = trl.served_spec(url, split=split, indices=[index], api_key=key, **options)
+    row = spec.train_dataset[0]
+    rollout = spec.environment_factory()
+    assert rollout.reset(**row).startswith(env.split(split).task(index)["question"][:40])
+    rollout.submit(answer=gold)
+    assert spec.reward_funcs(environments=[rollout]) == [1.0]
+    rollout._close()

@@ -52,7 +52,7 @@ def _evaluate(env: Any, handler: Any, n: int) -> tuple[list[dict[str, Any]], lis
 
 
 def test_public_api() -> None:
-    assert vf_spec.__all__ == ["SpecEnv", "load_environment"]
+    assert vf_spec.__all__ == ["SpecEnv", "load_environment", "load_exported"]
 
 
 def test_loaded_by_name_with_the_spec_dataset_tools_and_no_gold() -> None:

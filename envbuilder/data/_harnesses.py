@@ -1,0 +1,186 @@
+"""Other harnesses' task files as datasets: NeMo Gym task JSONL and verifiers taskset rows.
+
+Both are JSON Lines with one task per line; each line is converted into a flat row with a
+``messages`` column (the conversation the task opens with, as ``{role, content}`` turns that
+``prompt: {conversation: {column: messages}}`` renders) and ``prompt`` (the text of its last
+user turn), beside the line's own fields. Then the rows are cached like any JSONL (`_files`).
+
+- **NeMo Gym** (``type: nemo_gym``): a line holds ``responses_create_params``, the OpenAI
+  Responses API request the task starts (``instructions``: the system prompt; ``input``: a
+  string or a list of message items whose ``content`` is text or ``input_text`` parts;
+  ``tools``: function tools), and the resources server's verifier fields beside it (such as
+  ``expected_answer``), which become columns. The tools are kept as JSON text in ``tools``.
+- **verifiers** (``type: verifiers``): a line is a row of a verifiers dataset: ``prompt`` (a
+  list of chat messages, or a string) or ``question``, with ``answer``, ``info`` (an object,
+  kept as JSON text) and ``task``, as ``Dataset.to_json`` writes a taskset.
+
+Other item types in a NeMo Gym ``input`` (earlier tool calls) cannot be read as a prompt here
+and are refused, naming the line.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+import pyarrow as pa
+
+from envbuilder.data._files import _JSON_ROWS, _batched, _Disagrees, _FilesConfig, _FileSource
+from envbuilder.errors import DataError
+
+__all__ = ["NemoGymConfig", "NemoGymSource", "VerifiersConfig", "VerifiersSource"]
+
+_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
+
+
+class NemoGymConfig(_FilesConfig):
+    """NeMo Gym task JSONL files (lines with `responses_create_params`), per source split."""
+
+    type: Literal["nemo_gym"]
+
+
+class VerifiersConfig(_FilesConfig):
+    """verifiers taskset rows as JSON Lines (`prompt` or `question`, `answer`, `info`, `task`),
+    per source split."""
+
+    type: Literal["verifiers"]
+
+
+class _ConvertedSource(_FileSource):
+    """JSON Lines whose every line is converted to a flat row before it is cached."""
+
+    suffix = ".jsonl"
+
+    def convert(self, line: dict[str, Any], where: str) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _rows(self, path: Path) -> Iterator[dict[str, Any]]:
+        with open(path, encoding=self.config.encoding) as f:
+            for number, text in enumerate(f, 1):
+                if not text.strip():
+                    continue
+                where = f"{path.name}:{number}"
+                try:
+                    line = json.loads(text)
+                except ValueError as exc:
+                    raise DataError(f"{where}: not a JSON object ({exc})", code="data_unreadable") from None
+                if not isinstance(line, dict):
+                    raise DataError(f"{where}: not a JSON object", code="data_unreadable")
+                yield self.convert(line, where)
+
+    def stream(self, path: Path) -> Iterator[pa.RecordBatch]:
+        schema: pa.Schema | None = None
+        for rows in _batched(self._rows(path), _JSON_ROWS):
+            if schema is None:
+                table = _table(rows)
+                schema = table.schema
+            else:
+                if any(key not in schema.names for row in rows for key in row):
+                    raise _Disagrees(f"{str(path)!r} has other fields further on")
+                table = pa.Table.from_pylist(rows, schema=schema)
+            yield from table.to_batches()
+
+    def read(self, path: Path) -> pa.Table:
+        return _table(list(self._rows(path)))
+
+
+def _table(rows: list[dict[str, Any]]) -> pa.Table:
+    """``rows`` as a table with every field any of them has (pyarrow alone reads the first's)."""
+    names = list(dict.fromkeys(key for row in rows for key in row))
+    return pa.Table.from_pylist([{key: row.get(key) for key in names} for row in rows])
+
+
+def _flat(value: Any) -> Any:
+    """A column value: objects, and lists holding objects or lists, as JSON text (their shapes
+    differ from row to row, which one table column cannot hold)."""
+    nested = isinstance(value, dict) or (
+        isinstance(value, list) and any(isinstance(v, dict | list) for v in value)
+    )
+    return json.dumps(value, ensure_ascii=False) if nested else value
+
+
+def _text(content: Any, where: str) -> str:
+    """The text of a message's content: a string, or text parts (`input_text`, `text`, ...)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [p.get("text") for p in content if isinstance(p, dict)]
+        if all(isinstance(p, str) for p in parts) and parts:
+            return "".join(parts)  # type: ignore[arg-type]
+    raise DataError(
+        f"{where}: a message's content is neither text nor text parts: {json.dumps(content)[:80]}",
+        hint="Only text prompts can be imported",
+        code="data_unreadable",
+    )
+
+
+def _turn(item: Any, where: str) -> dict[str, str]:
+    role = item.get("role") if isinstance(item, dict) else None
+    if role not in _ROLES or item.get("type", "message") != "message":
+        kind = item.get("type", role) if isinstance(item, dict) else type(item).__name__
+        raise DataError(
+            f"{where}: the prompt holds a {kind!r} item; only system, user and assistant messages are read",
+            hint="Import tasks whose prompt is messages only",
+            code="data_unreadable",
+        )
+    return {"role": _ROLES[role], "content": _text(item.get("content"), where)}
+
+
+def _with_prompt(row: dict[str, Any], messages: list[dict[str, str]]) -> dict[str, Any]:
+    users = [m["content"] for m in messages if m["role"] == "user"]
+    return {
+        **{k: _flat(v) for k, v in row.items()},
+        "messages": messages,
+        "prompt": users[-1] if users else "",
+    }
+
+
+class NemoGymSource(_ConvertedSource):
+    Config = NemoGymConfig
+
+    def convert(self, line: dict[str, Any], where: str) -> dict[str, Any]:
+        params = line.get("responses_create_params")
+        if not isinstance(params, dict):
+            raise DataError(
+                f"{where}: no `responses_create_params` object: not a NeMo Gym task line",
+                hint="Each line of a NeMo Gym task file holds the Responses API request it starts",
+                code="data_unreadable",
+            )
+        messages = []
+        if isinstance(params.get("instructions"), str):
+            messages.append({"role": "system", "content": params["instructions"]})
+        given = params.get("input")
+        if isinstance(given, str):
+            messages.append({"role": "user", "content": given})
+        elif isinstance(given, list):
+            messages += [_turn(item, where) for item in given]
+        else:
+            raise DataError(f"{where}: `responses_create_params.input` is missing", code="data_unreadable")
+        others = {k: v for k, v in line.items() if k != "responses_create_params"}
+        tools = params.get("tools")
+        return {**_with_prompt(others, messages), "tools": json.dumps(tools) if tools else None}
+
+
+class VerifiersSource(_ConvertedSource):
+    Config = VerifiersConfig
+
+    def convert(self, line: dict[str, Any], where: str) -> dict[str, Any]:
+        prompt = line.get("prompt")
+        if isinstance(prompt, list):
+            messages = [_turn(m, where) for m in prompt]
+        elif isinstance(prompt, str):
+            messages = [{"role": "user", "content": prompt}]
+        elif isinstance(line.get("question"), str):
+            messages = [{"role": "user", "content": line["question"]}]
+        else:
+            raise DataError(
+                f"{where}: neither `prompt` nor `question`: not a verifiers taskset row",
+                hint="A verifiers row holds its prompt (messages) or its question",
+                code="data_unreadable",
+            )
+        if isinstance(line.get("system_prompt"), str) and not any(m["role"] == "system" for m in messages):
+            messages.insert(0, {"role": "system", "content": line["system_prompt"]})
+        others = {k: v for k, v in line.items() if k != "prompt"}
+        return _with_prompt(others, messages)
