@@ -74,6 +74,8 @@ class Episode:
     """A dialogue's graded replies so far (one per user turn answered)."""
     scores: list[float | None] = field(default_factory=list)
     """The reward of each reply when a dialogue is graded per turn."""
+    sandbox: str | None = None
+    """The name of the session's container (a spec's `sandbox:`), once a tool made it."""
     state: dict[str, Any] | None = None
     """The episode's changes to the spec's state document (``envbuilder.state.Changes``);
     None until a tool first reads it."""

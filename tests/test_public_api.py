@@ -136,6 +136,7 @@ def test_tools_api() -> None:
         "tools",
     ]
     assert {"calculator", "retrieve", "template", "python", "bash"} <= set(envbuilder.tools.tools.names())
+    assert {"read_file", "write_file", "edit_file"} <= set(envbuilder.tools.tools.names())
 
 
 def test_sandbox_api() -> None:
@@ -143,22 +144,31 @@ def test_sandbox_api() -> None:
         "BACKEND_ENV",
         "Backend",
         "BubblewrapBackend",
+        "ContainerSpec",
         "DockerBackend",
         "ImageBuild",
+        "ImageBuildSpec",
         "ImageRecipe",
         "Limits",
+        "RepositorySpec",
         "RunResult",
+        "SessionContainers",
         "Slots",
         "Status",
+        "Workspace",
         "backend_from_name",
         "build_image",
         "default_backend",
         "default_concurrency",
         "default_image",
+        "new_name",
+        "repository_tree",
         "run_code",
+        "server_id",
         "shared_slots",
+        "strip_git",
     ]
-    assert "unit_tests" in envbuilder.graders.graders.names()
+    assert {"unit_tests", "repo_tests"} <= set(envbuilder.graders.graders.names())
 
 
 def test_server_api() -> None:
