@@ -80,6 +80,11 @@ class Episode:
     """The episode's changes to the spec's state document (``envbuilder.state.Changes``);
     None until a tool first reads it."""
 
+    @property
+    def leaves_resources(self) -> bool:
+        """Whether ending the episode has something to release (a tool's state, a container)."""
+        return bool(self.tool_state) or self.sandbox is not None
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 

@@ -142,6 +142,7 @@ def test_tools_api() -> None:
 def test_sandbox_api() -> None:
     assert envbuilder.sandbox.__all__ == [
         "BACKEND_ENV",
+        "BASE_PACKAGES",
         "Backend",
         "BubblewrapBackend",
         "ContainerSpec",
@@ -156,7 +157,9 @@ def test_sandbox_api() -> None:
         "Slots",
         "Status",
         "Workspace",
+        "alias_image",
         "backend_from_name",
+        "base_image",
         "build_image",
         "default_backend",
         "default_concurrency",

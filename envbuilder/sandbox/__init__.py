@@ -16,11 +16,13 @@ from envbuilder.sandbox._repos import repository_tree, strip_git
 from envbuilder.sandbox._result import Limits, RunResult, Status
 from envbuilder.sandbox._run import run_code
 from envbuilder.sandbox._select import BACKEND_ENV, backend_from_name, default_backend
+from envbuilder.sandbox._session_image import BASE_PACKAGES, alias_image, base_image
 from envbuilder.sandbox._slots import Slots, default_concurrency, shared_slots
 from envbuilder.sandbox._workspace import Workspace
 
 __all__ = [
     "BACKEND_ENV",
+    "BASE_PACKAGES",
     "Backend",
     "BubblewrapBackend",
     "ContainerSpec",
@@ -35,7 +37,9 @@ __all__ = [
     "Slots",
     "Status",
     "Workspace",
+    "alias_image",
     "backend_from_name",
+    "base_image",
     "build_image",
     "default_backend",
     "default_concurrency",

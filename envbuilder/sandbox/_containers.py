@@ -28,6 +28,7 @@ import asyncio
 import base64
 import contextlib
 import io
+import logging
 import os
 import secrets
 import shlex
@@ -47,6 +48,8 @@ from envbuilder.sandbox._docker import LABEL, OWNER_LABEL, owner
 from envbuilder.sandbox._engine import STDERR, STDOUT, Engine, EngineAddress, EngineClient
 from envbuilder.sandbox._process import Output
 from envbuilder.sandbox._result import RunResult, Status
+
+log = logging.getLogger("envbuilder.sandbox")
 
 SERVER_ENV = "ENVBUILDER_SERVER_ID"
 SERVER_LABEL = "envbuilder.server"
@@ -247,7 +250,7 @@ class SessionContainers:
         async with self._lock(name):
             if name in self._ready:
                 return
-            await self._reap_once()
+            await self.reap_once()
             async with self.engine.connect() as api:
                 state = await _inspect(api, name)
                 if state is not None:
@@ -338,10 +341,14 @@ class SessionContainers:
                 await api.remove(name)
                 self.costs.removed += 1
 
-    async def _reap_once(self) -> None:
+    async def reap_once(self) -> None:
+        """:meth:`reap`, the first time it is asked (a failure is logged, not raised)."""
         if not self._reaped:
             self._reaped = True
-            await self.reap()
+            try:
+                await self.reap()
+            except SandboxError as exc:
+                log.warning("could not reap the containers an earlier server left: %s", exc.message)
 
     async def reap(self) -> int:
         """Remove the containers this server's id left from an earlier process (a crash); their
@@ -372,11 +379,15 @@ class SessionContainers:
                     self.costs.removed += 1
         self._ready.clear()
 
-    async def health(self) -> dict[str, Any]:
-        """Start-up and idle costs for ``/health``: containers live, made, removed, reaped, the
-        mean create-to-ready time, and the memory the live ones use."""
-        live = len(self._ready)
-        return {**self.costs.as_dict(live), "image": self._image, "engine": str(self.address)}
+    def report(self) -> dict[str, Any]:
+        """Start-up and idle costs for ``/health``: containers live (ready in this process),
+        made, removed, reaped, calls, the mean create-to-ready time, and what each may hold."""
+        return {
+            **self.costs.as_dict(len(self._ready)),
+            "memory_mb_each": self.spec.memory_mb,
+            "image": self._image,
+            "engine": str(self.address),
+        }
 
     # -- calls --------------------------------------------------------------------------------
 

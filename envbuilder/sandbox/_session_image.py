@@ -22,6 +22,22 @@ if TYPE_CHECKING:
     from envbuilder.sandbox._containers import ImageBuildSpec
 
 _MAX_CONTEXT = 256 * 1024 * 1024
+#: The packages of the base image (besides Debian's minbase): a repository needs git.
+BASE_PACKAGES = ("python3", "git")
+
+
+def base_image(suite: str = "bookworm") -> str:
+    """The base of session images: ``envbuilder-base:<suite>`` (``sandbox build-image --base``)."""
+    return f"envbuilder-base:{suite}"
+
+
+async def alias_image(source: str, target: str, *, host: str | None = None) -> None:
+    """Tag image ``source`` as ``target`` too (``POST /images/{source}/tag``)."""
+    from envbuilder.sandbox._engine import EngineAddress
+
+    repo, _, tag = target.rpartition(":")
+    async with Engine(EngineAddress.from_env(host)).connect() as api:
+        await api.request("POST", f"/images/{source}/tag", params={"repo": repo, "tag": tag})
 
 
 def context_tar(dockerfile: Path, context: Path) -> tuple[bytes, str]:

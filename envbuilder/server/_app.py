@@ -83,10 +83,15 @@ def _lifespan(state: State) -> Callable[[FastAPI], contextlib.AbstractAsyncConte
         gc.collect()
         gc.freeze()
         task = asyncio.create_task(reaper())
+        # Containers a crashed server of the same id left (in the background: an engine that is
+        # down must not stop the server from starting).
+        left = [asyncio.create_task(e.containers.reap_once()) for e in state.envs.values() if e.containers]
         try:
             yield
         finally:
             task.cancel()
+            for reap in left:
+                reap.cancel()
             await state.drain()
             for env in state.envs.values():
                 await env.aclose()

@@ -59,6 +59,12 @@ async def health(state: State) -> Reply:
         problem = getattr(state.sessions, "problem", None) or "down"
         body = orjson.dumps({"status": "unavailable", "store": problem})
         return Reply(body, JSON, 503, headers={"retry-after": "1"})
+    containers = {n: e.containers.report() for n, e in state.envs.items() if e.containers is not None}
+    if containers:  # session containers: their start-up and idle costs (changes with each call)
+        body_: dict[str, Any] = {"status": "ok", "containers": containers}
+        if state.confinement is not None:
+            body_["confinement"] = state.confinement.word
+        return Reply(orjson.dumps(body_))
     return HEALTH if state.confinement is None else _health_with(state.confinement.word)
 
 
