@@ -308,8 +308,9 @@ class SessionContainers:
                 name, ["bash", "-c", script], user=uid, timeout=300, workdir=spec.workdir, api=api
             )
             if not result.ok:
+                said = (result.stderr or result.stdout).strip()[-500:]
                 raise SandboxError(
-                    f"the repository could not be committed in the container: {result.stderr[-500:]}"
+                    f"the repository could not be committed in the container ({result.describe()}): {said}"
                 )
         if spec.setup:
             result = await self.exec(
@@ -454,13 +455,13 @@ class SessionContainers:
                     with contextlib.suppress(asyncio.CancelledError, Exception):
                         await task
         if status is None and reader.end is None:
-            info = await api.request("GET", f"/exec/{exec_id}/json", missing_ok=True)
-            code = (info.json().get("ExitCode") if info is not None else None) or -1
-            if reader.pid is None:
+            # The stream closed before the end line (the engine's doing): the exec's own status.
+            code = await _exit_code(api, exec_id, started + timeout)
+            if reader.pid is None or code is None:
                 raise SandboxError(
                     f"the session container {name} did not run the command (it was stopped or removed)"
                 )
-            return output.result(None, int(code), started)
+            return output.result(None, code, started)
         return output.result(status, reader.end if reader.end is not None else -1, started)
 
     async def _kill_group(self, api: EngineClient, name: str, pid: int, uid: int) -> None:
@@ -565,6 +566,21 @@ class SessionContainers:
             finally:
                 with contextlib.suppress(SandboxError):
                     await asyncio.shield(api.remove(name))
+
+
+async def _exit_code(api: EngineClient, exec_id: str, deadline: float) -> int | None:
+    """An exec's exit status once it ended (None: unknown, or still running at ``deadline``)."""
+    while True:
+        info = await api.request("GET", f"/exec/{exec_id}/json", missing_ok=True)
+        if info is None:
+            return None
+        data = info.json()
+        if not data.get("Running"):
+            code = data.get("ExitCode")
+            return int(code) if isinstance(code, int) else None
+        if time.monotonic() > deadline:
+            return None
+        await asyncio.sleep(0.05)
 
 
 async def _inspect(api: EngineClient, name: str) -> dict[str, Any] | None:
