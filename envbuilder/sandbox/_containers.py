@@ -302,7 +302,7 @@ class SessionContainers:
         if spec.repository is not None:
             script = (
                 "git init -q && git add -A && git -c user.name=envbuilder -c user.email=envbuilder@localhost "
-                "commit -q --allow-empty -m base && git gc -q --prune=now"
+                "commit -q --allow-empty -m base"
             )
             result = await self.exec(
                 name, ["bash", "-c", script], user=uid, timeout=300, workdir=spec.workdir, api=api
