@@ -34,6 +34,7 @@ from envbuilder.protocol import (
     Split,
     TextBlock,
 )
+from envbuilder.sandbox import SessionContainers
 from envbuilder.simulated_user import SimulatedUser
 from envbuilder.spec import LoadedSpec, code_parts, code_problems, load_spec
 from envbuilder.state import Document
@@ -111,6 +112,8 @@ class Environment:
             self.submit: SubmitTool | None = self._compile_submit(used, fail)
             self.document: Document | None = self._document(used, fail)
             """The initial state document (`state:`), shared by every session."""
+            self.containers = self._containers(fail)
+            """The session containers of the spec's `sandbox:` (None without one)."""
             built = self._tools(used, fail)
         self._read_fields(used)
         if self.splits:
@@ -138,7 +141,7 @@ class Environment:
         files of the prompt, the graders, the dialogue and the tools, and the recorded reward-hacking
         audit (``<stem>.hacks.json``) when there is one. Packs, content hashes and
         catalogs use this list."""
-        self.toolbox = Toolbox(self.submit, built, self.document)
+        self.toolbox = Toolbox(self.submit, built, self.document, self.containers)
         self.tools_listing = self.toolbox.listing
         """``/tools``: the answer tool and the shared tools."""
         self.task_tools_listing = self.toolbox.task_listing
@@ -338,11 +341,27 @@ class Environment:
             fail(("state", "file"), exc)
             return None
 
+    def _containers(self, fail: Fail) -> SessionContainers | None:
+        """The session containers of the spec's `sandbox:` (made on first use, not here)."""
+        spec = self.spec.sandbox
+        if spec is None:
+            return None
+        try:
+            return SessionContainers(spec, self.loaded.base_dir, environment=self.spec.name)
+        except EnvbuilderError as exc:
+            fail(("sandbox",), exc)
+            return None
+
     def _tools(self, used: dict[Loc, frozenset[str]], fail: Fail) -> list[Tool]:
         """Build the `tools:` of the spec; every problem located in its block."""
         built: list[Tool] = []
         names: dict[str, Loc] = {self.spec.submit.name: ("submit", "name")}
-        context = ToolContext(base_dir=self.loaded.base_dir, splits=self.splits, document=self.document)
+        context = ToolContext(
+            base_dir=self.loaded.base_dir,
+            splits=self.splits,
+            document=self.document,
+            containers=self.containers,
+        )
         for i, config in enumerate(self.spec.tools):
             loc: Loc = ("tools", i)
             if loc in self._refused_tools:
@@ -530,6 +549,9 @@ class Environment:
                 await self.submit.transcript_grader.aclose()
         if hasattr(self, "toolbox"):
             await self.toolbox.aclose()
+        containers = getattr(self, "containers", None)
+        if containers is not None:
+            await containers.aclose()
 
     async def call_tool(
         self, episode: Episode, name: str, tool_input: dict[str, Any]

@@ -76,9 +76,16 @@ class Episode:
     """The reward of each reply when a dialogue is graded per turn."""
     void: str | None = None
     """Why a dialogue grade failed for a reason outside the agent's answer (the first such)."""
+    sandbox: str | None = None
+    """The name of the session's container (a spec's `sandbox:`), once a tool made it."""
     state: dict[str, Any] | None = None
     """The episode's changes to the spec's state document (``envbuilder.state.Changes``);
     None until a tool first reads it."""
+
+    @property
+    def leaves_resources(self) -> bool:
+        """Whether ending the episode has something to release (a tool's state, a container)."""
+        return bool(self.tool_state) or self.sandbox is not None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -32,6 +32,7 @@ from envbuilder.protocol import (
     ToolResultBlock,
     ToolSpec,
 )
+from envbuilder.sandbox import SessionContainers, Workspace, new_name
 from envbuilder.state import Document, State
 from envbuilder.tools import Tool, ToolCall, input_model
 
@@ -65,10 +66,18 @@ class _Declared:
 class Toolbox:
     """The tools of one environment, and the per-call rules."""
 
-    def __init__(self, submit: SubmitTool, tools: Iterable[Tool], document: Document | None = None):
+    def __init__(
+        self,
+        submit: SubmitTool,
+        tools: Iterable[Tool],
+        document: Document | None = None,
+        containers: SessionContainers | None = None,
+    ):
         self.submit = submit
         self.document = document
         """The initial state document (`state:`), or None."""
+        self.containers = containers
+        """The session containers of a spec's `sandbox:`, or None."""
         self.declared = {t.name: _Declared(t) for t in tools}
         declared = list(self.declared.values())
         spec = submit.spec
@@ -84,7 +93,9 @@ class Toolbox:
         """``/task_tools``: every tool, the task-scoped ones included."""
         self.varies = any(d.config.only_for for d in declared)
         """Whether a session's tools depend on its task (``only_for``)."""
-        self.cleanup = any(type(d.tool).end_session is not Tool.end_session for d in self.declared.values())
+        self.cleanup = containers is not None or any(
+            type(d.tool).end_session is not Tool.end_session for d in self.declared.values()
+        )
         """Whether some tool releases per-session resources when a session ends."""
         submit.trajectory_of = self.trajectory
 
@@ -153,7 +164,9 @@ class Toolbox:
         document = None
         try:
             document = self.state_of(episode) if declared.tool.uses_document else None
-            reply = await declared.tool.run(ToolCall(episode.task, args, state, episode.secrets, document))
+            workspace = self._workspace(episode, make=True) if declared.tool.uses_sandbox else None
+            call = ToolCall(episode.task, args, state, episode.secrets, document, workspace)
+            reply = await declared.tool.run(call)
         except ToolError as exc:
             return _error_output(f"{name!r} failed: {exc}")  # counted, not charged, nothing changed
         except Exception as exc:  # a broken tool (a spec's function): its call fails, not the server
@@ -184,6 +197,14 @@ class Toolbox:
             output=ToolOutput(blocks=blocks, metadata=metadata or None, reward=reward, finished=finished)
         )
 
+    def _workspace(self, episode: Episode, *, make: bool) -> Workspace | None:
+        """The session's container (its name chosen now when ``make`` and it has none)."""
+        if self.containers is None:
+            return None
+        if make and episode.sandbox is None:
+            episode.sandbox = new_name()
+        return Workspace(self.containers, episode.sandbox, episode.task)
+
     def trajectory(
         self, episode: Episode, message: str | None = None, reply: str | None = None
     ) -> Trajectory:
@@ -201,8 +222,9 @@ class Toolbox:
                 heard.append(entry["output"])
         said += [message] if message is not None else []
         heard += [reply] if reply is not None else []
+        workspace = self._workspace(episode, make=False)
         if self.document is None:
-            return Trajectory(calls, said, heard)
+            return Trajectory(calls, said, heard, workspace=workspace)
         task = episode.task
 
         async def replay(gold: list[dict[str, Any]]) -> tuple[dict[str, Any], list[str]]:
@@ -214,7 +236,7 @@ class Toolbox:
                 state = self.document.initial(task)
             except ToolError:
                 state = {}
-        return Trajectory(calls, said, heard, state, self.document, replay)
+        return Trajectory(calls, said, heard, state, self.document, replay, workspace)
 
     async def replay(
         self, task: dict[str, Any], calls: list[dict[str, Any]]
@@ -248,7 +270,13 @@ class Toolbox:
         return self.document.state(episode.state)
 
     async def end_session(self, episode: Episode) -> None:
-        """Let each tool release what this session's calls left behind."""
+        """Let each tool release what this session's calls left behind, and remove the
+        session's container."""
+        if self.containers is not None and episode.sandbox is not None:
+            try:
+                await self.containers.remove(episode.sandbox)
+            except Exception:  # the engine may be gone; the next start reaps it
+                log.exception("removing the session container %s failed", episode.sandbox)
         for name, state in list(episode.tool_state.items()):
             declared = self.declared.get(name)
             if declared is None or not state:

@@ -161,3 +161,33 @@ def _stop_at_exit(process: subprocess.Popen[bytes], folder: Path | None) -> None
             shutil.rmtree(folder, ignore_errors=True)
 
     atexit.register(stop)
+
+
+BASE_IMAGE = "envbuilder-base:bookworm"
+"""The base the shipped repository tasks' image builds on (Debian minbase with python3 and git:
+``envbuilder sandbox build-image --base``, which ``.ci/run`` runs)."""
+
+
+def needs_base_image() -> str:
+    """The local engine's address, when it has :data:`BASE_IMAGE` (skips, or fails under CI)."""
+    host = os.environ.get("DOCKER_HOST") or DEFAULT_HOST
+
+    async def probe() -> str | None:
+        async with Engine(EngineAddress.from_env(host)).connect() as api:
+            if await api.image(BASE_IMAGE) is None:
+                return f"the engine at {host} has no image {BASE_IMAGE} (sandbox build-image --base)"
+        return None
+
+    def run() -> str | None:
+        try:
+            return asyncio.run(probe())
+        except SandboxError as exc:
+            return str(exc)
+
+    problem = _checked.get(BASE_IMAGE, "")
+    if problem == "":
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            problem = _checked[BASE_IMAGE] = pool.submit(run).result()
+    if problem:
+        _skip(f"needs a container engine with the base image: {problem}")
+    return host

@@ -138,29 +138,42 @@ def test_tools_api() -> None:
         "tools",
     ]
     assert {"calculator", "retrieve", "template", "python", "bash"} <= set(envbuilder.tools.tools.names())
+    assert {"read_file", "write_file", "edit_file"} <= set(envbuilder.tools.tools.names())
 
 
 def test_sandbox_api() -> None:
     assert envbuilder.sandbox.__all__ == [
         "BACKEND_ENV",
+        "BASE_PACKAGES",
         "Backend",
         "BubblewrapBackend",
+        "ContainerSpec",
         "DockerBackend",
         "ImageBuild",
+        "ImageBuildSpec",
         "ImageRecipe",
         "Limits",
+        "RepositorySpec",
         "RunResult",
+        "SessionContainers",
         "Slots",
         "Status",
+        "Workspace",
+        "alias_image",
         "backend_from_name",
+        "base_image",
         "build_image",
         "default_backend",
         "default_concurrency",
         "default_image",
+        "new_name",
+        "repository_tree",
         "run_code",
+        "server_id",
         "shared_slots",
+        "strip_git",
     ]
-    assert "unit_tests" in envbuilder.graders.graders.names()
+    assert {"unit_tests", "repo_tests"} <= set(envbuilder.graders.graders.names())
 
 
 def test_server_api() -> None:

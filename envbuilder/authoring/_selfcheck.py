@@ -175,8 +175,17 @@ async def _run(env: Environment, case: Case) -> CheckResult:
     assert env.submit is not None
     if case.response is None:
         return CheckResult(case, reason="the grader states no target for this task", skipped=True)
-    spec = env.submit.spec
     episode = Episode(task=env.split(case.split).task(case.index))
+    try:
+        return await _run_episode(env, case, episode)
+    finally:
+        if env.cleanup:
+            await env.end_session(episode)  # a session container, a working folder
+
+
+async def _run_episode(env: Environment, case: Case, episode: Episode) -> CheckResult:
+    assert env.submit is not None and case.response is not None
+    spec = env.submit.spec
     calls = case.calls or []
     failed: list[str] = []
     broken: list[str] = []

@@ -33,6 +33,14 @@ def build_image(
         ),
     ] = False,
     force: Annotated[bool, typer.Option("--force", help="Build again even when the engine has it.")] = False,
+    base: Annotated[
+        bool,
+        typer.Option(
+            "--base",
+            help="Build the base of session images instead (python3 and git), tagged "
+            "envbuilder-base:<suite> (a `sandbox: build:` Dockerfile's FROM).",
+        ),
+    ] = False,
 ) -> None:
     """Build the Docker backend's sandbox image into the engine: a Debian minbase root filesystem
     with Python (debootstrap, which needs root) imported, and the sandbox's image on top.
@@ -40,14 +48,15 @@ def build_image(
     Both are tagged with a hash of their recipe and skipped when the engine has them. Prints the
     image's tag (set ENVBUILDER_SANDBOX_IMAGE to it when --suite is not the default).
     """
-    from envbuilder.sandbox import ImageRecipe
+    from envbuilder.sandbox import BASE_PACKAGES, ImageRecipe, alias_image, base_image
     from envbuilder.sandbox import build_image as build
     from envbuilder.sandbox._images import keep_folder
 
+    recipe = ImageRecipe(suite=suite, packages=BASE_PACKAGES) if base else ImageRecipe(suite=suite)
     with fail_on_errors():
         report = asyncio.run(
             build(
-                ImageRecipe(suite=suite),
+                recipe,
                 host=host,
                 mirror=mirror,
                 keep_rootfs=keep_folder() if keep_rootfs else None,
@@ -55,6 +64,8 @@ def build_image(
                 say=lambda text: typer.echo(text, err=True),
             )
         )
+        if base:
+            asyncio.run(alias_image(report.tag, base_image(suite), host=host))
     for image, how, seconds in report.steps:
         typer.echo(f"{image}: {how}" + (f" in {seconds:.1f} s" if how != "cached" else ""), err=True)
-    typer.echo(f"{report.tag} ({report.size / 1e6:.0f} MB)")
+    typer.echo(f"{base_image(suite) if base else report.tag} ({report.size / 1e6:.0f} MB)")

@@ -27,6 +27,8 @@ _UNMEASURED = {
     "llm_judge": "a judge's verdicts are a model's: measure them on the spec's own tasks (`envbuilder eval`)",
     "regex": "a regex grader's verdict is its pattern's: nothing to compare across projects",
     "unit_tests": "tests decide: `envbuilder check --hacks` audits what could pass them without solving",
+    "repo_tests": "the repository's own tests decide (SWE-bench's rule); `check --hacks` audits the "
+    "container exploits",
 }
 
 

@@ -10,9 +10,12 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envbuilder.state import Changes, Document
+
+if TYPE_CHECKING:
+    from envbuilder.sandbox import Workspace
 
 __all__ = ["TRAJECTORY", "Call", "Trajectory", "gold_calls"]
 
@@ -46,6 +49,8 @@ class Trajectory:
     replay: Callable[[list[Call]], Awaitable[tuple[Changes, list[str]]]] | None = None
     """Run calls with the same tools on a fresh copy of the task's initial state: the final
     changes and the errors of calls that failed."""
+    workspace: Workspace | None = None
+    """The session's container (a spec's `sandbox:`; its name is None when no tool made one)."""
 
 
 def gold_calls(value: Any) -> list[Call]:

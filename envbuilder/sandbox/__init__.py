@@ -2,29 +2,46 @@
 
 from envbuilder.sandbox._backend import Backend
 from envbuilder.sandbox._bwrap import BubblewrapBackend
+from envbuilder.sandbox._containers import SessionContainers, new_name, server_id
 from envbuilder.sandbox._docker import DockerBackend
 from envbuilder.sandbox._images import ImageBuild, ImageRecipe, build_image, default_image
+from envbuilder.sandbox._repos import repository_tree, strip_git
 from envbuilder.sandbox._result import Limits, RunResult, Status
 from envbuilder.sandbox._run import run_code
 from envbuilder.sandbox._select import BACKEND_ENV, backend_from_name, default_backend
+from envbuilder.sandbox._session_image import BASE_PACKAGES, alias_image, base_image
 from envbuilder.sandbox._slots import Slots, default_concurrency, shared_slots
+from envbuilder.sandbox._workspace import Workspace
+from envbuilder.spec import ContainerSpec, ImageBuildSpec, RepositorySpec
 
 __all__ = [
     "BACKEND_ENV",
+    "BASE_PACKAGES",
     "Backend",
     "BubblewrapBackend",
+    "ContainerSpec",
     "DockerBackend",
     "ImageBuild",
+    "ImageBuildSpec",
     "ImageRecipe",
     "Limits",
+    "RepositorySpec",
     "RunResult",
+    "SessionContainers",
     "Slots",
     "Status",
+    "Workspace",
+    "alias_image",
     "backend_from_name",
+    "base_image",
     "build_image",
     "default_backend",
     "default_concurrency",
     "default_image",
+    "new_name",
+    "repository_tree",
     "run_code",
+    "server_id",
     "shared_slots",
+    "strip_git",
 ]

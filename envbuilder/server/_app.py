@@ -85,10 +85,15 @@ def _lifespan(ctx: ServerContext) -> Callable[[FastAPI], contextlib.AbstractAsyn
         gc.collect()
         gc.freeze()
         task = asyncio.create_task(reaper())
+        # Containers a crashed server of the same id left (in the background: an engine that is
+        # down must not stop the server from starting).
+        left = [asyncio.create_task(e.containers.reap_once()) for e in ctx.envs.values() if e.containers]
         try:
             yield
         finally:
             task.cancel()
+            for reap in left:
+                reap.cancel()
             await ctx.drain()
             for env in ctx.envs.values():
                 await env.aclose()

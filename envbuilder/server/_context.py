@@ -201,7 +201,7 @@ class ServerContext:
         session = await self.sessions.get(key) if self._cleanup else None
         await self.sessions.delete(key)
         self.locks.pop(key, None)
-        if session is not None and session.episode.tool_state:
+        if session is not None and session.episode.leaves_resources:
             self._end_session(self.envs[session.env], session.episode)
 
     def _end_session(self, env: Environment, episode: Episode) -> None:
@@ -226,6 +226,6 @@ class ServerContext:
                 self.settings.session_timeout,
             )
         for session in expired:  # (a shared store's sessions expire in the store, unseen here)
-            if session.episode.tool_state:
+            if session.episode.leaves_resources:
                 self._end_session(self.envs[session.env], session.episode)
         self.calls.evict()

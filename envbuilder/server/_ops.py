@@ -58,6 +58,12 @@ async def health(ctx: ServerContext) -> Reply:
         problem = getattr(ctx.sessions, "problem", None) or "down"
         body = orjson.dumps({"status": "unavailable", "store": problem})
         return Reply(body, JSON, 503, headers={"retry-after": "1"})
+    containers = {n: e.containers.report() for n, e in ctx.envs.items() if e.containers is not None}
+    if containers:  # session containers: their start-up and idle costs (changes with each call)
+        body_: dict[str, Any] = {"status": "ok", "containers": containers}
+        if ctx.confinement is not None:
+            body_["confinement"] = ctx.confinement.word
+        return Reply(orjson.dumps(body_))
     return HEALTH if ctx.confinement is None else _health_with(ctx.confinement.word)
 
 

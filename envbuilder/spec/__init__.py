@@ -1,6 +1,7 @@
 """Spec files: YAML with positions, the pydantic models, loading with located errors, JSON Schema."""
 
 from envbuilder.spec._code import code_parts, code_problems, own_folder
+from envbuilder.spec._container import ContainerSpec, ImageBuildSpec, RepositorySpec
 from envbuilder.spec._load import LoadedSpec, load_spec, parse_spec, read_spec_data
 from envbuilder.spec._models import (
     ENV_NAME_PATTERN,
@@ -35,15 +36,18 @@ from envbuilder.spec._schema import json_schema
 __all__ = [
     "ENV_NAME_PATTERN",
     "TOOL_NAME_PATTERN",
+    "ContainerSpec",
     "ConversationSpec",
     "DialogueSpec",
     "FewShotSpec",
     "GraderConfig",
     "GraderTest",
+    "ImageBuildSpec",
     "LoadedSpec",
     "ParamName",
     "ParamSpec",
     "PromptSpec",
+    "RepositorySpec",
     "SourceConfig",
     "Spec",
     "SplitSpec",

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from envbuilder.plugins import ConfigModel, PluginField
+from envbuilder.spec._container import ContainerSpec
 from envbuilder.spec._plugins import (
     GraderConfig,
     SourceConfig,
@@ -429,6 +430,10 @@ class Spec(ConfigModel):
     compare it with the state the task's gold actions lead to."""
     user: UserSpec | None = None
     """A simulated user the agent talks to through the answer tool (see `UserSpec`)."""
+    sandbox: ContainerSpec | None = None
+    """A container that lives for the session on a Docker or Podman engine: the `bash`,
+    `python`, `read_file`, `write_file` and `edit_file` tools run in it, and repository graders
+    run the tests in a fresh one of its image (see docs/how-to/containers.md)."""
     limits: LimitsSpec = Field(default_factory=LimitsSpec)
     """Budgets of a render: time and size (the defaults suit every honest spec)."""
     extends: str | None = None

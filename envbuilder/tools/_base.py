@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from envbuilder.data import SplitView
+    from envbuilder.sandbox import SessionContainers, Workspace
     from envbuilder.state import Document, State
 
 
@@ -67,6 +68,8 @@ class ToolContext:
     """The environment's splits by name (a tool may search another split's rows)."""
     document: Document | None = None
     """The spec's initial state document (`state:`), when it declares one."""
+    containers: SessionContainers | None = None
+    """The session containers of the spec's `sandbox:`, when it declares one."""
 
 
 @dataclass
@@ -84,6 +87,9 @@ class ToolCall:
     document: State | None = None
     """The episode's state document (a spec's `state:`), for tools that set
     ``uses_document``; changes to it are kept in the session after the call."""
+    workspace: Workspace | None = None
+    """The session's container (a spec's `sandbox:`), for tools whose ``uses_sandbox`` is
+    true; :meth:`~envbuilder.sandbox.Workspace.ensure` makes it on first use."""
 
 
 @dataclass(frozen=True)
@@ -120,6 +126,11 @@ class Tool(Plugin, abc.ABC):
     def __init__(self, config: Any, context: ToolContext):
         self.config = config
         self.context = context
+
+    @property
+    def uses_sandbox(self) -> bool:
+        """Calls run in the session's container (``ToolCall.workspace``)."""
+        return False
 
     @property
     def name(self) -> str:

@@ -27,6 +27,7 @@ from envbuilder.errors import SandboxError, ToolError
 from envbuilder.sandbox import BubblewrapBackend, Limits, RunResult, default_backend, run_code
 from envbuilder.spec import ParamSpec
 from envbuilder.tools._base import Tool, ToolCall, ToolConfig, ToolContext, ToolReply
+from envbuilder.tools._container import bash_command, python_command, run_in_container
 
 WORKDIRS_ENV = "ENVBUILDER_SANDBOX_WORKDIRS"
 _DIR_NAME = re.compile(r"^session-[a-z0-9_]{8,64}$")
@@ -67,12 +68,25 @@ class _CodeTool(Tool):
     reads_input = frozenset({"code"})
     file: ClassVar[str]
     command: ClassVar[tuple[str, ...]]
+    language: ClassVar[Literal["python", "bash"]]
 
     def __init__(self, config: CodeToolConfig, context: ToolContext):
         super().__init__(config, context)
         self._backend = default_backend(config.backend)
 
+    @property
+    def uses_sandbox(self) -> bool:
+        """In a spec with a `sandbox:`, calls run in the session's container (unless the tool
+        names its own `backend:`)."""
+        return self.context.containers is not None and self.config.backend is None
+
     async def run(self, call: ToolCall) -> ToolReply:
+        if call.workspace is not None:
+            code = str(call.args["code"])
+            make = python_command if self.language == "python" else bash_command
+            command = make(code, call.workspace.spec.workdir)
+            result = await run_in_container(call.workspace, command, self.config.limits)
+            return ToolReply.text(_reply_text(result), **result.to_dict(tail=1000))
         workdir = self._workdir(call.state) if self.config.persist else None
         if workdir is not None:
             await asyncio.to_thread(_remove, workdir / self.file)  # whatever the agent left there
@@ -131,6 +145,7 @@ class PythonTool(_CodeTool):
     }
     file = "_cell.py"
     command = ("python3", "-I", "_cell.py")
+    language = "python"
 
 
 class BashTool(_CodeTool):
@@ -144,6 +159,7 @@ class BashTool(_CodeTool):
     }
     file = "_cell.sh"
     command = ("bash", "_cell.sh")
+    language = "bash"
 
 
 def _reply_text(result: RunResult) -> str:

@@ -1,0 +1,613 @@
+"""Per-session containers: one container per session, found by its name, on a Docker or Podman engine.
+
+A spec's ``sandbox:`` (:class:`ContainerSpec`) gives the image (a tag the engine has, or a
+Dockerfile built on a local base), the resources, the network (off by default), the task's
+repository and a set-up command. :class:`SessionContainers` is what a server holds for it:
+
+* **Found by name, not held.** A session keeps only its container's name (``envb-<random>``,
+  in the session record), so any worker or replica serves any session: :meth:`ensure` looks the
+  name up on the engine and creates the container when it is missing (lazily, on the first call
+  that needs it), or starts it again when it was stopped (the files stay, the processes do not).
+* **Labelled per server.** Every container carries ``envbuilder.sandbox=session``, the server's
+  id (``$ENVBUILDER_SERVER_ID``, default the host name) and the process that made it. A server
+  that starts reaps the containers its id left (a crash, a SIGKILL); on shutdown it removes those
+  it made; a session's end (delete, expiry) removes its own.
+* **Calls are execs.** A command runs as an exec in the container as the agent's uid (65534 by
+  default), its output read from the exec's stream until the wrapper's end line (background
+  processes it started go on running: the session's state), killed with its process group at
+  the call's wall time.
+* **Grading never trusts the container.** :meth:`snapshot` stops the container first (every
+  process the agent started is gone), then copies the working folder out;
+  :meth:`run_fresh` runs a command in a *new* container of the same image with a tree the
+  caller built (the repository graders put the hidden tests there), with no network.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import io
+import logging
+import os
+import secrets
+import shlex
+import socket
+import tarfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from envbuilder.errors import SandboxError
+from envbuilder.sandbox._docker import LABEL, OWNER_LABEL, owner
+from envbuilder.sandbox._engine import STDERR, STDOUT, Engine, EngineAddress, EngineClient
+from envbuilder.sandbox._process import Output
+from envbuilder.sandbox._result import RunResult, Status
+from envbuilder.spec import ContainerSpec
+
+log = logging.getLogger("envbuilder.sandbox")
+
+SERVER_ENV = "ENVBUILDER_SERVER_ID"
+SERVER_LABEL = "envbuilder.server"
+SESSION_LABEL = "envbuilder.session"
+NAME_PREFIX = "envb-"
+_MB = 1024 * 1024
+_ARG_CHUNK = 96 * 1024  # under the kernel's 128 KiB for one argument
+_MAX_WRITE = 1024 * 1024
+_STATE = "/tmp/.envbuilder"  # the shell's working folder between calls (the agent's own)
+_READY = "/.envbuilder-ready"  # root's: written when the set-up is done (the agent cannot)
+
+
+def server_id() -> str:
+    """This server's label value (``$ENVBUILDER_SERVER_ID``, default the host name): a restarted
+    server reaps what a server of the same id left."""
+    return os.environ.get(SERVER_ENV) or socket.gethostname()
+
+
+def new_name() -> str:
+    """A fresh container name for a session."""
+    return NAME_PREFIX + secrets.token_hex(10)
+
+
+@dataclass
+class Costs:
+    """What containers have cost this process (``/health``)."""
+
+    created: int = 0
+    removed: int = 0
+    reaped: int = 0
+    start_seconds: float = 0.0
+    """Sum of create-to-ready times (set-up included)."""
+    calls: int = 0
+
+    def as_dict(self, live: int) -> dict[str, Any]:
+        mean = self.start_seconds / self.created if self.created else None
+        return {
+            "live": live,
+            "created": self.created,
+            "removed": self.removed,
+            "reaped": self.reaped,
+            "calls": self.calls,
+            "mean_start_ms": None if mean is None else round(mean * 1000, 1),
+        }
+
+
+class SessionContainers:
+    """The containers of one spec's sessions on one engine."""
+
+    def __init__(
+        self,
+        spec: ContainerSpec,
+        base_dir: Path,
+        *,
+        image: str | None = None,
+        host: str | None = None,
+        environment: str = "env",
+    ):
+        self.spec = spec
+        self.base_dir = base_dir
+        self.address = EngineAddress.from_env(host)
+        self.engine = Engine(self.address)
+        self.environment = environment
+        self.server = server_id()
+        self.costs = Costs()
+        self._image = image or spec.image
+        self._locks: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Lock]] = {}
+        self._ready: set[str] = set()  # names this process saw ready (a cache; the engine decides)
+        self._reaped = False
+
+    # -- the image ---------------------------------------------------------------------------
+
+    async def image(self) -> str:
+        """The session image's tag (built from the spec's Dockerfile the first time)."""
+        if self._image is not None:
+            return self._image
+        async with self._lock("image"):
+            if self._image is None:
+                from envbuilder.sandbox._session_image import build_session_image
+
+                assert self.spec.build is not None
+                self._image = await build_session_image(self.engine, self.spec.build, self.base_dir)
+        return self._image
+
+    # -- life of a session's container -------------------------------------------------------
+
+    def labels(self, name: str) -> dict[str, str]:
+        return {
+            LABEL: "session",
+            SERVER_LABEL: self.server,
+            OWNER_LABEL: owner(),
+            SESSION_LABEL: name,
+            "envbuilder.environment": self.environment,
+        }
+
+    def config(self, image: str, name: str, *, network: bool) -> dict[str, Any]:
+        spec = self.spec
+        memory = spec.memory_mb * _MB
+        return {
+            "Image": image,
+            "Entrypoint": ["sleep"],
+            "Cmd": ["infinity"],
+            "User": "0:0",
+            "WorkingDir": "/",
+            "Hostname": "sandbox",
+            "Labels": self.labels(name),
+            "Env": ["LANG=C.UTF-8", "PATH=/usr/local/bin:/usr/bin:/bin"],
+            "NetworkDisabled": not network,
+            "HostConfig": {
+                "Init": True,  # reaps what the agent's processes leave
+                "NetworkMode": "bridge" if network else "none",
+                "CapDrop": ["ALL"],
+                "CapAdd": ["CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID", "KILL"],
+                "SecurityOpt": ["no-new-privileges"],
+                "Memory": memory,
+                "MemorySwap": memory,
+                "NanoCpus": int(spec.cpus * 1e9),
+                "PidsLimit": spec.processes,
+                "ShmSize": 64 * _MB,
+                "LogConfig": {"Type": "none", "Config": {}},
+            },
+        }
+
+    async def ensure(self, name: str, tree: bytes | None) -> None:
+        """Make sure the session's container runs and is set up (``tree``: a tar of the working
+        folder's first contents, e.g. the task's repository; None: empty).
+
+        Raises:
+            SandboxError: the engine cannot make it, or the set-up failed.
+        """
+        if name in self._ready:
+            return
+        async with self._lock(name):
+            if name in self._ready:
+                return
+            await self.reap_once()
+            async with self.engine.connect() as api:
+                state = await _inspect(api, name)
+                if state is not None:
+                    if not state.get("Running"):
+                        await api.start(name)
+                    if await self._is_ready(api, name):
+                        self._ready.add(name)
+                        return
+                    await _wait_ready(self, api, name)
+                    self._ready.add(name)
+                    return
+                started = time.monotonic()
+                image = await self.image()
+                try:
+                    await api.create(self.config(image, name, network=self.spec.network), name=name)
+                except SandboxError as exc:
+                    if "Conflict" not in str(exc) and "already in use" not in str(exc):
+                        raise
+                    await _wait_ready(self, api, name)  # another worker makes it
+                    self._ready.add(name)
+                    return
+                try:
+                    await api.start(name)
+                    await self._set_up(api, name, tree)
+                except BaseException:
+                    with contextlib.suppress(SandboxError):
+                        await asyncio.shield(api.remove(name))
+                    raise
+                self.costs.created += 1
+                self.costs.start_seconds += time.monotonic() - started
+                self._ready.add(name)
+
+    def _lock(self, key: str) -> asyncio.Lock:
+        """One lock per key and event loop (``check`` runs its cases in several loops)."""
+        loop = asyncio.get_running_loop()
+        held = self._locks.get(key)
+        if held is None or held[0] is not loop:
+            held = self._locks[key] = (loop, asyncio.Lock())
+        return held[1]
+
+    async def _set_up(self, api: EngineClient, name: str, tree: bytes | None) -> None:
+        spec, uid = self.spec, self.spec.user
+        work = shlex.quote(spec.workdir)
+        steps = f"mkdir -p {work} {_STATE} && chown {uid}:{uid} {work} {_STATE} && chmod 0700 {_STATE}"
+        await self._root(api, name, steps, "prepare the working folder")
+        if tree is not None:
+            await _put(api, name, spec.workdir, tree)
+            await self._root(api, name, f"chown -R {uid}:{uid} {work}", "hand the repository to the agent")
+        if spec.repository is not None:
+            script = (
+                "git init -q && git add -A && git -c user.name=envbuilder -c user.email=envbuilder@localhost "
+                "commit -q --allow-empty -m base"
+            )
+            result = await self.exec(
+                name, ["bash", "-c", script], user=uid, timeout=300, workdir=spec.workdir, api=api
+            )
+            if not result.ok:
+                said = (result.stderr or result.stdout).strip()[-500:]
+                raise SandboxError(
+                    f"the repository could not be committed in the container ({result.describe()}): {said}"
+                )
+        if spec.setup:
+            result = await self.exec(
+                name, ["bash", "-c", spec.setup], user=0, timeout=600, workdir=spec.workdir, api=api
+            )
+            if not result.ok:
+                raise SandboxError(
+                    f"the sandbox's setup command failed ({result.status}, exit {result.exit_code}): "
+                    f"{(result.stderr or result.stdout)[-500:]}",
+                    hint="Run it in the image by hand to see why",
+                )
+        await self._root(api, name, f"touch {_READY}", "mark the container ready")
+
+    async def _root(self, api: EngineClient, name: str, script: str, what: str) -> None:
+        result = await self.exec(name, ["sh", "-c", script], user=0, timeout=120, api=api)
+        if not result.ok:
+            raise SandboxError(f"could not {what} in the session container: {result.stderr.strip()[-300:]}")
+
+    async def _is_ready(self, api: EngineClient, name: str) -> bool:
+        result = await self.exec(name, ["test", "-e", _READY], user=0, timeout=30, api=api)
+        return result.ok
+
+    async def remove(self, name: str) -> None:
+        """Remove the session's container (gone already is fine)."""
+        self._ready.discard(name)
+        self._locks.pop(name, None)
+        async with self.engine.connect() as api:
+            if await _inspect(api, name) is not None:
+                await api.remove(name)
+                self.costs.removed += 1
+
+    async def reap_once(self) -> None:
+        """:meth:`reap`, the first time it is asked (a failure is logged, not raised)."""
+        if not self._reaped:
+            self._reaped = True
+            try:
+                await self.reap()
+            except SandboxError as exc:
+                log.warning("could not reap the containers an earlier server left: %s", exc.message)
+
+    async def reap(self) -> int:
+        """Remove the containers this server's id left from an earlier process (a crash); their
+        number."""
+        async with self.engine.connect() as api:
+            found = await api.containers({LABEL: "session", SERVER_LABEL: self.server})
+            mine = owner()
+            gone = 0
+            for container in found:
+                if (container.get("Labels") or {}).get(OWNER_LABEL) != mine:
+                    await api.remove(str(container["Id"]))
+                    gone += 1
+        self.costs.reaped += gone
+        return gone
+
+    async def live(self) -> list[str]:
+        """The names of this process's session containers on the engine."""
+        async with self.engine.connect() as api:
+            found = await api.containers({LABEL: "session", OWNER_LABEL: owner()})
+        return [str(c.get("Labels", {}).get(SESSION_LABEL, "")) for c in found]
+
+    async def aclose(self) -> None:
+        """Remove every container this process made (server shutdown)."""
+        with contextlib.suppress(SandboxError):
+            async with self.engine.connect() as api:
+                for container in await api.containers({LABEL: "session", OWNER_LABEL: owner()}):
+                    await api.remove(str(container["Id"]))
+                    self.costs.removed += 1
+        self._ready.clear()
+
+    def report(self) -> dict[str, Any]:
+        """Start-up and idle costs for ``/health``: containers live (ready in this process),
+        made, removed, reaped, calls, the mean create-to-ready time, and what each may hold."""
+        return {
+            **self.costs.as_dict(len(self._ready)),
+            "memory_mb_each": self.spec.memory_mb,
+            "image": self._image,
+            "engine": str(self.address),
+        }
+
+    # -- calls --------------------------------------------------------------------------------
+
+    async def exec(
+        self,
+        name: str,
+        command: Sequence[str],
+        *,
+        user: int | None = None,
+        timeout: float = 60.0,
+        output_bytes: int = 64 * 1024,
+        workdir: str | None = None,
+        env: Mapping[str, str] | None = None,
+        api: EngineClient | None = None,
+    ) -> RunResult:
+        """Run ``command`` in the container; killed with its process group at ``timeout``."""
+        if api is None:
+            async with self.engine.connect() as own:
+                return await self.exec(
+                    name, command, user=user, timeout=timeout, output_bytes=output_bytes,
+                    workdir=workdir, env=env, api=own,
+                )  # fmt: skip
+        uid = self.spec.user if user is None else user
+        nonce = secrets.token_hex(12)
+        variables = {"HOME": "/tmp", "LANG": "C.UTF-8", "PATH": "/usr/local/bin:/usr/bin:/bin", **(env or {})}
+        # The wrapper says its pid (to kill its group at the deadline) and its end (so background
+        # processes that keep the stream open do not hold the call).
+        wrapper = (
+            f'printf "%s:pid %s\\n" {nonce} "$$"; "$@"; s=$?; '
+            f'printf "\\n%s:end %s\\n" {nonce} "$s"; exit "$s"'
+        )
+        body = {
+            "AttachStdin": False,
+            "AttachStdout": True,
+            "AttachStderr": True,
+            "Tty": False,
+            "User": f"{uid}:{uid}",
+            "WorkingDir": workdir or "/",
+            "Env": [f"{k}={v}" for k, v in variables.items()],
+            # A session of its own, so that the deadline kills the call's process group only.
+            "Cmd": ["setsid", "-w", "sh", "-c", wrapper, "sh", *command],
+        }
+        response = await api.request("POST", f"/containers/{name}/exec", body=body)
+        assert response is not None
+        exec_id = str(response.json()["Id"])
+        output = Output(output_bytes)
+        reader = _ExecReader(nonce, output)
+        started = time.monotonic()
+        status: Status | None = None
+        self.costs.calls += 1
+        async with api.hijack(f"/exec/{exec_id}/start", {}, body={"Detach": False, "Tty": False}) as stream:
+            pump = asyncio.ensure_future(reader.pump(stream))
+            over = asyncio.ensure_future(output.over.wait())
+            try:
+                done, _ = await asyncio.wait({pump, over}, timeout=timeout, return_when="FIRST_COMPLETED")
+                if pump not in done:
+                    status = Status.OUTPUT_LIMIT if over in done else Status.TIMEOUT
+                    if reader.pid is not None:
+                        await self._kill_group(api, name, reader.pid, uid)
+            finally:
+                for task in (pump, over):
+                    task.cancel()
+                for task in (pump, over):
+                    with contextlib.suppress(asyncio.CancelledError, Exception):
+                        await task
+        if status is None and reader.end is None:
+            # The stream closed before the end line (the engine's doing): the exec's own status.
+            code = await _exit_code(api, exec_id, started + timeout)
+            if reader.pid is None or code is None:
+                raise SandboxError(
+                    f"the session container {name} did not run the command (it was stopped or removed)"
+                )
+            return output.result(None, code, started)
+        return output.result(status, reader.end if reader.end is not None else -1, started)
+
+    async def _kill_group(self, api: EngineClient, name: str, pid: int, uid: int) -> None:
+        with contextlib.suppress(SandboxError):
+            script = 'kill -9 -"$0" 2>/dev/null || kill -9 "$0"'  # (sh's kill: no procps)
+            await self.exec(name, ["sh", "-c", script, str(pid)], user=uid, timeout=20, api=api)
+
+    async def read(self, name: str, path: str, limit: int) -> bytes:
+        """The file at ``path`` as the agent reads it (its permissions), up to ``limit`` bytes.
+
+        Raises:
+            SandboxError: the engine failed; FileNotFoundError/PermissionError-like failures
+            come back as a :class:`RunResult` message in ``OSError``.
+        """
+        code = (
+            "import sys,base64\n"
+            "with open(sys.argv[1],'rb') as f: data=f.read(int(sys.argv[2])+1)\n"
+            "sys.stdout.write(base64.b64encode(data).decode())\n"
+        )
+        result = await self.exec(
+            name,
+            ["python3", "-c", code, path, str(limit)],
+            workdir=self.spec.workdir,
+            timeout=30,
+            output_bytes=limit * 2 + 4096,
+        )
+        if not result.ok:
+            raise OSError(_last_line(result.stderr) or f"cannot read {path}")
+        return base64.b64decode(result.stdout.strip() or "")
+
+    async def write(self, name: str, path: str, data: bytes) -> None:
+        """Write ``data`` to ``path`` as the agent (its permissions; parent folders made)."""
+        if len(data) > _MAX_WRITE:
+            raise OSError(f"the file is too large to write ({len(data):,} bytes; at most {_MAX_WRITE:,})")
+        text = base64.b64encode(data).decode()
+        chunks = [text[i : i + _ARG_CHUNK] for i in range(0, len(text), _ARG_CHUNK)] or [""]
+        code = (
+            "import sys,os,base64\n"
+            "p=sys.argv[1]; d=os.path.dirname(p)\n"
+            "d and os.makedirs(d, exist_ok=True)\n"
+            "with open(p,'wb') as f: f.write(base64.b64decode(''.join(sys.argv[2:])))\n"
+        )
+        result = await self.exec(
+            name, ["python3", "-c", code, path, *chunks], workdir=self.spec.workdir, timeout=30
+        )
+        if not result.ok:
+            raise OSError(_last_line(result.stderr) or f"cannot write {path}")
+
+    # -- grading ------------------------------------------------------------------------------
+
+    async def snapshot(self, name: str, limit: int = 512 * _MB) -> bytes | None:
+        """Stop the session's container (every process in it ends), then a tar of its working
+        folder; None when the session never had one."""
+        self._ready.discard(name)
+        async with self.engine.connect() as api:
+            if await _inspect(api, name) is None:
+                return None
+            await api.kill(name)
+            params = {"path": self.spec.workdir.rstrip("/") + "/."}
+            response = await api.request("GET", f"/containers/{name}/archive", params=params, timeout=300)
+            assert response is not None
+            if len(response.content) > limit:
+                raise SandboxError(f"the session's working folder is larger than {limit // _MB} MiB")
+            return response.content
+
+    async def run_fresh(
+        self,
+        tree: bytes,
+        command: Sequence[str],
+        *,
+        files: Mapping[str, bytes] | None = None,
+        timeout: float = 600,
+        output_bytes: int = 4 * _MB,
+        env: Mapping[str, str] | None = None,
+    ) -> RunResult:
+        """Run ``command`` (as the agent's uid, in the working folder) in a new container of the
+        session image holding ``tree`` in the working folder and ``files`` (root's, read-only
+        to the command) by absolute path; no network; removed after."""
+        name = new_name()
+        image = await self.image()
+        async with self.engine.connect() as api:
+            config = self.config(image, name, network=False)
+            config["Labels"][LABEL] = "grading"
+            await api.create(config, name=name)
+            try:
+                await api.start(name)
+                work = shlex.quote(self.spec.workdir)
+                uid = self.spec.user
+                await self._root(
+                    api, name, f"mkdir -p {work} && chown {uid}:{uid} {work}", "prepare the tests"
+                )
+                await _put(api, name, self.spec.workdir, tree)
+                await self._root(api, name, f"chown -R {uid}:{uid} {work}", "hand the tree to the tests")
+                for path, data in (files or {}).items():
+                    folder, base = path.rsplit("/", 1)
+                    await self._root(api, name, f"mkdir -p {shlex.quote(folder or '/')}", "prepare the tests")
+                    await _put(api, name, folder or "/", _tar({base: data}, uid=0, mode=0o644))
+                return await self.exec(
+                    name, command, workdir=self.spec.workdir, timeout=timeout, output_bytes=output_bytes,
+                    env=env, api=api,
+                )  # fmt: skip
+            finally:
+                with contextlib.suppress(SandboxError):
+                    await asyncio.shield(api.remove(name))
+
+
+async def _exit_code(api: EngineClient, exec_id: str, deadline: float) -> int | None:
+    """An exec's exit status once it ended (None: unknown, or still running at ``deadline``)."""
+    while True:
+        info = await api.request("GET", f"/exec/{exec_id}/json", missing_ok=True)
+        if info is None:
+            return None
+        data = info.json()
+        if not data.get("Running"):
+            code = data.get("ExitCode")
+            return int(code) if isinstance(code, int) else None
+        if time.monotonic() > deadline:
+            return None
+        await asyncio.sleep(0.05)
+
+
+async def _inspect(api: EngineClient, name: str) -> dict[str, Any] | None:
+    response = await api.request("GET", f"/containers/{name}/json", missing_ok=True)
+    return None if response is None else dict(response.json().get("State") or {})
+
+
+async def _wait_ready(owner_: SessionContainers, api: EngineClient, name: str, seconds: float = 120) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        state = await _inspect(api, name)
+        if state is None:
+            raise SandboxError(f"the session container {name} was removed while it was being set up")
+        if state.get("Running") and await owner_._is_ready(api, name):
+            return
+        await asyncio.sleep(0.2)
+    raise SandboxError(f"the session container {name} was not ready within {seconds:.0f} s")
+
+
+async def _put(api: EngineClient, name: str, folder: str, tar: bytes) -> None:
+    await api.request(
+        "PUT",
+        f"/containers/{name}/archive",
+        params={"path": folder},
+        content=tar,
+        headers={"Content-Type": "application/x-tar"},
+        timeout=300,
+    )
+
+
+def _tar(files: Mapping[str, bytes], *, uid: int, mode: int) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        for path, data in files.items():
+            info = tarfile.TarInfo(path)
+            info.size, info.mode, info.uid, info.gid = len(data), mode, uid, uid
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+class _ExecReader:
+    """An exec's stream: the wrapper's pid line, the command's output, the wrapper's end line."""
+
+    def __init__(self, nonce: str, output: Output):
+        self._pid_mark = f"{nonce}:pid ".encode()
+        self._end_mark = f"\n{nonce}:end ".encode()
+        self._output = output
+        self._head = bytearray()
+        self._pending = bytearray()
+        self.pid: int | None = None
+        self.end: int | None = None
+
+    async def pump(self, stream: Any) -> None:
+        async for kind, data in stream.frames():
+            if kind == STDERR:
+                if self.pid is not None:
+                    self._output.take(self._output.err, data)
+                continue
+            if kind != STDOUT:
+                continue
+            if self.pid is None:
+                self._head += data
+                at = self._head.find(b"\n")
+                if at < 0:
+                    continue
+                line = bytes(self._head[:at])
+                if line.startswith(self._pid_mark):
+                    self.pid = int(line[len(self._pid_mark) :] or 0)
+                data = bytes(self._head[at + 1 :])
+                self._head.clear()
+            if self._feed(data):
+                return
+        self._output.take(self._output.out, bytes(self._pending))
+
+    def _feed(self, data: bytes) -> bool:
+        pending = self._pending
+        pending += data
+        at = pending.find(self._end_mark)
+        if at < 0:
+            keep = len(self._end_mark) + 12
+            if len(pending) > keep:
+                self._output.take(self._output.out, bytes(pending[:-keep]))
+                del pending[:-keep]
+            return False
+        line_end = pending.find(b"\n", at + len(self._end_mark))
+        if line_end < 0:
+            return False
+        self._output.take(self._output.out, bytes(pending[:at]))
+        field = bytes(pending[at + len(self._end_mark) : line_end]).strip()
+        self.end = int(field) if field.lstrip(b"-").isdigit() else -1
+        pending.clear()
+        return True
