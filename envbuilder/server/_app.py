@@ -21,6 +21,7 @@ from envbuilder.errors import RequestRejected
 from envbuilder.server import _ops
 from envbuilder.server._catalog import router as catalog
 from envbuilder.server._discovery import router as discovery
+from envbuilder.server._doors import open_doors
 from envbuilder.server._episodes import router as episodes
 from envbuilder.server._fast import FastFront
 from envbuilder.server._responses import ReplyResponse, json_response
@@ -119,7 +120,7 @@ def _add_error_handlers(app: FastAPI) -> None:
 
 def _add_routes(app: ORSApp, state: State) -> None:
     """Include the routers and build the front door from the same route declarations."""
-    routers = (discovery, episodes, catalog)
+    routers = (discovery, episodes, catalog, *open_doors(state.settings.doors, list(state.envs.values())))
     for router in routers:
         app.include_router(router)
     # The routes as declared (FastAPI includes routers lazily): the front door takes its
