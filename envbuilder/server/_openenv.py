@@ -91,12 +91,6 @@ class ListToolsAction(BaseModel):
 Action = Annotated[CallToolAction | ListToolsAction, Field(discriminator="type")]
 
 
-class ActionModel(BaseModel):
-    """The action a step takes (for validation and the ``/schema`` route)."""
-
-    action: Action
-
-
 class ToolErrorInfo(BaseModel):
     """OpenEnv's ``ToolError``: why a call did not run."""
 
@@ -298,7 +292,7 @@ def metadata(env: Environment) -> dict[str, Any]:
 
 __all__ = [
     "PREFIX",
-    "ActionModel",
+    "Action",
     "CallToolAction",
     "ListToolsAction",
     "ResetRequest",

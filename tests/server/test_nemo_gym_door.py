@@ -237,3 +237,24 @@ def test_the_door_refuses_what_nemo_gym_cannot_express(models: ChatServer) -> No
     with pytest.raises(EnvbuilderError) as unknown:
         check_doors(["nemo_gym"], [clash])
     assert unknown.value.code == "unknown_door" and "Did you mean 'nemo-gym'?" in str(unknown.value)
+
+
+def test_a_rollout_moves_between_servers_on_one_redis(
+    models: ChatServer, policy: tuple[Policy, ChatServer], redis_url: str
+) -> None:
+    """Seeded on one server, its tools called on another, verified on the first: the episode,
+    and the result of the call that ended it, live in the shared store."""
+    envs = [[load(ENVS / "gsm8k_tools.yaml", models.base_url)] for _ in range(2)]
+    with _serve(envs[0], store=redis_url) as one, _serve(envs[1], store=redis_url) as two:
+        gold, _ = plays(envs[0][0])
+        row = _rows(one, gold)[0]
+        seeded = httpx.post(f"{one}/seed_session", json=row)
+        cookie = {"cookie": f"envbuilder_nemo_gym={seeded.cookies['envbuilder_nemo_gym']}"}
+        assert httpx.post(f"{two}/calculator", json={"expression": "6*7"}, headers=cookie).text == "42"
+        ended = httpx.post(f"{two}/submit", json=gold.calls[-1][1], headers=cookie)
+        assert ended.status_code == 200 and ended.text.startswith("Correct")
+        response = {"output": [{"type": "message", "role": "assistant", "content": []}]}
+        verified = httpx.post(f"{one}/verify", json={**row, "response": response}, headers=cookie)
+        assert verified.status_code == 200 and verified.json()["reward"] == 1.0
+        again = httpx.post(f"{two}/verify", json={**row, "response": response}, headers=cookie)
+        assert again.status_code == 404  # verify ends the episode

@@ -269,3 +269,26 @@ def test_schema_and_metadata(gsm8k_url: str) -> None:
         assert http.get("/metadata").json()["name"] == "gsm8k"
         assert http.get("/gsm8k/metadata").json()["name"] == "gsm8k"
         assert http.get("/health").json() == {"status": "healthy"}
+
+
+def test_websocket_messages_and_idle_connections_are_bounded(models: ChatServer) -> None:
+    """A message over --max-body-bytes closes its connection (1009), one that sends nothing for
+    the session timeout is closed; neither touches another connection's episode."""
+    from websockets.exceptions import ConnectionClosed
+    from websockets.sync.client import connect
+
+    envs = [load(Path("envs/gsm8k.yaml").resolve(), models.base_url)]
+    with _serve(envs, max_body_bytes=4096, session_timeout=1.0) as url:
+        ws_url = url.replace("http://", "ws://") + "/openenv/ws"
+        with connect(ws_url) as calm, connect(ws_url) as big:
+            calm.send('{"type": "reset", "data": {"seed": 1}}')
+            assert '"observation"' in calm.recv()
+            big.send('{"type": "reset", "data": {"episode_id": "' + "x" * 8000 + '"}}')
+            with pytest.raises(ConnectionClosed) as closed:
+                big.recv()
+            assert closed.value.rcvd is not None and closed.value.rcvd.code == 1009
+            calm.send('{"type": "state"}')
+            assert '"type":"state"' in calm.recv()
+            with pytest.raises(ConnectionClosed) as idle:  # then nothing for the session timeout
+                calm.recv(timeout=30)
+            assert idle.value.rcvd is not None and idle.value.rcvd.code == 1000
