@@ -51,7 +51,10 @@ class SimpleAgent:
     def _post(self, path: str, body: Any, cookies: dict[str, str]) -> httpx.Response:
         headers = {"cookie": "; ".join(f"{k}={v}" for k, v in cookies.items())} if cookies else {}
         response = self.resources.post(path, json=body, headers=headers)
-        cookies.update(response.cookies)  # aiohttp's response.cookies, passed on to the next call
+        # `resources_server_cookies = api_response.cookies`: the next call sends only the cookies
+        # this answer set (a server that does not set its cookie again loses it).
+        cookies.clear()
+        cookies.update(response.cookies)
         return response
 
     def run(self, row: dict[str, Any]) -> dict[str, Any]:

@@ -113,8 +113,17 @@ def _tool_route(name: str) -> Any:
         state = _state(request)
         sid = _sid(request)
         assert sid is not None
-        status, body, media = await _nemo_gym.call(state, sid, name, await _body(request))
-        return Response(body, status, media_type=media.decode())
+        headers: dict[str, str] = {}
+        try:
+            status, body, media = await _nemo_gym.call(state, sid, name, await _body(request))
+        except RequestRejected as exc:
+            status, body, media = exc.status, orjson.dumps({"detail": exc.message}), _ops.JSON
+            headers = dict(exc.headers or {})
+        response = Response(body, status, headers=headers, media_type=media.decode())
+        # NeMo Gym's agent sends the next call only the cookies this answer sets (as Starlette's
+        # session middleware sets its cookie on every answer): set it again, errors included.
+        response.set_cookie(_nemo_gym.COOKIE, sid, httponly=True, samesite="strict")
+        return response
 
     return run
 

@@ -6,6 +6,9 @@ door serves, the episode's tools called through the door, the reward ``/verify``
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -258,3 +261,56 @@ def test_a_rollout_moves_between_servers_on_one_redis(
         assert verified.status_code == 200 and verified.json()["reward"] == 1.0
         again = httpx.post(f"{two}/verify", json={**row, "response": response}, headers=cookie)
         assert again.status_code == 404  # verify ends the episode
+
+
+NEMO_GYM_PYTHON = os.environ.get("ENVBUILDER_NEMO_GYM_PYTHON")
+"""A Python (3.12 or later) with the real ``nemo-gym`` installed; its tests skip without one."""
+
+
+def _nemo_reply(reply: dict[str, Any]) -> dict[str, Any]:
+    """A Responses API answer with every field NeMo Gym's ``NeMoGymResponse`` requires."""
+    reply.update(created_at=0, model="scripted", parallel_tool_calls=False, tool_choice="auto", tools=[])
+    reply["usage"].update(
+        input_tokens_details={"cached_tokens": 0}, output_tokens_details={"reasoning_tokens": 0}
+    )
+    return reply
+
+
+@pytest.mark.skipif(
+    not NEMO_GYM_PYTHON,
+    reason="set ENVBUILDER_NEMO_GYM_PYTHON to a Python >= 3.12 with nemo-gym installed (0.4.0 on 3.12)",
+)
+@pytest.mark.parametrize("name", FIVE)
+def test_the_real_nemo_gym_simple_agent_gets_the_rewards(
+    name: str, models: ChatServer, tmp_path: Path
+) -> None:
+    """NeMo Gym's own SimpleAgent (its server, ServerClient and aiohttp client, in a Python
+    with nemo-gym) runs a gold rollout against the door: the full reward."""
+    served = load(ENVS / f"{name}.yaml", models.base_url)
+    assert served.submit is not None
+    gold, _ = plays(served)
+    dialogue = served.spec.user is not None
+    calls, final = (gold.calls, "Goodbye.") if dialogue else _in_message(gold, served.submit.spec.name)
+
+    def scripted(body: dict[str, Any], index: int) -> tuple[int, dict[str, Any], dict[str, str]]:
+        done = sum(1 for item in body["input"] if item.get("type") == "function_call_output")
+        if done < len(calls):
+            return 200, _nemo_reply(responses_reply(tool=calls[done])), {}
+        return 200, _nemo_reply(responses_reply(text=final)), {}
+
+    with ChatServer(scripted, route="/responses") as model_server, _serve([served]) as url:
+        rows = tmp_path / "rows.jsonl"
+        rows.write_text("".join(json.dumps(row) + "\n" for row in _rows(url, gold)))
+        model_port = model_server.base_url.rsplit(":", 1)[1].split("/")[0]
+        script = Path(__file__).resolve().parent.parent / "nemo_gym_real.py"
+        assert NEMO_GYM_PYTHON is not None
+        run = subprocess.run(
+            [NEMO_GYM_PYTHON, str(script), url.rsplit(":", 1)[1], model_port, str(rows)],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+    assert run.returncode == 0, run.stderr[-2000:]
+    answers = [json.loads(line) for line in run.stdout.splitlines()]
+    assert [a["status"] for a in answers] == [200], run.stderr[-2000:]
+    assert json.loads(answers[0]["body"])["reward"] == full_reward(served)
