@@ -179,6 +179,7 @@ def test_sandbox_api() -> None:
 def test_server_api() -> None:
     assert envbuilder.server.__all__ == [
         "ServerSettings",
+        "check_doors",
         "check_exposure",
         "check_store_url",
         "create_app",

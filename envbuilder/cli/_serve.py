@@ -138,6 +138,14 @@ def serve(
     workers: Annotated[
         int, typer.Option(min=1, help="Worker processes on this host (above 1 needs --store redis://).")
     ] = 1,
+    door: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Also serve another harness's protocol: openenv (under /openenv: OpenEnv's "
+            "WebSocket and HTTP reset/step/state), nemo-gym (a NeMo Gym resources server at the "
+            "root, the task JSONL at /nemo_gym/tasks.jsonl; one environment); repeatable.",
+        ),
+    ] = None,
     pick: EnvOption = None,
     trusted_key: TrustedKeyOption = None,
     require_signature: RequireSignatureOption = False,
@@ -183,6 +191,7 @@ def serve(
             read_timeout=read_timeout,
             graceful_timeout=graceful_timeout,
             allow_unconfined_checkers=allow_unconfined_checkers,
+            doors=tuple(door or ()),
         )
         trust = {"trust_code": trust_code, "signed": signed}
         _listen(envs, local, settings, host, port, workers, strict, cache_dir, trust, access_log, log_level)
@@ -244,9 +253,10 @@ def _listen(
     import uvicorn
 
     from envbuilder.cli._workers import run_workers
-    from envbuilder.server import create_app, uvicorn_options
+    from envbuilder.server import check_doors, create_app, uvicorn_options
 
     with fail_on_errors():
+        doors = check_doors(settings.doors, envs)  # before the workers start: one message, once
         confinement = _confinement(envs, settings)
         if workers == 1:
             app = create_app(envs, settings)
@@ -260,6 +270,8 @@ def _listen(
     typer.echo(
         f"envbuilder: listening on http://{host}:{port}  (try: curl http://{shown}:{port}/{envs[0].name}/splits)"
     )
+    for door in doors:
+        typer.echo(f"envbuilder: {door.name} door at http://{shown}:{port}{door.prefix or '/'}")
     if access_log and log_level == "warning":
         log_level = "info"  # uvicorn logs each request at info: --access-log alone must show them
     if workers > 1:

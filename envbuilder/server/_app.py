@@ -22,6 +22,7 @@ from envbuilder.environment import Environment
 from envbuilder.errors import RequestRejected
 from envbuilder.protocol import ErrorResponse
 from envbuilder.server._context import ServerContext, ServerSettings
+from envbuilder.server._doors import open_doors
 from envbuilder.server._fast import FastFront
 from envbuilder.server._headers import require_sid
 from envbuilder.server._reply import CLOSE, internal_error
@@ -139,7 +140,13 @@ def _add_routes(app: ORSApp, ctx: ServerContext) -> None:
             responses=_responses(route),
             response_class=StreamingResponse if route.events else Default(JSONResponse),
         )
-    app.front = FastFront(ctx, app.fastapi_call, ROUTES, app.routes)
+    # Other harnesses' doors (`serve --door`): their own routes, answered by FastAPI; the lean
+    # door learns their paths so it never takes them for an environment's name.
+    doors = open_doors(ctx.settings.doors, list(ctx.envs.values()))
+    for router in doors:
+        app.include_router(router)
+    routes = [*app.routes, *(route for router in doors for route in router.routes)]
+    app.front = FastFront(ctx, app.fastapi_call, ROUTES, routes)
 
 
 async def _sid(x_session_id: Annotated[str | None, Header()] = None) -> str:

@@ -75,6 +75,9 @@ class ServerSettings:
     """Seconds a client has to send a whole request (headers and body); then it is closed."""
     graceful_timeout: float = 10.0
     """Seconds SIGTERM waits for running requests before closing them."""
+    doors: tuple[str, ...] = ()
+    """Protocols served besides ORS, each under its own path prefix (``_doors.DOORS``):
+    ``openenv`` (``/openenv``), ``nemo-gym`` (NeMo Gym's resources-server routes at the root)."""
     allow_unconfined_checkers: bool = False
     """Serve graders that run answers as code even where they cannot be confined (no working
     bubblewrap): what an answer makes them run then runs on this host. Off: such a spec is

@@ -327,6 +327,7 @@ def uvicorn_options(settings: ServerSettings, *, workers: int = 1) -> dict[str, 
         "http": protocol,
         "timeout_graceful_shutdown": settings.graceful_timeout,
         "timeout_keep_alive": KEEP_ALIVE,
+        "ws_max_size": settings.max_body_bytes,  # a WebSocket message (the OpenEnv door) is a body
     }
 
 

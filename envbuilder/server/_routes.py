@@ -26,6 +26,7 @@ from pydantic import BaseModel
 from envbuilder.protocol import (
     CallRequest,
     CreateRequest,
+    ErrorResponse,
     ImageBlock,
     ListToolsOutput,
     Message,
@@ -94,6 +95,12 @@ MEANING = {
     "prompt; retry after Retry-After",
 }
 """What each error status means, for the OpenAPI document."""
+
+
+def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` for error answers (all ``{"detail": "..."}``)."""
+    return {s: {"model": ErrorResponse, "description": MEANING[s]} for s in statuses}
+
 
 # -- handlers, in the order of the OpenAPI document ------------------------------------------------
 # (the arguments every handler takes: ctx, env, sid, body, headers; see the module docstring)

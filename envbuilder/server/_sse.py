@@ -40,3 +40,17 @@ def result_events(payload: str) -> bytes:
     """``chunk`` events for all pieces but the last, then ``end``."""
     pieces = split_payload(payload)
     return b"".join(event("chunk", p) for p in pieces[:-1]) + event("end", pieces[-1])
+
+
+def final_event(frames: bytes) -> tuple[str, str]:
+    """The name and data of the result :func:`result_events` (or an ``error`` event) framed:
+    the data of its ``chunk`` events and its last event joined, for a door that answers a call
+    in another wire format."""
+    name, pieces = "", []
+    for frame in frames.decode().split("\r\n\r\n"):
+        if not frame.startswith("event: "):
+            continue
+        head, _, data = frame.partition("\r\ndata: ")
+        name = head[len("event: ") :]
+        pieces.append(data)
+    return name, "".join(pieces)
