@@ -41,7 +41,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
-SLOW_APP = '''
+SLOW_APP = """
 import asyncio, json
 
 async def app(scope, receive, send):
@@ -64,7 +64,7 @@ async def app(scope, receive, send):
     await send({"type": "http.response.start", "status": 200,
                 "headers": [(b"content-type", b"application/json")]})
     await send({"type": "http.response.body", "body": body})
-'''
+"""
 
 
 def free_port() -> int:
@@ -147,6 +147,7 @@ def child(mode: str, url: str, env_name: str, inflight: int) -> dict[str, Any]:
         found = connections_to(port)
         scan_cpu += time.process_time() - c
         return found
+
     t0 = time.perf_counter()
     c0 = time.process_time()
     if mode == "async":
@@ -233,7 +234,8 @@ def measure(code: Path | None, mode: str, url: str, env_name: str, n: int, deadl
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    formatter = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=formatter)
     parser.add_argument("--inflight", type=int, nargs="+", default=[64, 1024, 4096, 16384])
     parser.add_argument("--servers", nargs="+", default=["serve", "slow"], choices=["serve", "slow"])
     parser.add_argument("--clients", nargs="+", default=["async", "sync"], choices=["async", "sync"])

@@ -9,6 +9,7 @@ never resets: a server that keeps answering 200 with a stream that lacks ``end``
 from __future__ import annotations
 
 import asyncio
+import collections
 from typing import Any
 
 import httpx
@@ -44,6 +45,43 @@ def _detail(response: httpx.Response) -> str:
     return response.text[:500]
 
 
+class _Gate:
+    """At most ``size`` holders at once, the others admitted in arrival order; O(1) per entry.
+
+    (``asyncio.Semaphore`` of Python 3.11 scans all its waiters on every acquire: the square of
+    the requests in flight again.)"""
+
+    def __init__(self, size: int):
+        self._free = size
+        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+
+    async def __aenter__(self) -> None:
+        if self._free > 0 and not self._waiters:
+            self._free -= 1
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter  # the slot is handed over by __aexit__
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self._release()  # handed a slot while being cancelled: pass it on
+            else:
+                self._waiters.remove(waiter)
+            raise
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._release()
+
+    def _release(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+        self._free += 1
+
+
 class _Dropped(Exception):
     """The stream ended before its ``end`` event."""
 
@@ -52,7 +90,7 @@ class Http:
     """One connection pool to one ORS server.
 
     At most ``max_connections`` requests are inside httpx at once; the rest wait in FIFO order
-    on a semaphore, without a deadline (the caller chose how many to put in flight). httpcore's
+    on a FIFO gate, without a deadline (the caller chose how many to put in flight). httpcore's
     pool rescans every queued request against every connection on each request's start and end,
     so letting thousands queue there costs the square of the requests in flight (1,024 in flight
     did not finish in 125 s); the gate keeps that queue at most ``max_connections`` long, and
@@ -80,7 +118,7 @@ class Http:
         # Servers ping every 10 s during a long tool call: a silent stream is a dead one.
         self._sse_timeout = httpx.Timeout(timeout, read=sse_read_timeout)
         self.max_connections = max_connections
-        self._gate = asyncio.Semaphore(max_connections)
+        self._gate = _Gate(max_connections)
         self._client = httpx.AsyncClient(
             limits=httpx.Limits(
                 max_connections=max_connections,

@@ -53,9 +53,8 @@ class Counting:
         self.in_flight -= 1
         self.answered += 1
         body = ["counting"] if scope["path"] == "/list_environments" else {"task": {"path": scope["path"]}}
-        await send(
-            {"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]}
-        )
+        headers = [(b"content-type", b"application/json")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": orjson.dumps(body)})
 
 
