@@ -14,7 +14,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from envbuilder.client._errors import ClientError, NotFound, SessionGone, tool_call_error
 from envbuilder.client._formats import Format, ToolFormat, convert_messages, convert_tools, parse_messages
-from envbuilder.client._http import Http
+from envbuilder.client._http import DEFAULT_MAX_CONNECTIONS, Http
 from envbuilder.protocol import ContentBlock, Message, Split, ToolOutput, ToolSpec
 from envbuilder.retry import RetryPolicy
 
@@ -56,8 +56,16 @@ class AsyncClient:
         retry: RetryPolicy | None = None,
         ping_interval: float = 10.0,
         transport: httpx.AsyncBaseTransport | None = None,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
     ):
-        self.http = Http(base_url, api_key=api_key, timeout=timeout, retry=retry, transport=transport)
+        self.http = Http(
+            base_url,
+            api_key=api_key,
+            timeout=timeout,
+            retry=retry,
+            transport=transport,
+            max_connections=max_connections,
+        )
         self.ping_interval = ping_interval
 
     async def __aenter__(self) -> AsyncClient:

@@ -8,6 +8,8 @@ never resets: a server that keeps answering 200 with a stream that lacks ``end``
 
 from __future__ import annotations
 
+import asyncio
+import collections
 from typing import Any
 
 import httpx
@@ -23,6 +25,14 @@ __all__ = ["Http"]
 #: The client's default: an ORS server is usually close, so waits stay short.
 DEFAULT_RETRY = RetryPolicy(max_retries=3, backoff=0.5, max_backoff=10.0)
 
+#: Connections one client opens to its server at most (all kept alive for reuse).
+DEFAULT_MAX_CONNECTIONS = 100
+
+#: Seconds an idle connection is kept (httpx: 5). A connection the server closed first is
+#: noticed on reuse and replaced, so a longer expiry costs nothing; a shorter one reconnects a
+#: busy pool whenever its event loop stalls for a few seconds (a loaded trainer host).
+KEEPALIVE_EXPIRY = 60.0
+
 
 def _detail(response: httpx.Response) -> str:
     try:
@@ -35,12 +45,57 @@ def _detail(response: httpx.Response) -> str:
     return response.text[:500]
 
 
+class _Gate:
+    """At most ``size`` holders at once, the others admitted in arrival order; O(1) per entry.
+
+    (``asyncio.Semaphore`` of Python 3.11 scans all its waiters on every acquire: the square of
+    the requests in flight again.)"""
+
+    def __init__(self, size: int):
+        self._free = size
+        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+
+    async def __aenter__(self) -> None:
+        if self._free > 0 and not self._waiters:
+            self._free -= 1
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter  # the slot is handed over by __aexit__
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self._release()  # handed a slot while being cancelled: pass it on
+            else:
+                self._waiters.remove(waiter)
+            raise
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._release()
+
+    def _release(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+        self._free += 1
+
+
 class _Dropped(Exception):
     """The stream ended before its ``end`` event."""
 
 
 class Http:
-    """One connection pool to one ORS server."""
+    """One connection pool to one ORS server.
+
+    At most ``max_connections`` requests are inside httpx at once; the rest wait in FIFO order
+    on a FIFO gate, without a deadline (the caller chose how many to put in flight). httpcore's
+    pool rescans every queued request against every connection on each request's start and end,
+    so letting thousands queue there costs the square of the requests in flight (1,024 in flight
+    did not finish in 125 s); the gate keeps that queue at most ``max_connections`` long, and
+    every connection is kept alive (httpx's default keeps 20 of 100, so a busy pool reconnects).
+    """
 
     def __init__(
         self,
@@ -51,7 +106,10 @@ class Http:
         sse_read_timeout: float = 45.0,
         retry: RetryPolicy | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
     ):
+        if max_connections < 1:
+            raise ValueError(f"max_connections must be at least 1, not {max_connections}")
         headers = {"user-agent": f"envbuilder/{__version__}"}
         if api_key:
             headers["x-api-key"] = api_key
@@ -59,7 +117,14 @@ class Http:
         self.retry = retry or DEFAULT_RETRY
         # Servers ping every 10 s during a long tool call: a silent stream is a dead one.
         self._sse_timeout = httpx.Timeout(timeout, read=sse_read_timeout)
+        self.max_connections = max_connections
+        self._gate = _Gate(max_connections)
         self._client = httpx.AsyncClient(
+            limits=httpx.Limits(
+                max_connections=max_connections,
+                max_keepalive_connections=max_connections,
+                keepalive_expiry=KEEPALIVE_EXPIRY,
+            ),
             base_url=base_url.rstrip("/"),
             headers=headers,
             timeout=timeout,
@@ -95,7 +160,8 @@ class Http:
         while True:
             retry_after = None
             try:
-                response = await self._client.request(method, path, json=json, headers=headers)
+                async with self._gate:
+                    response = await self._client.request(method, path, json=json, headers=headers)
             except httpx.TransportError as exc:
                 failure: ClientError = TransportError(f"{method} {path} failed: {exc!r}")
             else:
@@ -129,7 +195,8 @@ class Http:
             reader = ResultReader(task_id=task_id)
             send = body if task_id is None else {**body, "task_id": task_id}
             try:
-                await self._read_stream(path, send, headers, reader)
+                async with self._gate:
+                    await self._read_stream(path, send, headers, reader)
                 return reader
             except ToolFailed as exc:
                 if task_id is not None and str(exc) == "unknown task_id":

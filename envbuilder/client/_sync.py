@@ -12,6 +12,7 @@ import httpx
 
 from envbuilder.client._async import AsyncClient, AsyncRemoteEnvironment, AsyncSession
 from envbuilder.client._formats import Format, ToolFormat
+from envbuilder.client._http import DEFAULT_MAX_CONNECTIONS
 from envbuilder.protocol import ContentBlock, Split, ToolOutput
 from envbuilder.retry import RetryPolicy
 from envbuilder.threadloop import LoopThread
@@ -39,6 +40,7 @@ class Client:
         retry: RetryPolicy | None = None,
         ping_interval: float = 10.0,
         transport: httpx.AsyncBaseTransport | None = None,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
     ):
         self._portal = LoopThread("envbuilder-client")
 
@@ -50,6 +52,7 @@ class Client:
                 retry=retry,
                 ping_interval=ping_interval,
                 transport=transport,
+                max_connections=max_connections,
             )
 
         self.aclient = self._portal.run(make())

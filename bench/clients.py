@@ -1,0 +1,275 @@
+"""envbuilder's own ORS clients at high concurrency: CPU per request, wall time, memory, hangs.
+
+N requests are put in flight at once (``--inflight``, default 64 1024 4096 16384) through ONE
+client, each one ``POST /{env}/task`` (a small JSON answer, so the client's own cost shows):
+
+- ``async``: one :class:`envbuilder.client.AsyncClient`, N coroutines on one event loop;
+- ``sync``: one :class:`envbuilder.client.Client`, N threads (capped by ``--max-threads``).
+
+against two servers, both separate processes:
+
+- ``serve``: ``envbuilder serve envs/gsm8k.yaml`` (a real server answering at once);
+- ``slow``: a tiny ASGI app (uvicorn) that answers every request after 1 s, so every request
+  waits on the pool for a free connection when N exceeds it.
+
+Each (code, client, server, N) runs in a fresh Python process so its CPU (user+sys of that
+process), peak RSS and connections are its own. ``--old REF`` also runs the same load with the
+client of git ref REF (extracted with ``git archive`` and put first on ``sys.path``) in the same
+run, for an old-versus-new table on the same loaded machine. A run that has not finished after
+``--deadline`` seconds is reported as a hang.
+
+    python bench/clients.py --old integ
+    python bench/clients.py --inflight 64 1024 --servers serve --clients async
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import socket
+import subprocess
+import sys
+import tarfile
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SLOW_APP = """
+import asyncio, json
+
+async def app(scope, receive, send):
+    if scope["type"] == "lifespan":
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            else:
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+    while (await receive()).get("more_body"):
+        pass
+    path = scope["path"]
+    if path == "/health":
+        body = b"ok"
+    else:
+        await asyncio.sleep(1.0)
+        body = json.dumps(["slow"] if path == "/list_environments" else {"task": {"i": 1}}).encode()
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"application/json")]})
+    await send({"type": "http.response.body", "body": body})
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_up(url: str, proc: subprocess.Popen[bytes]) -> None:
+    import urllib.request
+
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the server at {url} exited ({proc.returncode})")
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError(f"the server at {url} did not start")
+
+
+def start_server(kind: str, folder: Path) -> tuple[subprocess.Popen[bytes], str, str]:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    if kind == "serve":
+        cmd = [sys.executable, "-m", "envbuilder", "serve", str(ROOT / "envs" / "gsm8k.yaml")]
+        cmd += ["--host", "127.0.0.1", "--port", str(port)]
+        env_name = "gsm8k"
+    else:
+        (folder / "slow_app.py").write_text(SLOW_APP)
+        cmd = [sys.executable, "-m", "uvicorn", "slow_app:app", "--host", "127.0.0.1"]
+        cmd += ["--port", str(port), "--log-level", "warning", "--no-access-log", "--backlog", "65535"]
+        cmd += ["--app-dir", str(folder)]
+        env_name = "slow"
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+    wait_up(url, proc)
+    return proc, url, env_name
+
+
+# ---------------------------------------------------------------------------------------------
+# One measurement, in its own process (``--child``): prints one JSON line.
+
+
+def connections_to(port: int) -> int:
+    """This process's established TCP connections to ``port`` (Linux /proc)."""
+    inodes = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    count = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            next(f)
+            for line in f:
+                parts = line.split()
+                remote, state, inode = parts[2], parts[3], parts[9]
+                if state == "01" and inode in inodes and int(remote.rsplit(":", 1)[1], 16) == port:
+                    count += 1
+    return count
+
+
+def child(mode: str, url: str, env_name: str, inflight: int) -> dict[str, Any]:
+    from envbuilder.client import AsyncClient, Client
+
+    port = int(url.rsplit(":", 1)[1])
+    errors: list[str] = []
+    peak_connections = 0
+    scan_cpu = 0.0  # the bench's own /proc scans, taken out of the client's CPU
+
+    def scan() -> int:
+        nonlocal scan_cpu
+        c = time.process_time()
+        found = connections_to(port)
+        scan_cpu += time.process_time() - c
+        return found
+
+    t0 = time.perf_counter()
+    c0 = time.process_time()
+    if mode == "async":
+
+        async def main() -> None:
+            nonlocal peak_connections
+            async with AsyncClient(url) as client:
+                env = client.environment(env_name)
+                await env.name()
+
+                async def one(i: int) -> None:
+                    try:
+                        await env.task("test", i % 1000)
+                    except Exception as exc:  # counted and reported
+                        errors.append(f"{type(exc).__name__}: {exc}"[:200])
+
+                tasks = [asyncio.create_task(one(i)) for i in range(inflight)]
+                while not all(t.done() for t in tasks):
+                    peak_connections = max(peak_connections, scan())
+                    await asyncio.wait(tasks, timeout=2.0)
+
+        asyncio.run(main())
+    else:
+        with Client(url) as client:
+            env = client.environment(env_name)
+            _ = env.name
+            start = threading.Barrier(inflight + 1)
+
+            def one(i: int) -> None:
+                start.wait()
+                try:
+                    env.task("test", i % 1000)
+                except Exception as exc:  # counted and reported
+                    errors.append(f"{type(exc).__name__}: {exc}"[:200])
+
+            threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(inflight)]
+            for t in threads:
+                t.start()
+            t0, c0 = time.perf_counter(), time.process_time()  # thread start-up is not the client's
+            start.wait()
+            while any(t.is_alive() for t in threads):
+                peak_connections = max(peak_connections, scan())
+                for t in threads:
+                    if t.is_alive():
+                        t.join(2.0)
+                        break
+    wall = time.perf_counter() - t0
+    cpu = time.process_time() - c0 - scan_cpu
+    return {
+        "wall_s": wall,
+        "cpu_ms_per_request": 1000 * cpu / inflight,
+        "errors": len(errors),
+        "first_error": errors[0] if errors else "",
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_connections": peak_connections,
+        "scan_cpu_s": scan_cpu,
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def extract(ref: str, into: Path) -> Path:
+    """The package ``envbuilder`` of git ref ``ref``, extracted under ``into``."""
+    archive = into / "old.tar"
+    subprocess.run(["git", "-C", str(ROOT), "archive", "-o", str(archive), ref, "envbuilder"], check=True)
+    with tarfile.open(archive) as tar:
+        tar.extractall(into / "old", filter="data")
+    return into / "old"
+
+
+def measure(code: Path | None, mode: str, url: str, env_name: str, n: int, deadline: float) -> dict[str, Any]:
+    env = dict(os.environ)
+    if code is not None:
+        env["PYTHONPATH"] = f"{code}{os.pathsep}{env.get('PYTHONPATH', '')}"
+    cmd = [sys.executable, __file__, "--child", mode, url, env_name, str(n)]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=deadline, env=env)
+    except subprocess.TimeoutExpired:
+        return {"hang": True}
+    if done.returncode != 0:
+        return {"crash": done.stderr.strip().splitlines()[-1:]}
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def main() -> None:
+    formatter = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=formatter)
+    parser.add_argument("--inflight", type=int, nargs="+", default=[64, 1024, 4096, 16384])
+    parser.add_argument("--servers", nargs="+", default=["serve", "slow"], choices=["serve", "slow"])
+    parser.add_argument("--clients", nargs="+", default=["async", "sync"], choices=["async", "sync"])
+    parser.add_argument("--max-threads", type=int, default=4096, help="sync runs above this are skipped")
+    parser.add_argument("--old", help="also run the client of this git ref (e.g. integ)")
+    parser.add_argument("--deadline", type=float, default=300.0, help="seconds before a run is a hang")
+    parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        mode, url, env_name, n = args.child
+        print(json.dumps(child(mode, url, env_name, int(n))))
+        return
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    print(f"load average {os.getloadavg()}, {os.cpu_count()} cores", flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        codes: list[tuple[str, Path | None]] = [("new", None)]
+        if args.old:
+            codes.insert(0, (f"old ({args.old})", extract(args.old, Path(tmp))))
+        for kind in args.servers:
+            proc, url, env_name = start_server(kind, Path(tmp))
+            try:
+                for mode in args.clients:
+                    for n in args.inflight:
+                        if mode == "sync" and n > args.max_threads:
+                            continue
+                        for label, code in codes:
+                            row = measure(code, mode, url, env_name, n, args.deadline)
+                            row.update(code=label, client=mode, server=kind, inflight=n)
+                            print(json.dumps(row), flush=True)
+            finally:
+                proc.terminate()
+                proc.wait(10)
+
+
+if __name__ == "__main__":
+    main()
