@@ -33,6 +33,7 @@ def test_builtins_register_through_entry_points() -> None:
             "math",
             "reasoning_gym",
             "regex",
+            "repo_tests",
             "state_match",
             "unit_tests",
             "weighted_mean",

@@ -25,6 +25,7 @@ JUDGE_SECONDS = 0.1
 # not off a wall clock: a loaded CI box slows every call, yet an implementation that waits for
 # one judge call before the next never has two in flight.
 MIN_OVERLAP = 8
+OVERLAP_WAIT = 30.0
 
 
 class _InFlight:
@@ -35,10 +36,15 @@ class _InFlight:
         self.now = 0
         self.peak = 0
 
+        self.overlapped = threading.Event()
+        """Set once MIN_OVERLAP requests were in flight together (or once one gave up waiting)."""
+
     def __enter__(self) -> None:
         with self.lock:
             self.now += 1
             self.peak = max(self.peak, self.now)
+            if self.now >= MIN_OVERLAP:
+                self.overlapped.set()
 
     def __exit__(self, *exc: object) -> None:
         with self.lock:
@@ -50,6 +56,11 @@ IN_FLIGHT = _InFlight()
 
 def slow_judge(body: dict[str, Any], i: int) -> tuple[int, dict[str, Any], dict[str, str]]:
     with IN_FLIGHT:
+        # Each call is held until MIN_OVERLAP are in flight together, so a loaded machine that
+        # is slow to send them cannot pass for serialised calls; a server that sends one at a
+        # time never gets there: the first call gives up after OVERLAP_WAIT and lets all go.
+        if not IN_FLIGHT.overlapped.wait(OVERLAP_WAIT):
+            IN_FLIGHT.overlapped.set()
         time.sleep(JUDGE_SECONDS)
     return 200, completion("Matches.\nVERDICT: CORRECT"), {}
 
@@ -94,6 +105,7 @@ def test_64_concurrent_judged_episodes_do_not_serialise(judged: Callable[..., st
                     return list(results)
 
             IN_FLIGHT.peak = 0
+            IN_FLIGHT.overlapped.clear()
             results = asyncio.run(run())
     assert IN_FLIGHT.peak >= MIN_OVERLAP, IN_FLIGHT.peak
     assert len(judge.requests) == EPISODES
