@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from envbuilder import __version__
+from envbuilder._version import __version__
 from envbuilder.catalog import catalog_entry, file_sha256, pack
 from envbuilder.environment import load_environment
 from envbuilder.errors import DataError

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from envbuilder import __version__
+from envbuilder._version import __version__
 from envbuilder.environment import Environment, Episode
 from envbuilder.errors import EnvbuilderError
 from envbuilder.protocol import RunToolSuccess, TextBlock

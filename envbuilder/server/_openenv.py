@@ -33,7 +33,7 @@ from typing import Annotated, Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from envbuilder import __version__
+from envbuilder._version import __version__
 from envbuilder.environment import Environment
 from envbuilder.errors import RequestRejected
 from envbuilder.protocol import CreateRequest, RunToolError, RunToolOutput, RunToolSuccess
