@@ -168,10 +168,10 @@ def test_ctrl_c_says_how_to_resume(folder: Path, tmp_path: Path) -> None:
     interrupted = threading.Event()
 
     def slow(req: dict[str, Any], i: int):
-        # The second model call waits for the interrupt: one episode is done by then, and the run
-        # cannot finish before the signal however slow the machine is.
+        # Later model calls wait for the interrupt (5 s each at most: 25 s before the run could
+        # finish), so one episode is done and the run is still going when the signal comes.
         if i >= 1:
-            interrupted.wait(60)
+            interrupted.wait(5)
         time.sleep(0.3)
         return answering()(req, i)
 
@@ -179,13 +179,16 @@ def test_ctrl_c_says_how_to_resume(folder: Path, tmp_path: Path) -> None:
     with ChatServer(slow) as server:
         args = [sys.executable, "-m", "envbuilder", "eval", str(folder / "square.yaml"), "--model", "m",
                 "--base-url", server.base_url, "--concurrency", "1", "--out", str(out)]  # fmt: skip
-        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 120
-        while len(server.requests) < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
-        interrupted.set()
+        with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+            deadline = time.monotonic() + 120
+            while len(server.requests) < 2 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            proc.send_signal(signal.SIGINT)
+            try:
+                _, err = proc.communicate(timeout=120)
+            finally:
+                interrupted.set()
+                proc.kill()
         assert proc.returncode == 130, err
         assert f"envbuilder: interrupted; the episodes that finished are saved in {out}." in err
         assert "Rerun the same command to resume:" in err and "Traceback" not in err
