@@ -137,7 +137,8 @@ class EngineClient:
         missing_ok: bool = False,
         timeout: float | None = _REQUEST_SECONDS,
     ) -> httpx.Response | None:
-        """One call; its response (None for a 404 or 409 when ``missing_ok``).
+        """One call; its response (None when ``missing_ok`` and the container is gone or not running:
+        404, 409, or Podman's 500 "container state improper").
 
         Raises:
             SandboxError: the engine cannot be reached, or refused the call.
@@ -156,7 +157,11 @@ class EngineClient:
             )
         except httpx.HTTPError as exc:
             raise self._unreachable(exc) from None
-        if missing_ok and response.status_code in (404, 409):
+        if missing_ok and (
+            response.status_code in (404, 409)
+            # Podman answers a kill of a container that has already stopped with a 500 (Docker: 409).
+            or (response.status_code == 500 and "state improper" in _message(response))
+        ):
             return None
         if response.status_code >= 400:
             raise SandboxError(
