@@ -179,7 +179,12 @@ def test_ctrl_c_says_how_to_resume(folder: Path, tmp_path: Path) -> None:
     with ChatServer(slow) as server:
         args = [sys.executable, "-m", "envbuilder", "eval", str(folder / "square.yaml"), "--model", "m",
                 "--base-url", server.base_url, "--concurrency", "1", "--out", str(out)]  # fmt: skip
-        with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        # SIGINT as a terminal gives it (a suite started in the background, `cmd &`, ignores SIGINT,
+        # and its children would inherit that).
+        default_sigint = lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)  # noqa: E731
+        with subprocess.Popen(
+            args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint
+        ) as proc:
             deadline = time.monotonic() + 120
             while len(server.requests) < 2 and time.monotonic() < deadline:
                 time.sleep(0.05)
