@@ -190,16 +190,7 @@ class JsonSource(_FileSource):
     suffix = ".json"
 
     def stream(self, path: Path) -> Iterator[pa.RecordBatch]:
-        schema: pa.Schema | None = None
-        for rows in _batched(_array_items(path), _JSON_ROWS):
-            if schema is None:
-                table = pa.Table.from_pylist(rows)
-                schema = table.schema
-            else:
-                if any(key not in schema.names for row in rows for key in row):
-                    raise _Disagrees(f"{str(path)!r} has other keys further on")
-                table = pa.Table.from_pylist(rows, schema=schema)
-            yield from table.to_batches()
+        return stream_objects(_array_items(path), path)
 
     def read(self, path: Path) -> pa.Table:
         with open(path, encoding=self.config.encoding) as f:
@@ -208,7 +199,7 @@ class JsonSource(_FileSource):
             data = data["data"]
         if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
             raise ValueError(f'{str(path)!r} must hold an array of objects (or {{"data": [...]}})')
-        return pa.Table.from_pylist(data)
+        return table_of(data)
 
 
 class CsvSource(_FileSource):
@@ -297,6 +288,28 @@ def _line_blocks(path: Path, size: int) -> Iterator[bytes]:
             rest, block = (data, b"") if cut == 0 else (data[cut:], data[:cut])
             if block.strip():
                 yield block
+
+
+def table_of(rows: list[dict[str, Any]]) -> pa.Table:
+    """``rows`` as a table with every field any of them has (pyarrow alone reads the first's)."""
+    names = list(dict.fromkeys(key for row in rows for key in row))
+    return pa.Table.from_pylist([{key: row.get(key) for key in names} for row in rows])
+
+
+def stream_objects(rows: Iterable[dict[str, Any]], path: Path) -> Iterator[pa.RecordBatch]:
+    """JSON objects as record batches: the first batch's keys (every key any of its rows has)
+    make the schema; a key first seen further on is :class:`_Disagrees` (the file is then read
+    whole)."""
+    schema: pa.Schema | None = None
+    for batch in _batched(rows, _JSON_ROWS):
+        if schema is None:
+            table = table_of(batch)
+            schema = table.schema
+        else:
+            if any(key not in schema.names for row in batch for key in row):
+                raise _Disagrees(f"{str(path)!r} has other keys further on")
+            table = pa.Table.from_pylist(batch, schema=schema)
+        yield from table.to_batches()
 
 
 def _batched(items: Iterable[dict[str, Any]], n: int) -> Iterator[list[dict[str, Any]]]:

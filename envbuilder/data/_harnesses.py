@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 import pyarrow as pa
 
-from envbuilder.data._files import _JSON_ROWS, _batched, _Disagrees, _FilesConfig, _FileSource
+from envbuilder.data._files import _FilesConfig, _FileSource, stream_objects, table_of
 from envbuilder.errors import DataError
 
 __all__ = ["NemoGymConfig", "NemoGymSource", "VerifiersConfig", "VerifiersSource"]
@@ -71,25 +71,10 @@ class _ConvertedSource(_FileSource):
                 yield self.convert(line, where)
 
     def stream(self, path: Path) -> Iterator[pa.RecordBatch]:
-        schema: pa.Schema | None = None
-        for rows in _batched(self._rows(path), _JSON_ROWS):
-            if schema is None:
-                table = _table(rows)
-                schema = table.schema
-            else:
-                if any(key not in schema.names for row in rows for key in row):
-                    raise _Disagrees(f"{str(path)!r} has other fields further on")
-                table = pa.Table.from_pylist(rows, schema=schema)
-            yield from table.to_batches()
+        return stream_objects(self._rows(path), path)
 
     def read(self, path: Path) -> pa.Table:
-        return _table(list(self._rows(path)))
-
-
-def _table(rows: list[dict[str, Any]]) -> pa.Table:
-    """``rows`` as a table with every field any of them has (pyarrow alone reads the first's)."""
-    names = list(dict.fromkeys(key for row in rows for key in row))
-    return pa.Table.from_pylist([{key: row.get(key) for key in names} for row in rows])
+        return table_of(list(self._rows(path)))
 
 
 def _flat(value: Any) -> Any:

@@ -141,3 +141,12 @@ def test_an_empty_file_gives_an_empty_split(tmp_path: Path) -> None:
     (tmp_path / "rows.csv").write_text("question,answer\n")
     env = make_env({"type": "csv", "files": {"test": "rows.csv"}}, {"test": {}}, tmp_path)
     assert len(env.split("test")) == 0
+
+
+def test_a_json_key_the_first_row_lacks_is_kept(tmp_path: Path) -> None:
+    """A key that appears first in a later row of the first block is a column too (pyarrow alone
+    types a block by its first row and dropped it)."""
+    rows = [{"question": "q0", "answer": "0"}, {"question": "q1", "answer": "1", "note": "kept"}]
+    (tmp_path / "rows.json").write_text(json.dumps(rows))
+    split = make_env({"type": "json", "files": {"test": "rows.json"}}, {"test": {}}, tmp_path).split("test")
+    assert split.task(1)["note"] == "kept" and split.task(0)["note"] is None
