@@ -21,6 +21,7 @@ The contract every store keeps:
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -150,14 +151,19 @@ class SessionStore:
     """The in-process store: one worker's memory. Sessions are kept as live objects (a tool
     call changes its episode in place under the session's lock), idle ones are swept by the
     server's reaper, call results live in the :class:`CallRegistry`. Sessions are found by
-    :attr:`SessionRecord.key`, calls by :func:`call_key`."""
+    :attr:`SessionRecord.key`, calls by :func:`call_key`.
+
+    The sessions are kept in the order they were last seen (every renewal moves its session to
+    the end), so a sweep looks at the expired sessions and the first live one, never at all of
+    them: its cost is flat in the number held (100,000 open sessions swept every 5 s were a
+    100,000-step scan on the event loop each time)."""
 
     shared = False
     """Whether several processes can serve the same sessions through this store."""
 
     def __init__(self, calls: CallRegistry, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock  # tests pass a fake one: idleness must not depend on a loaded machine
-        self._sessions: dict[str, SessionRecord] = {}
+        self._sessions: OrderedDict[str, SessionRecord] = OrderedDict()
         self._calls = calls
         self._per_client: dict[str, int] = {}
 
@@ -168,6 +174,7 @@ class SessionStore:
         session = self._sessions.get(key)
         if session is not None:
             session.last_seen = self._clock()
+            self._sessions.move_to_end(key)
         return session
 
     async def add(self, session: SessionRecord, caps: Caps | None = None) -> bool:
@@ -196,6 +203,7 @@ class SessionStore:
         if self._sessions.get(session.key) is not session:
             return False
         session.last_seen = self._clock()
+        self._sessions.move_to_end(session.key)
         self._calls.finished(call, frames)
         return True
 
@@ -229,9 +237,14 @@ class SessionStore:
         return None
 
     def idle(self, seconds: float) -> list[str]:
-        """Keys of the sessions not seen for more than ``seconds``."""
+        """Keys of the sessions not seen for more than ``seconds``, the longest idle first."""
         cutoff = self._clock() - seconds
-        return [key for key, s in self._sessions.items() if s.last_seen < cutoff]
+        keys = []
+        for key, s in self._sessions.items():  # oldest first: stop at the first one still live
+            if s.last_seen >= cutoff:
+                break
+            keys.append(key)
+        return keys
 
     def sweep(self, seconds: float) -> list[SessionRecord]:
         """Delete the sessions idle for more than ``seconds``; return them."""

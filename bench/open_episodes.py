@@ -1,0 +1,722 @@
+"""A hundred thousand open GRPO-shaped episodes on one host (issue 37, items 1 and 5).
+
+One server (``envbuilder serve envs/gsm8k_tools.yaml envs/math500.yaml``, memory store or
+Redis, ``--workers N``) holds ``--sessions`` episodes open at once:
+
+* gsm8k_tools (three quarters): create -> calculator -> submit (wrong) -> submit (right) -> delete,
+  the final reward expected 1.0;
+* math500 (a quarter): create -> submit -> delete, the gold answer on even samples (1.0
+  expected) and a wrong one on odd samples (0.0 expected), graded by the math check.
+
+The load generator opens the episodes in waves (create, and gsm8k_tools' calculator call), so
+every episode is open and holds state; then it advances them in random order (every step of a
+random open episode, until all are deleted), always through ``--connections`` connections: a
+session is a header, not a connection. The same generator runs ``--baseline`` episodes open at
+once, repeated, for the throughput to compare with.
+
+Measured: episodes/s over the whole run (open, advance, delete), call p50/p99 over every
+request, server CPU per episode (the server's process tree; redis-server's apart), server RSS
+and Redis ``used_memory`` after each wave (memory per 1,000 open sessions), errors, and every
+episode's outcome: right reward, void (a 404, a null reward: never counted as 0) or wrong (a
+reward that is not the expected one: the silent 0 the issue forbids). ``--profile S`` samples
+the server for S seconds with py-spy while all sessions are open (the advance phase).
+
+``--faults`` (Redis, ``--workers 2``): during the advance phase SIGKILL a worker (at 20 % and
+70 % of the episodes finished) and restart redis-server once (at 45 %: ``SHUTDOWN SAVE``, then
+the same data directory). The generator retries like the reference clients: a transport error
+or a 503 repeats the request, a broken ``/call`` stream re-POSTs with its ``task_id``.
+
+    python bench/open_episodes.py --store memory --sessions 100000
+    python bench/open_episodes.py --store redis --workers 2 --sessions 100000 --faults
+    python bench/open_episodes.py --store redis --sessions 2000 --commandstats   # Redis ops/episode
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import contextlib
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import psutil
+import pyarrow.parquet as pq
+import redis
+
+ROOT = Path(__file__).resolve().parent.parent
+ENVS = ROOT / "envs"
+PATIENCE = 600.0
+"""Seconds one request is retried (a worker restarting on a loaded machine is slow)."""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def load() -> str:
+    """The load average (1, 5, 15 min) of the machine, for every figure."""
+    return "/".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+# -- the servers ----------------------------------------------------------------------------------
+
+
+class Redis:
+    """A redis-server on a free port whose data directory survives a restart (``SHUTDOWN SAVE``)."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.dir = tempfile.mkdtemp(prefix="open-episodes-redis-")
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        cmd = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", ""]
+        cmd += ["--appendonly", "no", "--dir", self.dir, "--maxmemory-policy", "noeviction"]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            with contextlib.suppress(redis.RedisError):
+                if self.client().ping():
+                    return
+            time.sleep(0.05)
+        raise RuntimeError("redis-server did not start")
+
+    def client(self) -> redis.Redis:
+        return redis.Redis(port=self.port, socket_timeout=60)
+
+    def restart(self) -> float:
+        """Save, stop and start again on the same data; the seconds it was down."""
+        assert self.proc is not None
+        t = time.monotonic()
+        with contextlib.suppress(redis.RedisError):
+            self.client().shutdown(save=True)
+        self.proc.wait(120)
+        self.start()
+        return time.monotonic() - t
+
+    def info(self) -> dict[str, Any]:
+        return dict(self.client().info("all"))
+
+    def process(self) -> psutil.Process:
+        assert self.proc is not None
+        return psutil.Process(self.proc.pid)
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(30)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@dataclass
+class Server:
+    store: str
+    workers: int
+    port: int = field(default_factory=free_port)
+    proc: subprocess.Popen[bytes] | None = None
+    dead_cpu: float = 0.0
+    """CPU seconds of the workers killed (lost from the tree; read just before each kill)."""
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        exe = str(Path(sys.executable).with_name("envbuilder"))
+        cmd = [exe, "serve", str(ENVS / "gsm8k_tools.yaml"), str(ENVS / "math500.yaml")]
+        cmd += ["--port", str(self.port), "--store", self.store, "--workers", str(self.workers)]
+        cmd += ["--max-sessions", "1000000", "--max-sessions-per-client", "1000000"]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, cwd=ROOT, start_new_session=True)
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError), urllib.request.urlopen(self.url + "/health", timeout=2) as r:
+                if r.status == 200 and len(self.workers_alive()) >= (self.workers if self.workers > 1 else 0):
+                    time.sleep(1.0)
+                    return
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the server exited: {cmd}")
+            time.sleep(0.2)
+        raise RuntimeError("the server did not start")
+
+    def tree(self) -> list[psutil.Process]:
+        assert self.proc is not None
+        me = psutil.Process(self.proc.pid)
+        return [me, *me.children(recursive=True)]
+
+    def workers_alive(self) -> list[psutil.Process]:
+        out = []
+        for p in self.tree()[1:]:
+            with contextlib.suppress(psutil.Error):
+                if p.status() != psutil.STATUS_ZOMBIE and "spawn_main" in " ".join(p.cmdline()):
+                    out.append(p)
+        return out
+
+    def cpu(self) -> float:
+        total = self.dead_cpu
+        for p in self.tree():
+            with contextlib.suppress(psutil.Error):
+                t = p.cpu_times()
+                total += t.user + t.system
+        return total
+
+    def rss(self) -> int:
+        total = 0
+        for p in self.tree():
+            with contextlib.suppress(psutil.Error):
+                total += p.memory_info().rss
+        return total
+
+    def kill_worker(self) -> int:
+        victim = self.workers_alive()[0]
+        t = victim.cpu_times()
+        self.dead_cpu += t.user + t.system
+        os.kill(victim.pid, signal.SIGKILL)
+        return victim.pid
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+
+
+# -- the episodes ---------------------------------------------------------------------------------
+
+
+def gsm8k_gold() -> list[str]:
+    path = ENVS / "data" / "gsm8k" / "train-00000-of-00001.parquet"
+    answers = pq.read_table(path, columns=["answer"]).column("answer").to_pylist()
+    return [a.split("####")[-1].strip().replace(",", "") for a in answers]
+
+
+def math500_gold() -> list[str]:
+    path = ENVS / "data" / "math500" / "test-00000-of-00001.parquet"
+    return [str(a) for a in pq.read_table(path, columns=["answer"]).column("answer").to_pylist()]
+
+
+@dataclass
+class Episode:
+    """One open episode: its steps left (each a request), and what its final reward must be."""
+
+    sid: str
+    env: str
+    steps: collections.deque[tuple[str, Any]]
+    expected: float
+    reward: float | None = None
+    outcome: str = ""
+
+
+def make_episode(i: int, gsm: list[str], math: list[str]) -> Episode:
+    sid = uuid.uuid4().hex
+    if i % 4 != 3:  # gsm8k_tools, a GRPO group of 16 samples per prompt
+        index = (i // 16) % len(gsm)
+        gold = gsm[index]
+        steps: list[tuple[str, Any]] = [
+            ("create", {"env_name": "gsm8k-tools", "split": "train", "index": index}),
+            ("call", {"name": "calculator", "input": {"expression": "6*7"}}),
+            ("call", {"name": "submit", "input": {"answer": str(int(gold) + 1)}}),
+            ("final", {"name": "submit", "input": {"answer": gold}}),
+            ("delete", None),
+        ]
+        return Episode(sid, "gsm8k-tools", collections.deque(steps), 1.0)
+    index = (i // 16) % len(math)
+    right = (i // 4) % 2 == 0
+    answer = math[index] if right else "-123456789"
+    steps = [
+        ("create", {"env_name": "math500", "split": "test", "index": index}),
+        ("final", {"name": "submit", "input": {"answer": answer}}),
+        ("delete", None),
+    ]
+    return Episode(sid, "math500", collections.deque(steps), 1.0 if right else 0.0)
+
+
+class Void(Exception):
+    """The episode cannot finish: its session is gone, or the server says so."""
+
+
+@dataclass
+class Tally:
+    latencies: list[float] = field(default_factory=list)
+    retries: int = 0
+    reattached: int = 0
+    errors: list[str] = field(default_factory=list)
+    right: int = 0
+    void: int = 0
+    wrong: int = 0
+    done: int = 0
+
+
+class Generator:
+    """Bounded connections, episodes advanced one request at a time in random order."""
+
+    def __init__(self, url: str, connections: int, tally: Tally) -> None:
+        self.url = url
+        self.connections = connections
+        self.tally = tally
+        self.http: aiohttp.ClientSession | None = None
+
+    async def __aenter__(self) -> Generator:
+        connector = aiohttp.TCPConnector(limit=self.connections, limit_per_host=self.connections)
+        self.http = aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=PATIENCE))
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self.http is not None
+        await self.http.close()
+
+    async def _post(self, path: str, sid: str, body: Any) -> tuple[int, str]:
+        assert self.http is not None
+        deadline = time.monotonic() + PATIENCE
+        while time.monotonic() < deadline:
+            try:
+                async with self.http.post(self.url + path, json=body, headers={"X-Session-ID": sid}) as r:
+                    text = await r.text()
+                    if r.status == 503:
+                        self.tally.retries += 1
+                        await asyncio.sleep(float(r.headers.get("Retry-After", "0.2")))
+                        continue
+                    return r.status, text
+            except (TimeoutError, aiohttp.ClientError):
+                self.tally.retries += 1
+                await asyncio.sleep(0.1)
+        raise Void(f"{path}: no answer in {PATIENCE:g} s")
+
+    async def _call(self, env: str, sid: str, body: dict[str, Any]) -> dict[str, Any]:
+        assert self.http is not None
+        task_id = None
+        deadline = time.monotonic() + PATIENCE
+        while time.monotonic() < deadline:
+            payload = body if task_id is None else {**body, "task_id": task_id}
+            try:
+                async with self.http.post(
+                    f"{self.url}/{env}/call", json=payload, headers={"X-Session-ID": sid}
+                ) as r:
+                    text = await r.text()
+                    status, retry_after = r.status, float(r.headers.get("Retry-After", "0.2"))
+            except (TimeoutError, aiohttp.ClientError):
+                self.tally.retries += 1
+                self.tally.reattached += task_id is not None
+                await asyncio.sleep(0.1)
+                continue
+            if status == 503:
+                self.tally.retries += 1
+                await asyncio.sleep(retry_after)
+                continue
+            if status == 404:
+                raise Void(f"/call 404: {text[:120]}")
+            if status != 200:
+                raise RuntimeError(f"/call {status}: {text[:200]}")
+            for block in text.split("\r\n\r\n"):
+                if not block.startswith("event:"):
+                    continue
+                name, _, data = block.partition("\r\n")
+                name, data = name[len("event: ") :], data[len("data: ") :]
+                if name == "task_id":
+                    task_id = data
+                elif name == "end":
+                    result: dict[str, Any] = json.loads(data)
+                    if not result.get("ok"):
+                        raise RuntimeError(f"tool refused: {data[:200]}")
+                    return dict(result["output"])
+                elif name == "error":
+                    raise Void(f"/call error event: {data[:200]}")
+            self.tally.retries += 1  # the stream broke before its end: re-attach by task_id
+            self.tally.reattached += task_id is not None
+        raise Void(f"/call: no result in {PATIENCE:g} s")
+
+    async def step(self, ep: Episode) -> None:
+        """Run the episode's next step (the whole episode is void after a 404)."""
+        kind, body = ep.steps.popleft()
+        t = time.perf_counter()
+        try:
+            if kind == "create":
+                status, text = await self._post("/create", ep.sid, body)
+                if status != 200:
+                    raise RuntimeError(f"/create {status}: {text[:200]}")
+            elif kind == "delete":
+                status, text = await self._post("/delete", ep.sid, None)
+                if status not in (200, 404):
+                    raise RuntimeError(f"/delete {status}: {text[:200]}")
+            else:
+                out = await self._call(ep.env, ep.sid, body)
+                if kind == "final":
+                    ep.reward = out.get("reward")
+        except Void as exc:
+            ep.outcome = "void"
+            ep.steps.clear()
+            self.tally.errors.append(str(exc)[:200])
+        except Exception as exc:  # counted: an error is what the targets forbid
+            ep.outcome = "error"
+            ep.steps.clear()
+            self.tally.errors.append(f"{type(exc).__name__}: {exc}"[:200])
+        finally:
+            self.tally.latencies.append(time.perf_counter() - t)
+        if not ep.steps:
+            self.finish(ep)
+
+    def finish(self, ep: Episode) -> None:
+        t = self.tally
+        t.done += 1
+        if ep.outcome == "":
+            if ep.reward is None:
+                t.void += 1  # a void grade: null, never 0
+                ep.outcome = "void"
+            elif ep.reward == ep.expected:
+                t.right += 1
+                ep.outcome = "right"
+            else:
+                t.wrong += 1
+                ep.outcome = "wrong"
+                t.errors.append(f"{ep.env} reward {ep.reward} where {ep.expected} was due")
+        elif ep.outcome == "void":
+            t.void += 1
+
+    async def drive(self, episodes: list[Episode], steps_each: int | None) -> None:
+        """Advance ``episodes`` in random order over the connections: ``steps_each`` steps of
+        each (None: to the end)."""
+        left = {id(ep): steps_each for ep in episodes}
+        ready = list(episodes)
+        rng = random.Random(len(episodes))
+
+        async def lane() -> None:
+            while ready:
+                i = rng.randrange(len(ready))
+                ready[i], ready[-1] = ready[-1], ready[i]
+                ep = ready.pop()
+                await self.step(ep)
+                n = left[id(ep)]
+                if n is not None:
+                    left[id(ep)] = n = n - 1
+                if ep.steps and (n is None or n > 0):
+                    ready.append(ep)
+
+        await asyncio.gather(*(lane() for _ in range(self.connections)))
+
+
+# -- a run ----------------------------------------------------------------------------------------
+
+
+def pct(xs: list[float], q: float) -> float:
+    return 1000 * xs[min(len(xs) - 1, int(len(xs) * q))]
+
+
+async def run_open(
+    server: Server,
+    store: Redis | None,
+    sessions: int,
+    wave: int,
+    connections: int,
+    gold: tuple[list[str], list[str]],
+    faults: bool,
+    profile: float,
+    offset: int,
+) -> dict[str, Any]:
+    """Open ``sessions`` episodes in waves, then advance them all in random order."""
+    tally = Tally()
+    episodes = [make_episode(offset + i, *gold) for i in range(sessions)]
+    redis_client = store.client() if store else None
+    used0 = int(redis_client.info("memory")["used_memory"]) if redis_client else 0
+    redis_rss0 = store.process().memory_info().rss if store else 0
+    redis_cpu0 = sum(store.process().cpu_times()[:2]) if store else 0.0
+    rss0, cpu0 = server.rss(), server.cpu()
+    waves = []
+    t0 = time.perf_counter()
+    async with Generator(server.url, connections, tally) as gen:
+        for start in range(0, sessions, wave):
+            chunk = episodes[start : start + wave]
+            # Open: create, and a gsm8k_tools episode's calculator call (state held), in random order.
+            await gen.drive(chunk, 1)
+            await gen.drive([ep for ep in chunk if ep.env == "gsm8k-tools" and ep.steps], 1)
+            row = {
+                "open": start + len(chunk),
+                "server_rss_mb": server.rss() / 2**20,
+                "load": load(),
+                "s": time.perf_counter() - t0,
+            }
+            if redis_client:
+                row["redis_used_mb"] = int(redis_client.info("memory")["used_memory"]) / 2**20
+                row["redis_rss_mb"] = store.process().memory_info().rss / 2**20 if store else 0
+            waves.append(row)
+            print(json.dumps(row), file=sys.stderr, flush=True)
+        t_open = time.perf_counter() - t0
+        rss_open = server.rss()
+        used_open = int(redis_client.info("memory")["used_memory"]) if redis_client else 0
+        redis_rss_open = store.process().memory_info().rss if store else 0
+        keys_open = int(redis_client.dbsize()) if redis_client else 0
+
+        events: list[str] = []
+
+        async def chaos() -> None:
+            assert store is not None
+            plan = [(0.20, "kill"), (0.45, "redis"), (0.70, "kill")]
+            for at, what in plan:
+                while tally.done < at * sessions:
+                    await asyncio.sleep(0.1)
+                if what == "kill":
+                    pid = server.kill_worker()
+                    events.append(f"worker {pid} SIGKILLed at {tally.done:,} episodes done")
+                else:
+                    down = await asyncio.to_thread(store.restart)
+                    events.append(
+                        f"redis-server restarted at {tally.done:,} episodes done ({down:.1f} s down)"
+                    )
+                print(events[-1], file=sys.stderr, flush=True)
+
+        async def sample() -> str:
+            out = Path(tempfile.mkdtemp(prefix="open-episodes-prof-")) / "stacks.txt"
+            pids = [p.pid for p in server.workers_alive()] or [server.tree()[0].pid]
+            cmd = ["/tmp/pyspy/py_spy-0.4.3.data/scripts/py-spy", "record", "-p", str(pids[0])]
+            cmd += ["-d", str(int(profile)), "-r", "50", "-f", "raw", "-o", str(out), "--nonblocking"]
+            p = await asyncio.create_subprocess_exec(
+                *cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            )
+            await p.wait()
+            return str(out)
+
+        t_adv = time.perf_counter()
+        side = []
+        if faults and store is not None:
+            side.append(asyncio.create_task(chaos()))
+        prof = asyncio.create_task(sample()) if profile else None
+        await gen.drive([ep for ep in episodes if ep.steps], None)
+        t_end = time.perf_counter()
+        for task in side:
+            await task
+        stacks = await prof if prof else None
+    wall = t_end - t0
+    cpu = server.cpu() - cpu0
+    lat = sorted(tally.latencies)
+    result: dict[str, Any] = {
+        "store": "redis" if store else "memory",
+        "workers": server.workers,
+        "sessions": sessions,
+        "connections": connections,
+        "episodes_per_s": sessions / wall,
+        "open_s": t_open,
+        "advance_s": t_end - t_adv,
+        "requests": len(lat),
+        "call_p50_ms": pct(lat, 0.5),
+        "call_p99_ms": pct(lat, 0.99),
+        "server_cpu_ms_per_episode": 1000 * cpu / sessions,
+        "server_kb_per_open_session": (rss_open - rss0) / 1024 / sessions,
+        "right": tally.right,
+        "void": tally.void,
+        "wrong": tally.wrong,
+        "errors": len(tally.errors) - tally.void,
+        "error_samples": tally.errors[:5],
+        "retries": tally.retries,
+        "reattached": tally.reattached,
+        "events": events,
+        "waves": waves,
+        "load_end": load(),
+    }
+    if store and redis_client:
+        redis_client = store.client()  # (a fresh connection after a restart)
+        result["redis_kb_per_open_session"] = (used_open - used0) / 1024 / sessions
+        result["redis_rss_kb_per_open_session"] = (redis_rss_open - redis_rss0) / 1024 / sessions
+        result["redis_keys_open"] = keys_open
+        result["redis_cpu_ms_per_episode"] = (
+            1000 * (sum(store.process().cpu_times()[:2]) - redis_cpu0) / sessions
+        )
+        result["grades"] = {k.decode(): int(v) for k, v in redis_client.hgetall("eb:grades").items()}
+    if stacks:
+        result["profile"] = summarise(stacks)
+    return result
+
+
+async def run_baseline(
+    server: Server, size: int, episodes: int, connections: int, gold: tuple[list[str], list[str]]
+) -> dict[str, Any]:
+    """``size`` episodes open at once, run to their end, again and again: ``episodes`` in all."""
+    tally = Tally()
+    cpu0 = server.cpu()
+    t0 = time.perf_counter()
+    async with Generator(server.url, connections, tally) as gen:
+        for start in range(0, episodes, size):
+            await gen.drive([make_episode(start + i, *gold) for i in range(size)], None)
+    wall = time.perf_counter() - t0
+    lat = sorted(tally.latencies)
+    return {
+        "store": server.store.split(":")[0],
+        "workers": server.workers,
+        "sessions": size,
+        "connections": connections,
+        "episodes": episodes,
+        "episodes_per_s": episodes / wall,
+        "call_p50_ms": pct(lat, 0.5),
+        "call_p99_ms": pct(lat, 0.99),
+        "server_cpu_ms_per_episode": 1000 * (server.cpu() - cpu0) / episodes,
+        "right": tally.right,
+        "void": tally.void,
+        "wrong": tally.wrong,
+        "errors": len(tally.errors) - tally.void,
+        "error_samples": tally.errors[:5],
+        "load_end": load(),
+    }
+
+
+def summarise(path: str, top: int = 25) -> dict[str, Any]:
+    """py-spy's raw stacks: the share of samples in each function (inclusive) and at the top."""
+    inclusive: collections.Counter[str] = collections.Counter()
+    leaf: collections.Counter[str] = collections.Counter()
+    total = 0
+    for line in Path(path).read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        n = int(count)
+        total += n
+        frames = [
+            f.split(" (")[0] + " (" + f.split(" (")[-1].split(":")[0].split("/")[-1] + ")"
+            for f in stack.split(";")
+        ]
+        for f in set(frames):
+            inclusive[f] += n
+        leaf[frames[-1]] += n
+    return {
+        "samples": total,
+        "inclusive": [(f, round(100 * n / total, 1)) for f, n in inclusive.most_common(top)],
+        "self": [(f, round(100 * n / total, 1)) for f, n in leaf.most_common(top)],
+    }
+
+
+async def _play(url: str, tally: Tally, episodes: list[Episode]) -> None:
+    async with Generator(url, 8, tally) as gen:
+        await gen.drive(episodes, None)
+
+
+def commandstats(
+    store: Redis, server: Server, episodes: int, gold: tuple[list[str], list[str]]
+) -> dict[str, Any]:
+    """Redis commands, bytes and round trips per episode of each kind (INFO commandstats)."""
+    out: dict[str, Any] = {}
+    for env, offset in (("gsm8k-tools", 0), ("math500", 3)):
+        c = store.client()
+        c.config_resetstat()
+        before = c.info("stats")
+        tally = Tally()
+        eps = [make_episode(offset + 4 * i, *gold) for i in range(episodes)]
+        assert all(ep.env == env for ep in eps)
+        asyncio.run(_play(server.url, tally, eps))
+        stats = c.info("commandstats")
+        after = c.info("stats")
+        calls = {k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in stats.items()}
+        calls.pop("info", None)
+        calls.pop("config|resetstat", None)
+        calls.pop("config", None)
+        top = {k: round(v / episodes, 2) for k, v in sorted(calls.items()) if k not in ("info",)}
+        scripts = sum(v for k, v in calls.items() if k in ("evalsha", "eval"))
+        # Round trips: the commands the server sent (a script is one; the commands it runs are not).
+        inner = sum(v for k, v in calls.items() if k not in ("evalsha", "eval", "script|load", "script"))
+        sent = int(after["total_commands_processed"]) - int(before["total_commands_processed"])
+        out[env] = {
+            "episodes": episodes,
+            "right": tally.right,
+            "errors": len(tally.errors),
+            "commands_per_episode": top,
+            "scripts_per_episode": scripts / episodes,
+            "commands_processed_per_episode": sent / episodes,
+            "commands_incl_script_calls_per_episode": (inner + scripts) / episodes,
+            "bytes_in_per_episode": (
+                int(after["total_net_input_bytes"]) - int(before["total_net_input_bytes"])
+            )
+            / episodes,
+            "bytes_out_per_episode": (
+                int(after["total_net_output_bytes"]) - int(before["total_net_output_bytes"])
+            )
+            / episodes,
+        }
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--store", choices=["memory", "redis"], default="memory")
+    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--sessions", type=int, default=100_000, help="episodes open at once")
+    ap.add_argument("--wave", type=int, default=10_000, help="episodes opened per wave")
+    ap.add_argument("--connections", type=int, default=64)
+    ap.add_argument(
+        "--baseline", type=int, default=64, help="episodes open at once in the baseline (0: none)"
+    )
+    ap.add_argument("--baseline-episodes", type=int, default=4096)
+    ap.add_argument("--faults", action="store_true", help="kill a worker twice and restart Redis once")
+    ap.add_argument("--profile", type=float, default=0, help="seconds of py-spy samples at full load")
+    ap.add_argument("--commandstats", action="store_true", help="only count Redis commands per episode")
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    gold = (gsm8k_gold(), math500_gold())
+    store = Redis() if args.store == "redis" else None
+    if store:
+        store.start()
+    server = Server(store.url if store else "memory", args.workers)
+    results: dict[str, Any] = {
+        "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "load_start": load(),
+    }
+    try:
+        server.start()
+        if args.commandstats:
+            assert store is not None
+            asyncio.run(run_baseline(server, 16, 64, 16, gold))  # warm-up
+            results["commandstats"] = commandstats(store, server, args.sessions, gold)
+        else:
+            asyncio.run(run_baseline(server, 64, 640, args.connections, gold))  # warm-up
+            if args.baseline:
+                results["baseline"] = asyncio.run(
+                    run_baseline(server, args.baseline, args.baseline_episodes, args.connections, gold)
+                )
+                print(json.dumps(results["baseline"]), file=sys.stderr, flush=True)
+            results["open"] = asyncio.run(
+                run_open(
+                    server,
+                    store,
+                    args.sessions,
+                    args.wave,
+                    args.connections,
+                    gold,
+                    args.faults,
+                    args.profile,
+                    10**6,
+                )
+            )
+            if args.baseline:
+                results["ratio_throughput"] = (
+                    results["open"]["episodes_per_s"] / results["baseline"]["episodes_per_s"]
+                )
+            results["open"]["p99_over_p50"] = results["open"]["call_p99_ms"] / results["open"]["call_p50_ms"]
+    finally:
+        server.stop()
+        if store:
+            store.stop()
+    text = json.dumps(results, indent=1)
+    if args.json:
+        args.json.write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    main()
