@@ -46,6 +46,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 import uuid
@@ -607,6 +608,39 @@ async def _play(url: str, tally: Tally, episodes: list[Episode]) -> None:
         await gen.drive(episodes, None)
 
 
+def round_trips(store: Redis, url: str, episodes: list[Episode]) -> float:
+    """Commands the server sends per episode (MONITOR: a script's own commands, marked
+    ``lua``, are not round trips)."""
+    lines: list[bytes] = []
+    sock = socket.create_connection(("127.0.0.1", store.port))
+    sock.sendall(b"MONITOR\r\n")
+    sock.settimeout(2)
+
+    def read() -> None:
+        buf = b""
+        while True:
+            try:
+                data = sock.recv(1 << 16)
+            except OSError:
+                break
+            if not data:
+                break
+            buf += data
+            *done, buf = buf.split(b"\r\n")
+            lines.extend(done)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    time.sleep(0.2)
+    asyncio.run(_play(url, Tally(), episodes))
+    time.sleep(2.5)  # the reader stops at its timeout
+    sock.close()
+    reader.join()
+    sent = [x for x in lines if x.startswith(b"+") and b"lua]" not in x and b'"ping"' not in x.lower()]
+    sent = [x for x in sent if b'"SET" "eb:health:' not in x and x != b"+OK"]
+    return len(sent) / len(episodes)
+
+
 def commandstats(
     store: Redis, server: Server, episodes: int, gold: tuple[list[str], list[str]]
 ) -> dict[str, Any]:
@@ -616,12 +650,15 @@ def commandstats(
         c = store.client()
         c.config_resetstat()
         before = c.info("stats")
+        redis_cpu = sum(store.process().cpu_times()[:2])
         tally = Tally()
         eps = [make_episode(offset + 4 * i, *gold) for i in range(episodes)]
         assert all(ep.env == env for ep in eps)
         asyncio.run(_play(server.url, tally, eps))
+        redis_cpu = sum(store.process().cpu_times()[:2]) - redis_cpu
         stats = c.info("commandstats")
         after = c.info("stats")
+        trips = round_trips(store, server.url, [make_episode(offset + 4 * i, *gold) for i in range(20)])
         calls = {k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in stats.items()}
         calls.pop("info", None)
         calls.pop("config|resetstat", None)
@@ -636,6 +673,12 @@ def commandstats(
             "right": tally.right,
             "errors": len(tally.errors),
             "commands_per_episode": top,
+            "round_trips_per_episode": trips,
+            "redis_usec_per_episode": sum(
+                int(v["usec"]) for k, v in stats.items() if k.removeprefix("cmdstat_") in ("evalsha", "eval")
+            )
+            / episodes,
+            "redis_server_cpu_us_per_episode": 1e6 * redis_cpu / episodes,
             "scripts_per_episode": scripts / episodes,
             "commands_processed_per_episode": sent / episodes,
             "commands_incl_script_calls_per_episode": (inner + scripts) / episodes,
