@@ -134,6 +134,7 @@ class Redis:
 class Server:
     store: str
     workers: int
+    session_timeout: float = 7200.0
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
     dead_cpu: float = 0.0
@@ -148,6 +149,7 @@ class Server:
         cmd = [exe, "serve", str(ENVS / "gsm8k_tools.yaml"), str(ENVS / "math500.yaml")]
         cmd += ["--port", str(self.port), "--store", self.store, "--workers", str(self.workers)]
         cmd += ["--max-sessions", "1000000", "--max-sessions-per-client", "1000000"]
+        cmd += ["--session-timeout", str(self.session_timeout)]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, cwd=ROOT, start_new_session=True)
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
@@ -496,15 +498,40 @@ async def run_open(
                 *cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
             )
             await p.wait()
+            print(json.dumps({"profile": summarise(str(out))}), file=sys.stderr, flush=True)
             return str(out)
+
+        async def progress() -> None:
+            seen, t_last = len(tally.latencies), time.perf_counter()
+            while True:
+                await asyncio.sleep(60)
+                now, window = time.perf_counter(), sorted(tally.latencies[seen:])
+                row = {
+                    "requests_per_s": round(len(window) / (now - t_last), 1),
+                    "p50_ms": round(pct(window, 0.5)) if window else None,
+                    "p99_ms": round(pct(window, 0.99)) if window else None,
+                    "server_rss_mb": round(server.rss() / 2**20),
+                    "done": tally.done,
+                    "right": tally.right,
+                    "void": tally.void,
+                    "wrong": tally.wrong,
+                    "errors": len(tally.errors) - tally.void,
+                    "retries": tally.retries,
+                    "s": round(time.perf_counter() - t0),
+                    "load": load(),
+                }
+                print(json.dumps(row), file=sys.stderr, flush=True)
+                seen, t_last = seen + len(window), now
 
         t_adv = time.perf_counter()
         side = []
         if faults and store is not None:
             side.append(asyncio.create_task(chaos()))
         prof = asyncio.create_task(sample()) if profile else None
+        ticker = asyncio.create_task(progress())
         await gen.drive([ep for ep in episodes if ep.steps], None)
         t_end = time.perf_counter()
+        ticker.cancel()
         for task in side:
             await task
         stacks = await prof if prof else None
@@ -568,6 +595,7 @@ async def run_baseline(
         "connections": connections,
         "episodes": episodes,
         "episodes_per_s": episodes / wall,
+        "requests_per_s": len(lat) / wall,
         "call_p50_ms": pct(lat, 0.5),
         "call_p99_ms": pct(lat, 0.99),
         "server_cpu_ms_per_episode": 1000 * (server.cpu() - cpu0) / episodes,
@@ -708,13 +736,19 @@ def main() -> None:
     ap.add_argument("--faults", action="store_true", help="kill a worker twice and restart Redis once")
     ap.add_argument("--profile", type=float, default=0, help="seconds of py-spy samples at full load")
     ap.add_argument("--commandstats", action="store_true", help="only count Redis commands per episode")
+    ap.add_argument(
+        "--session-timeout",
+        type=float,
+        default=7200.0,
+        help="the server's; above the run's length (opening 100,000 on a loaded machine outlasts 900 s)",
+    )
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     gold = (gsm8k_gold(), math500_gold())
     store = Redis() if args.store == "redis" else None
     if store:
         store.start()
-    server = Server(store.url if store else "memory", args.workers)
+    server = Server(store.url if store else "memory", args.workers, args.session_timeout)
     results: dict[str, Any] = {
         "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "load_start": load(),
