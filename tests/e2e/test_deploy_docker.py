@@ -50,6 +50,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[
         "KEYS": str(keys),
         "REPLICAS": "2",
         "WORKERS": "2",
+        # One spec, as in test_replicas.py: ors-sdk's session sends no env_name, so a server of
+        # several specs would give it the default (first) one.
+        "SPECS": "/srv/envs/gsm8k.yaml",
     }
     # The authorities this host added (a TLS-intercepting proxy's): pip in the build needs them.
     added = sorted(Path("/usr/local/share/ca-certificates").glob("*.crt"))
