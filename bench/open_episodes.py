@@ -19,7 +19,8 @@ request, server CPU per episode (the server's process tree; redis-server's apart
 and Redis ``used_memory`` after each wave (memory per 1,000 open sessions), errors, and every
 episode's outcome: right reward, void (a 404, a null reward: never counted as 0) or wrong (a
 reward that is not the expected one: the silent 0 the issue forbids). ``--profile S`` samples
-the server for S seconds with py-spy while all sessions are open (the advance phase).
+the server for S seconds with py-spy while all sessions are open (the advance phase; ``py-spy``
+on PATH, or its path in ``$PY_SPY``: ``pip install py-spy`` anywhere, it is one binary).
 
 ``--faults`` (Redis, ``--workers 2``): during the advance phase SIGKILL a worker (at 20 % and
 70 % of the episodes finished) and restart redis-server once (at 45 %: ``SHUTDOWN SAVE``, then
@@ -492,7 +493,7 @@ async def run_open(
         async def sample() -> str:
             out = Path(tempfile.mkdtemp(prefix="open-episodes-prof-")) / "stacks.txt"
             pids = [p.pid for p in server.workers_alive()] or [server.tree()[0].pid]
-            cmd = ["/tmp/pyspy/py_spy-0.4.3.data/scripts/py-spy", "record", "-p", str(pids[0])]
+            cmd = [os.environ.get("PY_SPY", "py-spy"), "record", "-p", str(pids[0])]
             cmd += ["-d", str(int(profile)), "-r", "50", "-f", "raw", "-o", str(out), "--nonblocking"]
             p = await asyncio.create_subprocess_exec(
                 *cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
