@@ -201,3 +201,15 @@ def test_a_broken_save_to_disk_folder_is_refused_naming_it(tmp_path: Path) -> No
     (tmp_path / "taskset" / "data-00000-of-00001.arrow").unlink()
     with pytest.raises(SpecError, match=r"'taskset': state.json lists \['data-00000-of-00001.arrow'\]"):
         _vf_spec(tmp_path, "{test: taskset}")
+
+
+def test_a_pack_carries_a_save_to_disk_folder(tmp_path: Path) -> None:
+    from envbuilder.catalog import load_pack, pack
+
+    _taskset().save_to_disk(str(tmp_path / "taskset"))
+    spec = tmp_path / "imported.yaml"
+    spec.write_text(
+        SPEC.format(kind="verifiers", answer="answer").replace("{test: tasks.jsonl}", "{test: taskset}")
+    )
+    pack(spec, tmp_path / "zoo.zip")
+    _check_zoo(load_pack(tmp_path / "zoo.zip", cache_dir=tmp_path / "cache"))
