@@ -7,7 +7,7 @@ door's protocol cannot express (saying which feature, of which environment).
 ========  ==========================  ===========================================================
 door      where                       what
 ========  ==========================  ===========================================================
-openenv   ``/openenv``                OpenEnv's WebSocket and HTTP reset / step / state
+openenv   ``/openenv``                OpenEnv's WebSocket and HTTP reset / step / state, its MCP
 nemo-gym  the root, ``/nemo_gym``     a NeMo Gym resources server (one environment per server)
 ========  ==========================  ===========================================================
 """
