@@ -87,7 +87,11 @@ class _ConvertedSource(_FileSource):
         return stream_objects(self._rows(path), path)
 
     def read(self, path: Path) -> pa.Table:
-        return table_of(list(self._rows(path)))
+        rows = list(self._rows(path))
+        try:
+            return table_of(rows)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            return table_of(_uniform(rows))
 
 
 def _flat(value: Any) -> Any:
@@ -97,6 +101,26 @@ def _flat(value: Any) -> Any:
         isinstance(value, list) and any(isinstance(v, dict | list) for v in value)
     )
     return json.dumps(value, ensure_ascii=False) if nested else value
+
+
+def _uniform(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``rows`` with each column whose values differ in kind (a list in one row, text or an
+    object's JSON text in another, as NeMo Gym's ``declared_tools``: ``[]`` or tools) holding
+    JSON text in every row (one table column holds one type)."""
+    kinds: dict[str, set[str]] = {}
+    for row in rows:
+        for key, value in row.items():
+            if value is not None:
+                number = isinstance(value, int | float) and not isinstance(value, bool)
+                kinds.setdefault(key, set()).add("number" if number else type(value).__name__)
+    mixed = {key for key, found in kinds.items() if len(found) > 1}
+    return [
+        {
+            k: json.dumps(v, ensure_ascii=False) if k in mixed and not isinstance(v, str | None) else v
+            for k, v in row.items()
+        }
+        for row in rows
+    ]
 
 
 def _text(content: Any, where: str) -> str:
@@ -157,6 +181,13 @@ class NemoGymSource(_ConvertedSource):
             messages += [_turn(item, where) for item in given]
         else:
             raise DataError(f"{where}: `responses_create_params.input` is missing", code="data_unreadable")
+        if not messages:
+            raise DataError(
+                f"{where}: the task's prompt is empty (`responses_create_params.input` holds no message)",
+                hint="Its resources server makes the prompt when the episode starts, which an import "
+                "cannot do; import tasks whose lines hold their prompt",
+                code="data_unreadable",
+            )
         others = {k: v for k, v in line.items() if k != "responses_create_params"}
         tools = params.get("tools")
         return {**_with_prompt(others, messages), "tools": json.dumps(tools) if tools else None}

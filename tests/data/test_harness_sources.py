@@ -125,6 +125,7 @@ def test_a_verifiers_taskset_is_a_dataset(tmp_path: Path) -> None:
             "tasks.jsonl:1: the prompt holds a 'function_call' item",
         ),
         ("verifiers", {"answer": "1"}, "tasks.jsonl:1: neither `prompt` nor `question`"),
+        ("nemo_gym", {"responses_create_params": {"input": []}}, "tasks.jsonl:1: the task's prompt is empty"),
     ],
 )
 def test_a_line_in_another_format_is_refused_naming_it(
@@ -213,3 +214,13 @@ def test_a_pack_carries_a_save_to_disk_folder(tmp_path: Path) -> None:
     )
     pack(spec, tmp_path / "zoo.zip")
     _check_zoo(load_pack(tmp_path / "zoo.zip", cache_dir=tmp_path / "cache"))
+
+
+def test_a_column_a_list_in_one_line_and_objects_in_another_is_json_text(tmp_path: Path) -> None:
+    """As NeMo Gym's terminal_multi_harness tasks: `declared_tools` is `[]` in one line and a
+    list of tool objects (kept as JSON text) in the next; one column holds JSON text for both."""
+    tool = {"type": "function", "name": "exec_command", "parameters": {"type": "object"}}
+    lines = [{**NEMO_LINES[0], "declared_tools": []}, {**NEMO_LINES[1], "declared_tools": [tool]}]
+    split = _env(tmp_path, "nemo_gym", lines, "expected_answer").split("test")
+    assert json.loads(split.task(0)["declared_tools"]) == []
+    assert json.loads(split.task(1)["declared_tools"]) == [tool]
