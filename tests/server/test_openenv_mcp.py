@@ -222,3 +222,18 @@ def test_the_mcp_route_keeps_the_doors_rules(keyed_url: str) -> None:
     assert bad["result"]["isError"] is True and bad["result"]["_meta"]["error_type"] == "invalid_args"
     closed = _rpc(keyed_url, _call("openenv/session/close", {"session_id": sid}))
     assert closed["result"] == {"session_id": sid, "closed": True}
+
+
+def test_the_door_refuses_a_tool_named_like_openenvs_controls(models: ChatServer) -> None:
+    from envbuilder.environment import Environment
+    from envbuilder.errors import EnvbuilderError
+    from envbuilder.server import check_doors
+    from envbuilder.spec import parse_spec
+
+    text = (ENVS / "gsm8k_tools.yaml").read_text().replace("name: hint", "name: reset")
+    clash = Environment(parse_spec(text, file="gsm8k_tools.yaml", base_dir=ENVS))
+    with pytest.raises(EnvbuilderError) as refused:
+        check_doors(["openenv"], [clash])
+    assert refused.value.code == "door_refuses"
+    assert "gsm8k-tools: its tool 'reset' has a name OpenEnv keeps for its own controls" in str(refused.value)
+    assert check_doors(["openenv"], [load(ENVS / "gsm8k_tools.yaml", models.base_url)])
