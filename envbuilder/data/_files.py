@@ -87,11 +87,20 @@ class _FileSource(Source):
                     first = next(iter(self.stream(paths[0])))  # an empty file: read whole below
                     _check_text(first.schema, paths, encoding)
                     write_ipc(path, first.schema, _conformed(paths, first.schema, self.stream))
-                except (pa.ArrowInvalid, pa.ArrowTypeError, _Disagrees, StopIteration):
-                    tables = [self.read(p) for p in paths]  # whole files: pyarrow unifies types
+                except (
+                    pa.ArrowInvalid,
+                    pa.ArrowTypeError,
+                    pa.ArrowNotImplementedError,
+                    _Disagrees,
+                    StopIteration,
+                ):
+                    # whole files, whose types pyarrow unifies (a column all null in one file
+                    # takes another file's type)
+                    tables = [self.read(p) for p in paths]
                     _same_columns(paths, [t.schema for t in tables])
-                    _check_text(tables[0].schema, paths, encoding)
-                    write_ipc(path, tables[0].schema, _unified(tables, tables[0].schema))
+                    schema = pa.unify_schemas([t.schema for t in tables], promote_options="permissive")
+                    _check_text(schema, paths, encoding)
+                    write_ipc(path, schema, _unified(tables, schema))
             except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError, OSError) as exc:
                 not_text = _not_text(paths, encoding)
                 if not_text is not None:

@@ -7,7 +7,7 @@ door's protocol cannot express (saying which feature, of which environment).
 ========  ==========================  ===========================================================
 door      where                       what
 ========  ==========================  ===========================================================
-openenv   ``/openenv``                OpenEnv's WebSocket and HTTP reset / step / state
+openenv   ``/openenv``                OpenEnv's WebSocket and HTTP reset / step / state, its MCP
 nemo-gym  the root, ``/nemo_gym``     a NeMo Gym resources server (one environment per server)
 ========  ==========================  ===========================================================
 """
@@ -40,6 +40,12 @@ def _openenv(envs: list[Environment]) -> APIRouter:
     return router
 
 
+def _openenv_refuses(envs: list[Environment]) -> list[str]:
+    from envbuilder.server._openenv import refuses
+
+    return refuses(envs)
+
+
 def _nemo_gym(envs: list[Environment]) -> APIRouter:
     from envbuilder.server._nemo_gym_routes import build_router
 
@@ -62,7 +68,7 @@ def _ors_roots() -> frozenset[str]:
 
 
 DOORS: dict[str, Door] = {
-    "openenv": Door("openenv", "/openenv", _openenv, lambda envs: []),
+    "openenv": Door("openenv", "/openenv", _openenv, _openenv_refuses),
     "nemo-gym": Door("nemo-gym", "", _nemo_gym, _nemo_gym_refuses),
 }
 """The doors by name."""

@@ -144,6 +144,22 @@ _REASONS: dict[str | None, Any] = {
 }
 
 
+RESERVED_TOOL_NAMES = frozenset({"reset", "step", "state", "close"})
+"""Tool names OpenEnv keeps for its own controls (openenv-core's ``RESERVED_TOOL_NAMES``: its MCP
+environments refuse them, and its harness sessions raise on them)."""
+
+
+def refuses(envs: list[Environment]) -> list[str]:
+    """What OpenEnv cannot express in ``envs``, each naming the environment and the tool."""
+    return [
+        f"{env.name}: its tool {tool.name!r} has a name OpenEnv keeps for its own controls "
+        f"({', '.join(sorted(RESERVED_TOOL_NAMES))}); rename the tool"
+        for env in envs
+        for tool in env.task_tools_listing.tools
+        if tool.name in RESERVED_TOOL_NAMES
+    ]
+
+
 def result(observation: dict[str, Any], reward: float | None = None, done: bool = False) -> dict[str, Any]:
     """OpenEnv's step result: ``{"observation", "reward", "done"}``."""
     return {"observation": observation, "reward": reward, "done": done}
@@ -294,12 +310,14 @@ def metadata(env: Environment) -> dict[str, Any]:
 
 __all__ = [
     "PREFIX",
+    "RESERVED_TOOL_NAMES",
     "Action",
     "CallToolAction",
     "ListToolsAction",
     "ResetRequest",
     "episode_state",
     "metadata",
+    "refuses",
     "reset",
     "schema",
     "step",

@@ -1,6 +1,8 @@
 """The OpenEnv door's routes, under ``/openenv`` (the default environment) and
 ``/openenv/{env_name}``: the WebSocket ``/ws`` OpenEnv's clients use, and ``/reset``, ``/step``,
-``/state``, ``/schema``, ``/metadata``, ``/health`` over HTTP (see ``_openenv``).
+``/state``, ``/schema``, ``/metadata``, ``/health`` over HTTP (see ``_openenv``), MCP's JSON-RPC
+at ``/mcp`` (see ``_openenv_mcp``), and the door's own ``/openapi.json`` (the server's OpenAPI
+document seen from the door, which ``openenv validate --url`` reads).
 
 The HTTP routes pass the server's front door like every other route (API key, bounded body,
 one JSON error shape). The WebSocket skips it (it is not HTTP), so its handshake checks the
@@ -24,7 +26,7 @@ from pydantic import TypeAdapter, ValidationError
 from starlette.responses import JSONResponse
 
 from envbuilder.errors import RequestRejected
-from envbuilder.server import _access, _headers, _openenv, _ops, _owners
+from envbuilder.server import _access, _headers, _openenv, _openenv_mcp, _ops, _owners
 from envbuilder.server._context import ServerContext
 from envbuilder.server._reply import Reply
 from envbuilder.server._responses import ReplyResponse
@@ -160,6 +162,56 @@ async def env_health(env_name: str, request: Request) -> Response:
     return await health(request)
 
 
+@router.post("/mcp", responses=errors(401, 413), summary="MCP JSON-RPC (tools/list, tools/call)")
+async def mcp(request: Request, x_secrets: Secrets = None) -> Response:
+    return await _mcp(request, None, x_secrets)
+
+
+@router.post("/{env_name}/mcp", responses=errors(401, 404, 413), summary="MCP JSON-RPC")
+async def env_mcp(env_name: str, request: Request, x_secrets: Secrets = None) -> Response:
+    _state(request).env(env_name)
+    return await _mcp(request, env_name, x_secrets)
+
+
+async def _mcp(request: Request, env_name: str | None, secrets: str | None) -> Response:
+    """One JSON-RPC request; its errors are JSON-RPC errors in a 200 answer, as OpenEnv's."""
+    try:
+        raw = orjson.loads(await request.body())
+    except orjson.JSONDecodeError as exc:
+        return _json(_openenv_mcp.error(_openenv_mcp.PARSE_ERROR, f"Parse error: {exc}"))
+    parsed = _openenv_mcp.parse(raw)
+    if isinstance(parsed, dict):
+        return _json(parsed)
+    episodes = _openenv_mcp.Episodes(_state(request), env_name, secrets)
+    return _json(await _openenv_mcp.handle(episodes, parsed))
+
+
+@router.get("/openapi.json", summary="The OpenAPI document of the door (default environment)")
+async def door_openapi(request: Request) -> Response:
+    return _json(_door_openapi(request, _openenv.PREFIX))
+
+
+@router.get("/{env_name}/openapi.json", responses=errors(401, 404), summary="The door's OpenAPI document")
+async def env_door_openapi(env_name: str, request: Request) -> Response:
+    _state(request).env(env_name)
+    return _json(_door_openapi(request, f"{_openenv.PREFIX}/{{env_name}}"))
+
+
+def _door_openapi(request: Request, prefix: str) -> dict[str, Any]:
+    """The server's OpenAPI document with only the door's routes under ``prefix``, their paths
+    relative to it (``/reset``, ``/step``, ...), as OpenEnv's own server lists them."""
+    document = dict(request.app.openapi())
+    paths = document.get("paths", {})
+    document["paths"] = {
+        path[len(prefix) :]: item
+        for path, item in paths.items()
+        if path.startswith(prefix + "/")
+        and "/" not in path[len(prefix) + 1 :].rstrip("/")
+        and not path[len(prefix) + 1 :].startswith("{")
+    }
+    return document
+
+
 # -- WebSocket ----------------------------------------------------------------------------------
 
 
@@ -252,8 +304,10 @@ class _Connection:
                 return _reply("state", await _openenv.episode_state(self.state, self._sid()))
             if kind == "close":
                 return None
+            if kind == "mcp":
+                return _reply("mcp", await self._mcp(message.get("data")))
             return _error(
-                f"Unknown message type: {kind!r}; expected reset, step, state or close", "UNKNOWN_TYPE"
+                f"Unknown message type: {kind!r}; expected reset, step, state, mcp or close", "UNKNOWN_TYPE"
             )
         except ValidationError as exc:
             return _error(f"Invalid message: {_problems(exc)}", "VALIDATION_ERROR")
@@ -262,6 +316,19 @@ class _Connection:
         except Exception as exc:  # the server's own bug: never its message (it may hold a secret)
             log.error("unhandled %s in an OpenEnv %s message", type(exc).__name__, kind)
             return _error(f"Internal Server Error ({type(exc).__name__})", "EXECUTION_ERROR", 500)
+
+    async def _mcp(self, data: Any) -> dict[str, Any]:
+        """A JSON-RPC request on the connection's episode (``openenv/session/create`` with
+        parameters starts another, as a reset does)."""
+        request = _openenv_mcp.parse(data)
+        if isinstance(request, dict):
+            return request
+        episodes = _openenv_mcp.Episodes(self.state, self.env_name, self.secrets)
+        episodes.connection, episodes.bound = True, self.sid
+        try:
+            return await _openenv_mcp.handle(episodes, request)
+        finally:
+            self.sid = episodes.bound
 
     def _sid(self) -> str:
         if self.sid is None:

@@ -125,6 +125,7 @@ def test_a_verifiers_taskset_is_a_dataset(tmp_path: Path) -> None:
             "tasks.jsonl:1: the prompt holds a 'function_call' item",
         ),
         ("verifiers", {"answer": "1"}, "tasks.jsonl:1: neither `prompt` nor `question`"),
+        ("nemo_gym", {"responses_create_params": {"input": []}}, "tasks.jsonl:1: the task's prompt is empty"),
     ],
 )
 def test_a_line_in_another_format_is_refused_naming_it(
@@ -132,3 +133,94 @@ def test_a_line_in_another_format_is_refused_naming_it(
 ) -> None:
     with pytest.raises(SpecError, match=message.replace("(", r"\(")):
         _env(tmp_path, kind, [line], "answer")
+
+
+def _vf_spec(tmp_path: Path, files: str) -> Environment:
+    text = SPEC.format(kind="verifiers", answer="answer").replace("{test: tasks.jsonl}", files)
+    return Environment(parse_spec(text, file="imported.yaml", base_dir=tmp_path))
+
+
+def _taskset() -> Any:
+    """VF_LINES as a real ``datasets.Dataset``: ``info`` becomes a struct column, the messages
+    a list of structs, and each row has every column (``prompt`` None where it has a
+    ``question``; ``from_list`` takes the columns from the first row)."""
+    datasets = pytest.importorskip("datasets")
+    return datasets.Dataset.from_list([{"prompt": None, "question": None, **line} for line in VF_LINES])
+
+
+def _check_zoo(env: Environment) -> None:
+    split = env.split("test")
+    spider, ant = split.task(0), split.task(1)
+    assert spider["messages"] == VF_LINES[0]["prompt"] and spider["prompt"] == "How many legs has a spider?"
+    assert json.loads(spider["info"]) == {"source": "zoo", "level": 1} and spider["task"] == "legs"
+    assert ant["messages"] == [{"role": "user", "content": "How many legs has an ant?"}]
+    assert json.loads(ant["info"]) == {"source": "zoo", "level": None}  # the struct's absent key
+    assert [_grade(env, 0, "8"), _grade(env, 1, "8"), _grade(env, 1, "6")] == [1.0, 0.0, 1.0]
+
+
+def test_a_folder_written_by_dataset_save_to_disk_is_a_verifiers_dataset(tmp_path: Path) -> None:
+    _taskset().save_to_disk(str(tmp_path / "taskset"), num_shards=2)  # two shards, read in order
+    env = _vf_spec(tmp_path, "{test: taskset}")
+    _check_zoo(env)
+    # What a pack or a catalog must carry to read it again: the shards and the folder's records.
+    names = sorted(str(p.relative_to(tmp_path)) for p in env.source.files())
+    assert names == [
+        "taskset/data-00000-of-00002.arrow",
+        "taskset/data-00001-of-00002.arrow",
+        "taskset/dataset_info.json",
+        "taskset/state.json",
+    ]
+    assert set(env.files) >= {f"taskset/{n}" for n in ("state.json", "data-00000-of-00002.arrow")}
+
+
+def test_a_datasetdict_folder_gives_its_splits(tmp_path: Path) -> None:
+    datasets = pytest.importorskip("datasets")
+    zoo = _taskset()
+    datasets.DatasetDict({"train": zoo.select([1]), "test": zoo}).save_to_disk(str(tmp_path / "zoo"))
+    _check_zoo(_vf_spec(tmp_path, "{test: zoo}"))  # the source split of the same name
+    _check_zoo(_vf_spec(tmp_path, "{test: zoo/test}"))  # or one split's folder
+    datasets.DatasetDict({"train": zoo, "validation": zoo}).save_to_disk(str(tmp_path / "other"))
+    with pytest.raises(SpecError) as refused:
+        _vf_spec(tmp_path, "{test: other}")
+    message = str(refused.value)
+    assert (
+        "dataset.files.test: 'other' is a DatasetDict folder (splits: train, validation) without a "
+        in message
+    )
+    assert "split 'test'. Name one split's folder, e.g. 'other/train'" in message
+
+
+def test_parquet_files_are_a_verifiers_dataset(tmp_path: Path) -> None:
+    (tmp_path / "parts").mkdir()
+    _taskset().to_parquet(str(tmp_path / "parts" / "zoo.parquet"))
+    _check_zoo(_vf_spec(tmp_path, "{test: parts/zoo.parquet}"))
+    _check_zoo(_vf_spec(tmp_path, "{test: parts}"))  # a folder of Parquet files
+
+
+def test_a_broken_save_to_disk_folder_is_refused_naming_it(tmp_path: Path) -> None:
+    _taskset().save_to_disk(str(tmp_path / "taskset"))
+    (tmp_path / "taskset" / "data-00000-of-00001.arrow").unlink()
+    with pytest.raises(SpecError, match=r"'taskset': state.json lists \['data-00000-of-00001.arrow'\]"):
+        _vf_spec(tmp_path, "{test: taskset}")
+
+
+def test_a_pack_carries_a_save_to_disk_folder(tmp_path: Path) -> None:
+    from envbuilder.catalog import load_pack, pack
+
+    _taskset().save_to_disk(str(tmp_path / "taskset"))
+    spec = tmp_path / "imported.yaml"
+    spec.write_text(
+        SPEC.format(kind="verifiers", answer="answer").replace("{test: tasks.jsonl}", "{test: taskset}")
+    )
+    pack(spec, tmp_path / "zoo.zip")
+    _check_zoo(load_pack(tmp_path / "zoo.zip", cache_dir=tmp_path / "cache"))
+
+
+def test_a_column_a_list_in_one_line_and_objects_in_another_is_json_text(tmp_path: Path) -> None:
+    """As NeMo Gym's terminal_multi_harness tasks: `declared_tools` is `[]` in one line and a
+    list of tool objects (kept as JSON text) in the next; one column holds JSON text for both."""
+    tool = {"type": "function", "name": "exec_command", "parameters": {"type": "object"}}
+    lines = [{**NEMO_LINES[0], "declared_tools": []}, {**NEMO_LINES[1], "declared_tools": [tool]}]
+    split = _env(tmp_path, "nemo_gym", lines, "expected_answer").split("test")
+    assert json.loads(split.task(0)["declared_tools"]) == []
+    assert json.loads(split.task(1)["declared_tools"]) == [tool]

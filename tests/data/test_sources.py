@@ -150,3 +150,19 @@ def test_a_json_key_the_first_row_lacks_is_kept(tmp_path: Path) -> None:
     (tmp_path / "rows.json").write_text(json.dumps(rows))
     split = make_env({"type": "json", "files": {"test": "rows.json"}}, {"test": {}}, tmp_path).split("test")
     assert split.task(1)["note"] == "kept" and split.task(0)["note"] is None
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "json"])
+def test_a_column_null_in_one_file_takes_its_type_from_another(kind: str, tmp_path: Path) -> None:
+    """The first file's `note` is all null (pyarrow types it `null`), the second's is text: the
+    files' types are unified (casting the text to the first file's `null` type failed)."""
+    files = {
+        "a": [{"question": "q0", "answer": "0", "note": None}],
+        "b": [{"question": "q1", "answer": "1", "note": "x"}],
+    }
+    for name, rows in files.items():
+        text = "".join(json.dumps(r) + "\n" for r in rows) if kind == "jsonl" else json.dumps(rows)
+        (tmp_path / f"{name}.{kind}").write_text(text)
+    dataset = {"type": kind, "files": {"test": [f"a.{kind}", f"b.{kind}"]}}
+    split = make_env(dataset, {"test": {}}, tmp_path).split("test")
+    assert [split.task(0)["note"], split.task(1)["note"]] == [None, "x"]

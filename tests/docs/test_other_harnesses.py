@@ -70,3 +70,10 @@ def test_the_trl_environment_class_plays_as_grpo_trainer_uses_it(url: str) -> No
     assert env.submit(answer="-1").startswith("Incorrect") and env.get_reward() == 0.0
     env.reset(prompt="", index=4)
     assert env.submit(answer=gold).startswith("Correct") and env.get_reward() == 1.0
+
+
+def test_the_mcp_example_lists_the_tools(url: str) -> None:
+    block = blocks(page(PAGE), "python")[2]
+    assert "use_production_mode = True" in block
+    _, printed = _run(block, url)
+    assert printed.splitlines() == ["['submit']"]

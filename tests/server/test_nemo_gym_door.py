@@ -286,22 +286,32 @@ def test_the_real_nemo_gym_simple_agent_gets_the_rewards(
     name: str, models: ChatServer, tmp_path: Path
 ) -> None:
     """NeMo Gym's own SimpleAgent (its server, ServerClient and aiohttp client, in a Python
-    with nemo-gym) runs a gold rollout against the door: the full reward."""
+    with nemo-gym) runs a gold rollout and a wrong one against the door, one server and one
+    agent process for both: the full reward, then 0."""
     served = load(ENVS / f"{name}.yaml", models.base_url)
     assert served.submit is not None
-    gold, _ = plays(served)
+    gold, wrong = plays(served)
     dialogue = served.spec.user is not None
-    calls, final = (gold.calls, "Goodbye.") if dialogue else _in_message(gold, served.submit.spec.name)
+    if dialogue:  # every message goes through the answer tool
+        scripts = [(gold.calls, "Goodbye."), (wrong.calls, "Goodbye.")]
+    else:
+        calls, final = _in_message(gold, served.submit.spec.name)
+        scripts = [(calls, final), (calls, wrong.calls[0][1][served.submit.spec.answer_field])]
+    rollout = [-1]
 
     def scripted(body: dict[str, Any], index: int) -> tuple[int, dict[str, Any], dict[str, str]]:
         done = sum(1 for item in body["input"] if item.get("type") == "function_call_output")
+        if done == 0 and not any(item.get("role") == "assistant" for item in body["input"]):
+            rollout[0] += 1  # a rollout's first request (the rows run one after the other)
+        calls, final = scripts[rollout[0]]
         if done < len(calls):
             return 200, _nemo_reply(responses_reply(tool=calls[done])), {}
         return 200, _nemo_reply(responses_reply(text=final)), {}
 
     with ChatServer(scripted, route="/responses") as model_server, _serve([served]) as url:
         rows = tmp_path / "rows.jsonl"
-        rows.write_text("".join(json.dumps(row) + "\n" for row in _rows(url, gold)))
+        row = _rows(url, gold)
+        rows.write_text("".join(json.dumps(r) + "\n" for r in row * 2))
         model_port = model_server.base_url.rsplit(":", 1)[1].split("/")[0]
         script = Path(__file__).resolve().parent.parent / "nemo_gym_real.py"
         assert NEMO_GYM_PYTHON is not None
@@ -313,5 +323,5 @@ def test_the_real_nemo_gym_simple_agent_gets_the_rewards(
         )
     assert run.returncode == 0, run.stderr[-2000:]
     answers = [json.loads(line) for line in run.stdout.splitlines()]
-    assert [a["status"] for a in answers] == [200], run.stderr[-2000:]
-    assert json.loads(answers[0]["body"])["reward"] == full_reward(served)
+    assert [a["status"] for a in answers] == [200, 200], run.stderr[-2000:]
+    assert [json.loads(a["body"])["reward"] for a in answers] == [full_reward(served), 0.0]
