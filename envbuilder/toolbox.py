@@ -183,6 +183,8 @@ class Toolbox:
         """One call the simulated user model made (:data:`envbuilder.simulated_user.Act`): run
         (or, with ``refused``, recorded as not run) and in the transcript as the user's, whatever
         happened, so the user model reads its result."""
+        if refused is None and name not in self.user_declared:
+            refused = f"it is not one of your tools ({', '.join(sorted(self.user_declared))})"
         result = (
             await self.call_as_user(episode, name, tool_input, round_no)
             if refused is None
