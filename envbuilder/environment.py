@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 from collections.abc import Callable
@@ -24,6 +25,7 @@ from envbuilder.errors import (
     name_hint,
 )
 from envbuilder.graders import TRAJECTORY, Grader, GraderContext, graders
+from envbuilder.llm import override_endpoints
 from envbuilder.prompting import Prompter
 from envbuilder.protocol import (
     ContentBlock,
@@ -86,8 +88,13 @@ class Environment:
         in the user's own folders (see :mod:`envbuilder.spec._code`). Refused code is never
         imported or started: the refusal is a located problem, raised before anything is built.
         """
+        spec, self.endpoints = override_endpoints(loaded.spec)
+        """The model endpoints of the simulated user and the judges, as they will be used (with
+        the overrides of the environment: ``ENVBUILDER_USER_BASE_URL`` …, see envbuilder.llm)."""
+        if spec is not loaded.spec:
+            loaded = dataclasses.replace(loaded, spec=spec)
         self.loaded = loaded
-        spec = self.spec = loaded.spec
+        self.spec = spec
         self.name = spec.name
         problems: list[Problem] = code_problems(loaded, trust_code)
         refused = {loc[:2] for loc, _, _ in code_parts(spec)} if problems else set()
