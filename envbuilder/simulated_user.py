@@ -193,19 +193,13 @@ class SimulatedUser:
         Raises:
             UserUnavailable: no valid turn after the retries.
         """
-        model = ChatModel(
-            self.spec.base_url,
-            self.spec.model,
-            api_key=resolve_api_key(self.spec.api_key_secret, self.spec.api_key_env, secrets),
-            retry=self._retry,
-            timeout=self.spec.timeout,
-            usage=self.usage,
-        )
+        key = resolve_api_key(self.spec.api_key_secret, self.spec.api_key_env, secrets)
+        models: dict[bool, ChatModel] = {}  # this turn's clients: tools allowed, or text only
         calls: list[UserCall] = []
         try:
             for round_no in range(self.spec.max_tool_rounds + 1):
                 last = act is None or round_no == self.spec.max_tool_rounds
-                answer = await self._ask(model, task, dialogue, message, calls, last)
+                answer = await self._ask(models, key, task, dialogue, message, calls, last)
                 requested = answer.get("tool_calls") or []
                 if not requested or act is None or last:
                     turn = self._turn(str(answer.get("content") or ""), cached=bool(answer.get("cached")))
@@ -215,7 +209,22 @@ class SimulatedUser:
                     calls.append(await self._act(act, request, round_no, i))
             raise AssertionError("unreachable: the last round asks for text")  # pragma: no cover
         finally:
-            await model.aclose()
+            for model in models.values():
+                await model.aclose()
+
+    def _model(self, models: dict[bool, ChatModel], api_key: str | None, body: dict[str, Any]) -> ChatModel:
+        """The turn's client for requests like ``body`` (made on first use; its sampling is the
+        request's fields besides the model, messages and tools, the same for every request of a
+        kind: tools allowed, or text only)."""
+        kind = body.get("tool_choice") == "none"
+        model = models.get(kind)
+        if model is None:
+            extra = {k: v for k, v in body.items() if k not in ("model", "messages", "tools")}
+            model = models[kind] = ChatModel(
+                self.spec.base_url, self.spec.model, api_key=api_key, sampling=Sampling(extra=extra),
+                retry=self._retry, timeout=self.spec.timeout, usage=self.usage,
+            )  # fmt: skip
+        return model
 
     async def _act(self, act: Act, request: dict[str, Any], round_no: int, i: int) -> UserCall:
         """Run one requested tool call (refused when it is past the round's bound or its
@@ -236,7 +245,8 @@ class SimulatedUser:
 
     async def _ask(
         self,
-        model: ChatModel,
+        models: dict[bool, ChatModel],
+        api_key: str | None,
         task: Task,
         dialogue: Sequence[Exchange],
         message: str,
@@ -261,11 +271,10 @@ class SimulatedUser:
             answer = self._answer(hit, last) if hit is not None else None
             if answer is not None:
                 return {**answer, "cached": True}
-        sampling = {k: v for k, v in body.items() if k not in ("model", "messages", "tools")}
+        model = self._model(models, api_key, body)
         attempts = self._retry.attempts()
         while True:
             try:
-                model.sampling = Sampling(extra=sampling)
                 raw = await model.complete(body["messages"], body.get("tools") or [])
             except ModelError as exc:
                 raise UserUnavailable(f"the simulated user is unavailable: {exc.message}") from None

@@ -17,43 +17,18 @@ from envbuilder.environment import Environment
 from envbuilder.server import ServerSettings, create_app
 from envbuilder.spec import parse_spec
 from tests.conftest import ENVS
-from tests.fakes.chat_server import ChatServer, reply
+from tests.fakes import phone_customer
+from tests.fakes.chat_server import ChatServer
+from tests.fakes.phone_customer import CLOSING, OPENING, USER_TOOLS
 from tests.servers import serve_app
 
 KEY = "sk-test-customer"
 GREETING = "Hello! This is support. How can I help?"
-OPENING = "Hi, my phone has had no signal and no internet since this morning."
-CLOSING = "Is there anything else I can help you with?"
-SETTINGS = {"airplane": "set_airplane_mode", "mobile data": "set_mobile_data", "roaming": "set_data_roaming"}
-USER_TOOLS = {"check_status_bar", *SETTINGS.values()}
-
-
-def _customer(body: dict[str, Any], index: int) -> tuple[int, dict[str, Any], dict[str, str]]:
-    """A scripted customer: does what the agent's last message asks with its phone tools (the
-    setting it names, on or off), then looks at the status bar, then says what it sees."""
-    messages = body["messages"]
-    last_agent = max(i for i, m in enumerate(messages) if m["role"] == "user")
-    said, after = messages[last_agent]["content"], messages[last_agent + 1 :]
-    if "anything else" in said:
-        return 200, reply("No, that's all, thank you! ###STOP###"), {}
-    asked = [tool for words, tool in SETTINGS.items() if words in said.lower()]
-    if not asked:
-        return 200, reply(OPENING), {}
-    done = [c["function"]["name"] for m in after if m["role"] == "assistant" for c in m["tool_calls"]]
-    if not done:
-        enabled = " on" in said.lower()
-        call = {"id": "c1", "type": "function", "function": {"name": asked[0], "arguments": ""}}
-        call["function"]["arguments"] = json.dumps({"enabled": enabled})
-        return 200, reply(None, [call]), {}
-    if "check_status_bar" not in done:
-        look = {"id": "c2", "type": "function", "function": {"name": "check_status_bar", "arguments": "{}"}}
-        return 200, reply(None, [look]), {}
-    return 200, reply(f"Done. My status bar shows: {after[-1]['content']}"), {}
 
 
 @pytest.fixture(scope="module")
 def customer() -> Iterator[ChatServer]:
-    with ChatServer(_customer) as server:
+    with ChatServer(phone_customer.customer) as server:
         yield server
 
 
