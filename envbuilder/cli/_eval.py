@@ -177,6 +177,14 @@ def eval_command(
         }
         command = _command(targets, model, base_url, api, api_key_env, split, limit, samples, max_turns,
                            env, envs, answer, sampling, out)  # fmt: skip
+        endpoints = {
+            "--user-base-url": user_base_url, "--user-model": user_model,
+            "--user-api-key-env": user_api_key_env, "--judge-base-url": judge_base_url,
+            "--judge-model": judge_model, "--judge-api-key-env": judge_api_key_env,
+        }  # fmt: skip
+        for option, value in endpoints.items():  # part of the run's identity (never a key itself)
+            command += f" {shlex.join([option, value])}" if value else ""
+        command += " --no-cache" if no_cache else ""
         options = _Options(
             targets, names, answer, model, base_url, os.environ.get(key_env) or None, split, limit,
             samples, concurrency, max_turns, out, env, group_by, sampling, max_errors, max_retries,

@@ -4,6 +4,7 @@ start-up without the key; `--no-cache`; and `envbuilder cache show|clear`."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -132,3 +133,32 @@ def test_cache_show_and_clear(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) ->
     cleared = runner.invoke(app, ["cache", "clear"])
     assert (cleared.exit_code, cleared.output) == (0, f"{tmp_path}/judge-cache.sqlite3: 3 replies deleted\n")
     assert cache.get_sync("key-0") is None and cache.count() == 0
+
+
+def _agent(body: dict[str, Any], index: int) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """A scripted agent for phone_support's first task: tells the customer to turn airplane
+    mode off, then closes."""
+    from tests.fakes.chat_server import tool_call_reply
+
+    results = sum(1 for m in body["messages"] if m["role"] == "tool")
+    said = ["Please turn airplane mode off.", "Is there anything else I can help you with?"]
+    if results < len(said):
+        return 200, tool_call_reply("send_message", json.dumps({"message": said[results]}), f"a{results}"), {}
+    return 200, reply("Done."), {}
+
+
+def test_eval_plays_dual_control_with_the_customer_pointed_elsewhere_by_flag(tmp_path: Any) -> None:
+    from tests.fakes import phone_customer
+
+    with ChatServer(_agent) as agent, ChatServer(phone_customer.customer) as customer:
+        out = tmp_path / "run.jsonl"
+        argv = ["eval", str(ENVS / "phone_support.yaml"), "--model", "scripted", "--base-url", agent.base_url]
+        argv += ["--limit", "1", "--out", str(out), "--user-base-url", customer.base_url, "--no-cache"]
+        result = runner.invoke(app, argv)
+        assert result.exit_code == 0, result.output
+        assert f"at {customer.base_url} [--user-base-url]" in result.output
+        assert len(customer.requests) == 4  # the guidance (setting, status bar, reply), the goodbye
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    episode = [r for r in records if r.get("reward") is not None]
+    assert [r["reward"] for r in episode] == [1.0]
+    assert "--user-base-url" in out.read_text() and "--no-cache" in out.read_text()
