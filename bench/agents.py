@@ -11,7 +11,13 @@ is a local chat server answering at once) with a real ``redis-server`` as the se
   Redis after its gold actions (read with ``STRLEN``);
 * **tool calls**: sessions making only ``calculate`` calls against sessions making only
   ``get_order_details`` (a declarative read), ``find_user_id_by_name_zip`` (a search of the 500
-  users) or ``modify_user_address`` (a Python write): server CPU per call of each.
+  users) or ``modify_user_address`` (a Python write): server CPU per call of each;
+* **dual control** (``--dual-only`` runs only this): envs/phone_support.yaml, whose customer has
+  tools of its own (its phone's settings), played by the scripted customer of
+  ``tests/fakes/phone_customer.py``: every task with its gold actions (the agent's made by the
+  agent, the customer's by guidance the customer follows with its tools): episodes/s, server CPU
+  per episode and per request, the customer's requests and tool calls per episode, rewards (all
+  must be 1.0) and the session's size in Redis.
 
     python bench/agents.py --concurrency 8 --calls 2000
 """
@@ -34,6 +40,7 @@ sys.path.insert(0, str(ROOT))
 
 from envbuilder.client import AsyncClient  # noqa: E402
 from envbuilder.server._sessions import session_key  # noqa: E402
+from tests.fakes import phone_customer  # noqa: E402
 from tests.fakes.chat_server import ChatServer, reply  # noqa: E402
 from tests.processes import serve_process  # noqa: E402
 from tests.redisd import redis_server  # noqa: E402
@@ -131,6 +138,85 @@ def in_process(kinds: dict[str, tuple[str, list[dict[str, Any]]]], n: int) -> di
     return out
 
 
+PHONE = ROOT / "envs" / "phone_support.yaml"
+
+
+async def dual_control(url: str, redis_url: str, concurrency: int, rounds: int) -> dict[str, Any]:
+    """Every phone_support task ``rounds`` times: a greeting, the agent's gold calls, one
+    guidance message per gold call of the customer's tools, a closing message."""
+    import redis
+
+    store = redis.Redis.from_url(redis_url)
+    lines = (ROOT / "envs/data/phone_support/test.jsonl").read_text().splitlines()
+    rows = [json.loads(line) for line in lines]
+    queue: asyncio.Queue[int] = asyncio.Queue()
+    for _ in range(rounds):
+        for i in range(len(rows)):
+            queue.put_nowait(i)
+    rewards: list[float | None] = []
+    sizes: list[int] = []
+    requests = user_calls = 0
+
+    async def worker(client: AsyncClient) -> None:
+        nonlocal requests, user_calls
+        env = client.environment("phone_support")
+        while not queue.empty():
+            index = queue.get_nowait()
+            actions = json.loads(rows[index]["actions"])
+            async with env.session(split="test", index=index, secrets={"OPENAI_API_KEY": "sk-bench"}) as s:
+                await s.call_tool("send_message", {"message": "Hello! This is support."})
+                for action in actions:
+                    if action["name"] in phone_customer.USER_TOOLS:
+                        said = phone_customer.guidance(action["name"], action["arguments"])
+                        out = await s.call_tool("send_message", {"message": said})
+                        user_calls += len((out.metadata or {}).get("user_actions", []))
+                    else:
+                        await s.call_tool(action["name"], action["arguments"])
+                sizes.append(int(store.strlen("eb:s:" + session_key("addr:127.0.0.1", s.sid))))
+                out = await s.call_tool("send_message", {"message": phone_customer.CLOSING})
+                rewards.append(out.reward)
+                requests += len(actions) + 2
+
+    started = time.perf_counter()
+    async with AsyncClient(url) as client:
+        await asyncio.gather(*(worker(client) for _ in range(concurrency)))
+    seconds = time.perf_counter() - started
+    return {
+        "episodes": len(rewards),
+        "seconds": seconds,
+        "requests": requests,
+        "user_calls": user_calls,
+        "rewards": rewards,
+        "sizes": sizes,
+    }
+
+
+def run_dual(concurrency: int, rounds: int) -> None:
+    """Serve envs/phone_support.yaml (its customer at a local scripted chat server, sessions in
+    Redis) and print the dual-control table."""
+    with ChatServer(phone_customer.customer) as chat, redis_server() as redis:
+        # The customer is pointed at the scripted endpoint by flag, without editing the spec.
+        args = ["--store", redis.url, "--no-cache", "--user-base-url", chat.base_url]
+        with serve_process(str(PHONE), *args) as (url, proc):
+            server = psutil.Process(proc.pid)
+            asyncio.run(dual_control(url, redis.url, 1, 1))  # warm up
+            seen, before = len(chat.requests), cpu(server)
+            result = asyncio.run(dual_control(url, redis.url, concurrency, rounds))
+            used, asked = cpu(server) - before, len(chat.requests) - seen
+    n, rewards, sizes = result["episodes"], result["rewards"], sorted(result["sizes"])
+    print(f"| dual control (envs/phone_support.yaml, scripted customer), concurrency {concurrency} | value |")
+    print("|---|---|")
+    print(f"| episodes | {n} (rewards 1.0: {sum(r == 1.0 for r in rewards)}) |")
+    print(f"| episodes/s | {n / result['seconds']:.1f} |")
+    print(f"| agent requests per episode (send_message, agent tools) | {result['requests'] / n:.1f} |")
+    print(f"| customer model requests per episode | {asked / n:.1f} |")
+    print(f"| customer tool calls per episode | {result['user_calls'] / n:.1f} |")
+    print(f"| server CPU per episode | {used / n * 1e3:.1f} ms |")
+    print(f"| server CPU per agent request | {used / result['requests'] * 1e3:.2f} ms |")
+    print(f"| session in Redis before the closing message: median / max | "
+          f"{statistics.median(sizes):,.0f} / {max(sizes):,} bytes |")  # fmt: skip
+
+
 def cpu(process: psutil.Process) -> float:
     total = process.cpu_times()
     seconds = total.user + total.system
@@ -146,7 +232,12 @@ def main() -> None:
     )
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--calls", type=int, default=2000, help="calls per tool in the tool-call comparison")
+    parser.add_argument("--dual-rounds", type=int, default=20, help="times each dual-control task is played")
+    parser.add_argument("--dual-only", action="store_true", help="run only the dual-control episodes")
     opts = parser.parse_args()
+    if opts.dual_only:
+        run_dual(opts.concurrency, opts.dual_rounds)
+        return
     address = {
         "user_id": "yusuf_rossi_9620",
         "address1": "1 Main St",
@@ -207,6 +298,8 @@ def main() -> None:
     print("|---|---|---|---|")
     for label, (micro, rate) in per_kind.items():
         print(f"| {label} | {micro:,.0f} | {rate:,.0f} | {local[label]:,.0f} |")
+    print()
+    run_dual(opts.concurrency, opts.dual_rounds)
 
 
 if __name__ == "__main__":

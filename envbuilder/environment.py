@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 from collections.abc import Callable
@@ -24,6 +25,7 @@ from envbuilder.errors import (
     name_hint,
 )
 from envbuilder.graders import TRAJECTORY, Grader, GraderContext, graders
+from envbuilder.llm import override_endpoints
 from envbuilder.prompting import Prompter
 from envbuilder.protocol import (
     ContentBlock,
@@ -86,8 +88,13 @@ class Environment:
         in the user's own folders (see :mod:`envbuilder.spec._code`). Refused code is never
         imported or started: the refusal is a located problem, raised before anything is built.
         """
+        spec, self.endpoints = override_endpoints(loaded.spec)
+        """The model endpoints of the simulated user and the judges, as they will be used (with
+        the overrides of the environment: ``ENVBUILDER_USER_BASE_URL`` …, see envbuilder.llm)."""
+        if spec is not loaded.spec:
+            loaded = dataclasses.replace(loaded, spec=spec)
         self.loaded = loaded
-        spec = self.spec = loaded.spec
+        self.spec = spec
         self.name = spec.name
         problems: list[Problem] = code_problems(loaded, trust_code)
         refused = {loc[:2] for loc, _, _ in code_parts(spec)} if problems else set()
@@ -114,7 +121,7 @@ class Environment:
             """The initial state document (`state:`), shared by every session."""
             self.containers = self._containers(fail)
             """The session containers of the spec's `sandbox:` (None without one)."""
-            built = self._tools(used, fail)
+            built, user_tools = self._tools(used, fail)
         self._read_fields(used)
         if self.splits:
             self._check_fields(used, problems, fail)
@@ -141,7 +148,7 @@ class Environment:
         files of the prompt, the graders, the dialogue and the tools, and the recorded reward-hacking
         audit (``<stem>.hacks.json``) when there is one. Packs, content hashes and
         catalogs use this list."""
-        self.toolbox = Toolbox(self.submit, built, self.document, self.containers)
+        self.toolbox = Toolbox(self.submit, built, self.document, self.containers, user_tools=user_tools)
         self.tools_listing = self.toolbox.listing
         """``/tools``: the answer tool and the shared tools."""
         self.task_tools_listing = self.toolbox.task_listing
@@ -352,18 +359,42 @@ class Environment:
             fail(("sandbox",), exc)
             return None
 
-    def _tools(self, used: dict[Loc, frozenset[str]], fail: Fail) -> list[Tool]:
-        """Build the `tools:` of the spec; every problem located in its block."""
-        built: list[Tool] = []
+    def _tools(self, used: dict[Loc, frozenset[str]], fail: Fail) -> tuple[list[Tool], list[Tool]]:
+        """Build the `tools:` of the spec and the simulated user's own (`user.tools`); every
+        problem located in its block, and no name given twice across both."""
         names: dict[str, Loc] = {self.spec.submit.name: ("submit", "name")}
+        agent = self._build_tools(self.spec.tools, ("tools",), names, used, fail)
+        user_configs = self.spec.user.tools if self.spec.user is not None else []
+        for i, config in enumerate(user_configs):
+            if config.terminal:
+                fail(
+                    ("user", "tools", i, "terminal"),
+                    EnvbuilderError(
+                        "a user's tool cannot end the episode (only the conversation does)",
+                        hint="Remove `terminal: true`",
+                        code="user_tool_terminal",
+                    ),
+                )
+        user = self._build_tools(user_configs, ("user", "tools"), names, used, fail)
+        return agent, user
+
+    def _build_tools(
+        self,
+        configs: list[Any],
+        prefix: Loc,
+        names: dict[str, Loc],
+        used: dict[Loc, frozenset[str]],
+        fail: Fail,
+    ) -> list[Tool]:
+        built: list[Tool] = []
         context = ToolContext(
             base_dir=self.loaded.base_dir,
             splits=self.splits,
             document=self.document,
             containers=self.containers,
         )
-        for i, config in enumerate(self.spec.tools):
-            loc: Loc = ("tools", i)
+        for i, config in enumerate(configs):
+            loc: Loc = (*prefix, i)
             if loc in self._refused_tools:
                 continue  # its code may not run (reported in __init__)
             try:

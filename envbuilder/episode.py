@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -17,8 +18,9 @@ from envbuilder.dialogue import Dialogue
 from envbuilder.errors import EnvbuilderError, TemplateError
 from envbuilder.graders import TRAJECTORY, Grade, Grader, Outcome, Trajectory, grade_off_loop
 from envbuilder.protocol import RunToolError, RunToolSuccess, TextBlock, ToolOutput, ToolSpec
-from envbuilder.simulated_user import SimulatedUser, UserUnavailable
+from envbuilder.simulated_user import Exchange, SimulatedUser, UserCall, UserUnavailable
 from envbuilder.spec import SubmitSpec
+from envbuilder.state import json_copy
 from envbuilder.templating import Template
 
 __all__ = ["Episode", "GradeCounts", "SubmitTool", "finished_error"]
@@ -69,7 +71,8 @@ class Episode:
     """Reward spent on tool calls (`cost:`), taken off the final reward."""
     transcript: list[dict[str, Any]] = field(default_factory=list)
     """The calls so far, in order: `{id, name, input, output, error}` (what `/messages` shows
-    after the prompt)."""
+    after the prompt); a call the simulated user made with its own tools also has `by: "user"`
+    and the `round` of its reply (`/messages` leaves those out: they are not the agent's)."""
     replies: list[str] = field(default_factory=list)
     """A dialogue's graded replies so far (one per user turn answered)."""
     scores: list[float | None] = field(default_factory=list)
@@ -148,6 +151,9 @@ class SubmitTool:
         self.trajectory_of: Callable[[Episode, str | None, str | None], Trajectory] | None = None
         """Builds what agent graders read of an episode (set by the toolbox that owns the
         tools and the state): the calls, the messages, the final state and a replay."""
+        self.act: Callable[[Episode, str, dict[str, Any], int, str | None], Awaitable[UserCall]] | None = None
+        """Runs and records one of the simulated user's tool calls (set by the toolbox when
+        the user has tools of its own)."""
         self.transcript_grader = transcript_grader
         self.feedback = feedback
         self.counts = GradeCounts()
@@ -231,17 +237,15 @@ class SubmitTool:
         ends void (no reward: the failure is not the agent's), so an episode sends at most
         ``max_turns + MAX_USER_FAILURES - 1`` messages to the user, however many the agent
         sends."""
-        name, field = self.spec.name, self.spec.answer_field
-        dialogue = [
-            (str(e["input"].get(field, "")), e["output"])
-            for e in episode.transcript
-            if e["name"] == name and not e["error"]
-        ]
-        failures = sum(1 for e in episode.transcript if e["name"] == name and e["error"])
+        dialogue, failures = self.exchanges(episode)
         turn_no = len(dialogue) + 1
+        act = functools.partial(self.act, episode) if self.act is not None else None
+        saved = _Saved(episode) if act is not None else None
         try:
-            turn = await user.reply(episode.task, dialogue, message, episode.secrets)
+            turn = await user.reply(episode.task, dialogue, message, episode.secrets, act)
         except UserUnavailable as exc:
+            if saved is not None:  # a turn that failed changes nothing: its user's calls neither
+                saved.restore(episode)
             failures += 1
             if failures >= MAX_USER_FAILURES:
                 return self._user_gone(episode, exc, failures)
@@ -251,10 +255,11 @@ class SubmitTool:
                 metadata={"error": text, "user_failures": failures},
                 finished=False,
             )
+        acted = {"user_actions": [c.name for c in turn.calls]} if turn.calls else {}
         if not turn.stopped and turn_no < user.spec.max_turns:
             return ToolOutput(
                 blocks=[TextBlock(text=turn.text)],
-                metadata={"turn": turn_no, "max_turns": user.spec.max_turns},
+                metadata={"turn": turn_no, "max_turns": user.spec.max_turns, **acted},
                 reward=None,
                 finished=False,
             )
@@ -266,7 +271,7 @@ class SubmitTool:
         )
         said = f"{turn.text}\n\n" if turn.text else ""
         text = "\n".join(b.text for b in output.blocks if isinstance(b, TextBlock))
-        metadata = dict(output.metadata or {}, turn=turn_no, user_stopped=turn.stopped)
+        metadata = dict(output.metadata or {}, turn=turn_no, user_stopped=turn.stopped, **acted)
         episode.finished = True
         return ToolOutput(
             blocks=[TextBlock(text=f"{said}[{why} {text}]")],
@@ -274,6 +279,27 @@ class SubmitTool:
             reward=output.reward,
             finished=True,
         )
+
+    def exchanges(self, episode: Episode) -> tuple[list[Exchange], int]:
+        """The conversation with the simulated user so far, from the transcript (the agent's
+        messages, the user's tool calls and replies), and how many replies it failed to give."""
+        name, field = self.spec.name, self.spec.answer_field
+        dialogue: list[Exchange] = []
+        calls: list[UserCall] = []
+        failures = 0
+        for e in episode.transcript:
+            if e.get("by") == "user":
+                calls.append(
+                    UserCall(e["id"], e["name"], e["input"], e["output"], e["error"], e.get("round", 0))
+                )
+            elif e["name"] != name:
+                continue
+            elif e["error"]:
+                failures += 1
+            else:
+                dialogue.append(Exchange(str(e["input"].get(field, "")), e["output"], tuple(calls)))
+                calls = []
+        return dialogue, failures
 
     def _user_gone(self, episode: Episode, exc: UserUnavailable, failures: int) -> ToolOutput:
         """The void end of an episode whose simulated user keeps failing: finished, no reward,
@@ -487,6 +513,25 @@ class SubmitTool:
         except EnvbuilderError as exc:
             log.warning("the feedback template failed: %s", exc.message)
             return None
+
+
+class _Saved:
+    """What a turn of the simulated user may change, as it was before the turn (its tool calls
+    change the state, the transcript, the counts): restored when the turn fails."""
+
+    def __init__(self, episode: Episode):
+        self.transcript = len(episode.transcript)
+        self.state = json_copy(episode.state)
+        self.tool_calls = dict(episode.tool_calls)
+        self.tool_state = json_copy(episode.tool_state)
+        self.cost = episode.cost
+
+    def restore(self, episode: Episode) -> None:
+        del episode.transcript[self.transcript :]
+        episode.state = self.state
+        episode.tool_calls = self.tool_calls
+        episode.tool_state = self.tool_state
+        episode.cost = self.cost
 
 
 def finished_error(name: str) -> RunToolError:

@@ -4,6 +4,10 @@ The toolbox owns the rules every call follows whatever its tool: the finished la
 validation against the declared schema, ``max_calls``, the reward ``cost`` of a call,
 ``terminal`` tools, output bounds, and the episode's transcript (what ``/messages`` shows after
 the prompt). A tool type only runs a call (:mod:`envbuilder.tools`).
+
+It also runs the simulated user's own tools (``user.tools``, dual control) under the same
+rules, on the same state: they are never listed nor callable by the agent, their calls are
+recorded with ``by: "user"``, and graders see both sides' calls.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from envbuilder.protocol import (
     ToolSpec,
 )
 from envbuilder.sandbox import SessionContainers, Workspace, new_name
+from envbuilder.simulated_user import UserCall
 from envbuilder.state import Document, State
 from envbuilder.tools import Tool, ToolCall, input_model
 
@@ -72,6 +77,8 @@ class Toolbox:
         tools: Iterable[Tool],
         document: Document | None = None,
         containers: SessionContainers | None = None,
+        *,
+        user_tools: Iterable[Tool] = (),
     ):
         self.submit = submit
         self.document = document
@@ -93,11 +100,17 @@ class Toolbox:
         """``/task_tools``: every tool, the task-scoped ones included."""
         self.varies = any(d.config.only_for for d in declared)
         """Whether a session's tools depend on its task (``only_for``)."""
+        self.user_declared = {t.name: _Declared(t) for t in user_tools}
+        """The simulated user's own tools (`user.tools`): never offered to the agent."""
         self.cleanup = containers is not None or any(
-            type(d.tool).end_session is not Tool.end_session for d in self.declared.values()
+            type(d.tool).end_session is not Tool.end_session
+            for d in [*self.declared.values(), *self.user_declared.values()]
         )
         """Whether some tool releases per-session resources when a session ends."""
         submit.trajectory_of = self.trajectory
+        if self.user_declared and submit.user is not None:
+            submit.user.offer([d.spec for d in self.user_declared.values()])
+            submit.act = self.user_call
 
     def _listing(self, specs: list[ToolSpec]) -> ListToolsOutput:
         return ListToolsOutput(
@@ -144,8 +157,48 @@ class Toolbox:
             _record(episode, name, tool_input, result.output)
         return result
 
+    async def call_as_user(
+        self, episode: Episode, name: str, tool_input: dict[str, Any], round_no: int = 0
+    ) -> RunToolSuccess | RunToolError:
+        """Run one of the simulated user's own tools as the user (``check`` replays the user's
+        gold calls this way); recorded in the transcript with ``by: "user"``."""
+        declared = self.user_declared.get(name)
+        if declared is None:
+            known = ", ".join(sorted(self.user_declared)) or "none"
+            return RunToolError(
+                error=f"{name!r} is not one of the user's tools ({known})", reason="not_found"
+            )
+        if episode.finished:
+            return finished_error(name)
+        if len(episode.transcript) >= MAX_TRANSCRIPT:
+            return _error_output(f"this episode has made {MAX_TRANSCRIPT} tool calls, the most it may make")
+        result = await self._run(declared, episode, tool_input, user=True)
+        if isinstance(result, RunToolSuccess):
+            _record(episode, name, tool_input, result.output, by="user", round_no=round_no)
+        return result
+
+    async def user_call(
+        self, episode: Episode, name: str, tool_input: dict[str, Any], round_no: int, refused: str | None
+    ) -> UserCall:
+        """One call the simulated user model made (:data:`envbuilder.simulated_user.Act`): run
+        (or, with ``refused``, recorded as not run) and in the transcript as the user's, whatever
+        happened, so the user model reads its result."""
+        if refused is None and name not in self.user_declared:
+            refused = f"it is not one of your tools ({', '.join(sorted(self.user_declared))})"
+        result = (
+            await self.call_as_user(episode, name, tool_input, round_no)
+            if refused is None
+            else RunToolError(error=f"{name!r} was not run: {refused}")
+        )
+        if isinstance(result, RunToolError):  # not recorded yet: the user reads why
+            _record(
+                episode, name, tool_input, _error_output(result.error).output, by="user", round_no=round_no
+            )
+        entry = episode.transcript[-1]
+        return UserCall(entry["id"], name, tool_input, entry["output"], entry["error"], round_no)
+
     async def _run(
-        self, declared: _Declared, episode: Episode, tool_input: dict[str, Any]
+        self, declared: _Declared, episode: Episode, tool_input: dict[str, Any], *, user: bool = False
     ) -> RunToolSuccess | RunToolError:
         config, name = declared.config, declared.tool.name
         try:
@@ -184,7 +237,7 @@ class Toolbox:
                 )
             episode.state = changes
         episode.cost += config.cost
-        finished = reply.finished or config.terminal
+        finished = (reply.finished or config.terminal) and not user  # only the conversation ends it
         metadata = dict(reply.metadata or {})
         if config.cost:
             metadata["cost"] = config.cost
@@ -215,8 +268,13 @@ class Toolbox:
         said: list[str] = []
         heard: list[str] = []
         for entry in episode.transcript:
-            if entry["name"] != name:
-                calls.append({k: entry[k] for k in ("name", "input", "output", "error")})
+            if entry.get("by") == "user" or entry["name"] != name:
+                calls.append(
+                    {
+                        **{k: entry[k] for k in ("name", "input", "output", "error")},
+                        "by": entry.get("by", "agent"),
+                    }
+                )
             elif not entry["error"]:
                 said.append(str(entry["input"].get(field, "")))
                 heard.append(entry["output"])
@@ -249,10 +307,12 @@ class Toolbox:
         for i, call in enumerate(calls, 1):
             where = f"call {i} of {len(calls)} ({call['name']})"
             declared = self.declared.get(call["name"])
+            by_user = declared is None and call["name"] in self.user_declared
+            declared = self.user_declared[call["name"]] if by_user else declared
             if declared is None:
                 errors.append(f"{where}: not a tool of this environment")
                 continue
-            result = await self._run(declared, episode, call["arguments"])
+            result = await self._run(declared, episode, call["arguments"], user=by_user)
             if isinstance(result, RunToolError):
                 errors.append(f"{where}: {result.error}")
             elif result.output.metadata and result.output.metadata.get("error"):
@@ -278,7 +338,7 @@ class Toolbox:
             except Exception:  # the engine may be gone; the next start reaps it
                 log.exception("removing the session container %s failed", episode.sandbox)
         for name, state in list(episode.tool_state.items()):
-            declared = self.declared.get(name)
+            declared = self.declared.get(name) or self.user_declared.get(name)
             if declared is None or not state:
                 continue
             try:
@@ -287,14 +347,17 @@ class Toolbox:
                 log.exception("end_session of tool %r failed", name)
 
     async def aclose(self) -> None:
-        for declared in self.declared.values():
+        for declared in [*self.declared.values(), *self.user_declared.values()]:
             await declared.tool.aclose()
 
     def conversation(self, episode: Episode, prompt: list[Message]) -> list[Message]:
         """``prompt`` followed by the episode's calls: each an assistant ``tool_call`` and a user
-        ``tool_result`` holding the output (for a dialogue: the next user turn)."""
+        ``tool_result`` holding the output (for a dialogue: the next user turn). The simulated
+        user's own calls are not the agent's: they are left out."""
         out = list(prompt)
         for entry in episode.transcript:
+            if entry.get("by") == "user":
+                continue
             call = ToolCallBlock(id=entry["id"], name=entry["name"], input=entry["input"])
             result = ToolResultBlock(
                 tool_call_id=entry["id"], blocks=[TextBlock(text=entry["output"])], is_error=entry["error"]
@@ -331,17 +394,28 @@ def _bounded(blocks: list[Any], limit: int) -> list[Any]:
     return out
 
 
-def _record(episode: Episode, name: str, tool_input: dict[str, Any], output: ToolOutput) -> None:
+def _record(
+    episode: Episode,
+    name: str,
+    tool_input: dict[str, Any],
+    output: ToolOutput,
+    *,
+    by: str | None = None,
+    round_no: int = 0,
+) -> dict[str, Any]:
     """Add a call to the transcript: its text only, so that an image a tool returns does not
-    travel with the session on every store (``/messages`` shows the text of each result)."""
+    travel with the session on every store (``/messages`` shows the text of each result). A
+    call of the simulated user is marked ``by: "user"``, with the ``round`` of its reply."""
     text = "\n".join(b.text for b in output.blocks if isinstance(b, TextBlock))
     error = bool(output.metadata and output.metadata.get("error"))
-    episode.transcript.append(
-        {
-            "id": f"call_{len(episode.transcript) + 1}",
-            "name": name,
-            "input": tool_input,
-            "output": text,
-            "error": error,
-        }
-    )
+    entry = {
+        "id": f"call_{len(episode.transcript) + 1}",
+        "name": name,
+        "input": tool_input,
+        "output": text,
+        "error": error,
+    }
+    if by is not None:
+        entry.update(by=by, round=round_no)
+    episode.transcript.append(entry)
+    return entry

@@ -190,7 +190,11 @@ async def _run_episode(env: Environment, case: Case, episode: Episode) -> CheckR
     failed: list[str] = []
     broken: list[str] = []
     for i, call in enumerate(calls, 1):
-        made = await env.call_tool(episode, call["name"], call["arguments"])
+        made = (  # a gold call of the user's own tools (dual control) is made as the user
+            await env.toolbox.call_as_user(episode, call["name"], call["arguments"])
+            if call["name"] in env.toolbox.user_declared
+            else await env.call_tool(episode, call["name"], call["arguments"])
+        )
         # A tool that fails answers with an error output (metadata `error`), not only a refusal.
         error = (
             made.error if not isinstance(made, RunToolSuccess) else (made.output.metadata or {}).get("error")

@@ -11,6 +11,7 @@ import typer.core
 
 from envbuilder._version import __version__
 from envbuilder.cli import (
+    _cache,
     _catalog,
     _check,
     _eval_group,
@@ -70,6 +71,7 @@ app.command("view")(_view.view)
 app.command("profile")(_profile.profile)
 app.add_typer(_sandbox.sandbox_app, name="sandbox")
 app.add_typer(_export.export_app, name="export")
+app.add_typer(_cache.cache_app, name="cache")
 
 
 def _version(value: bool) -> None:

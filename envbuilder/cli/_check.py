@@ -9,6 +9,17 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from envbuilder.cli import _console
+from envbuilder.cli._endpoints import (
+    JudgeBaseUrlOption,
+    JudgeKeyEnvOption,
+    JudgeModelOption,
+    NoCacheOption,
+    UserBaseUrlOption,
+    UserKeyEnvOption,
+    UserModelOption,
+    apply_endpoint_flags,
+    describe,
+)
 from envbuilder.cli._output import fail_on_errors
 from envbuilder.cli._pull import TrustCodeOption, TrustedKeyOption, spec_of
 
@@ -36,6 +47,13 @@ def check(
     ] = False,
     trusted_key: TrustedKeyOption = None,
     trust_code: TrustCodeOption = False,
+    judge_base_url: JudgeBaseUrlOption = None,
+    judge_model: JudgeModelOption = None,
+    judge_api_key_env: JudgeKeyEnvOption = None,
+    user_base_url: UserBaseUrlOption = None,
+    user_model: UserModelOption = None,
+    user_api_key_env: UserKeyEnvOption = None,
+    no_cache: NoCacheOption = False,
 ) -> None:
     """Self-check SPEC: every task has a target, gold answers earn full reward, `tests:` pass.
 
@@ -45,12 +63,17 @@ def check(
     A spec's own code (`function` and `mcp` tools) runs only from your own folders; a pack's
     only with --trust-code, or a signature that --trusted-key verifies.
     """
+    flagged = apply_endpoint_flags(
+        user_base_url, user_model, user_api_key_env, judge_base_url, judge_model, judge_api_key_env, no_cache
+    )
     with fail_on_errors():
         loaded, signed = spec_of(spec, trusted_key=trusted_key)
     if record and loaded != spec:
         _console.line("--record writes beside the spec: check the spec, not its pack", "red")
         raise typer.Exit(2)
     env, missing, results = _run(loaded, sample, seed, trust_code=True if trust_code or signed else None)
+    for text in describe([env], flagged):
+        _console.line(f"{spec}: {text}")
     _report_missing(spec, missing)
     _report_gold(spec, env, results, sample)
     _report_tests(spec, results)

@@ -14,6 +14,17 @@ from typing import Annotated, Any
 
 import typer
 
+from envbuilder.cli._endpoints import (
+    JudgeBaseUrlOption,
+    JudgeKeyEnvOption,
+    JudgeModelOption,
+    NoCacheOption,
+    UserBaseUrlOption,
+    UserKeyEnvOption,
+    UserModelOption,
+    apply_endpoint_flags,
+    describe,
+)
 from envbuilder.cli._output import fail_on_errors
 from envbuilder.cli._pull import TrustCodeOption, TrustedKeyOption
 from envbuilder.errors import EnvbuilderError
@@ -45,6 +56,8 @@ class _Options:
     price: str | None = None
     trust_code: bool = False
     trusted_key: Path | None = None
+    flagged: frozenset[str] = frozenset()
+    """The endpoint variables set by this command's flags (``--user-model`` …)."""
 
 
 #: The environment variable that holds the key of each ``--api`` unless ``--api-key-env`` says.
@@ -133,11 +146,21 @@ def eval_command(
     ] = 5.0,
     trusted_key: TrustedKeyOption = None,
     trust_code: TrustCodeOption = False,
+    user_base_url: UserBaseUrlOption = None,
+    user_model: UserModelOption = None,
+    user_api_key_env: UserKeyEnvOption = None,
+    judge_base_url: JudgeBaseUrlOption = None,
+    judge_model: JudgeModelOption = None,
+    judge_api_key_env: JudgeKeyEnvOption = None,
+    no_cache: NoCacheOption = False,
 ) -> None:
     """Run a model on one environment's tasks or several; print the score by outcome, with 95 % intervals."""
     from envbuilder.eval._answer import ANSWER_MODES
     from envbuilder.llm import model_class
 
+    flagged = apply_endpoint_flags(
+        user_base_url, user_model, user_api_key_env, judge_base_url, judge_model, judge_api_key_env, no_cache
+    )
     with fail_on_errors():
         model_class(api)  # an unknown --api fails before anything runs
         key_env = api_key_env or _KEY_ENV[api]
@@ -154,10 +177,18 @@ def eval_command(
         }
         command = _command(targets, model, base_url, api, api_key_env, split, limit, samples, max_turns,
                            env, envs, answer, sampling, out)  # fmt: skip
+        endpoints = {
+            "--user-base-url": user_base_url, "--user-model": user_model,
+            "--user-api-key-env": user_api_key_env, "--judge-base-url": judge_base_url,
+            "--judge-model": judge_model, "--judge-api-key-env": judge_api_key_env,
+        }  # fmt: skip
+        for option, value in endpoints.items():  # part of the run's identity (never a key itself)
+            command += f" {shlex.join([option, value])}" if value else ""
+        command += " --no-cache" if no_cache else ""
         options = _Options(
             targets, names, answer, model, base_url, os.environ.get(key_env) or None, split, limit,
             samples, concurrency, max_turns, out, env, group_by, sampling, max_errors, max_retries,
-            progress_every, command, api, max_cost, price, trust_code, trusted_key,
+            progress_every, command, api, max_cost, price, trust_code, trusted_key, flagged,
         )  # fmt: skip
         try:
             errors = asyncio.run(_main(options))
@@ -322,6 +353,9 @@ async def _run_one(
 
     console = Console()
     backend = await target.open()
+    local = getattr(backend, "env", None)  # a spec run in this process: its model endpoints
+    for text in describe([local] if local is not None else [], o.flagged):
+        line(f"envbuilder: {text}")
     try:
         plan = await plan_eval(
             backend, model, split=o.split, limit=o.limit, samples=o.samples, max_turns=o.max_turns,

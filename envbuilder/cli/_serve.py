@@ -8,6 +8,17 @@ from typing import Annotated, Any
 
 import typer
 
+from envbuilder.cli._endpoints import (
+    JudgeBaseUrlOption,
+    JudgeKeyEnvOption,
+    JudgeModelOption,
+    NoCacheOption,
+    UserBaseUrlOption,
+    UserKeyEnvOption,
+    UserModelOption,
+    apply_endpoint_flags,
+    describe,
+)
 from envbuilder.cli._output import fail_on_errors
 from envbuilder.cli._port import port_taken
 from envbuilder.cli._pull import (
@@ -150,6 +161,13 @@ def serve(
     trusted_key: TrustedKeyOption = None,
     require_signature: RequireSignatureOption = False,
     trust_code: TrustCodeOption = False,
+    user_base_url: UserBaseUrlOption = None,
+    user_model: UserModelOption = None,
+    user_api_key_env: UserKeyEnvOption = None,
+    judge_base_url: JudgeBaseUrlOption = None,
+    judge_model: JudgeModelOption = None,
+    judge_api_key_env: JudgeKeyEnvOption = None,
+    no_cache: NoCacheOption = False,
 ) -> None:
     """Serve the environments of SPECS over the ORS HTTP protocol.
 
@@ -161,6 +179,9 @@ def serve(
     from envbuilder.server import ServerSettings
 
     specs, keys = _preflight(specs, host, port, store, workers, strict, api_key, api_key_file, public)
+    flagged = apply_endpoint_flags(  # before any spec loads: the workers inherit them too
+        user_base_url, user_model, user_api_key_env, judge_base_url, judge_model, judge_api_key_env, no_cache
+    )
     # A served spec reads files only inside its folder, an extracted pack, or a --data-root
     # (worker processes started inside the block inherit the setting).
     from envbuilder import paths
@@ -194,6 +215,8 @@ def serve(
             doors=tuple(door or ()),
         )
         trust = {"trust_code": trust_code, "signed": signed}
+        for text in describe(envs, flagged):
+            typer.echo(f"envbuilder: {text}")
         _listen(envs, local, settings, host, port, workers, strict, cache_dir, trust, access_log, log_level)
 
 

@@ -36,8 +36,9 @@ class Trajectory:
     """An episode as agent graders see it."""
 
     calls: list[Call] = field(default_factory=list)
-    """The calls the agent made, in order, except the answer tool's (failed ones included,
-    with ``error: true``)."""
+    """The calls made, in order, except the answer tool's (failed ones included, with
+    ``error: true``): the agent's (``by: "agent"``) and the simulated user's with its own
+    tools (``by: "user"``, dual control)."""
     messages: list[str] = field(default_factory=list)
     """What the agent said to the user: its messages through the answer tool, in order."""
     user_messages: list[str] = field(default_factory=list)

@@ -2,7 +2,11 @@
 and the simulated user's turns.
 
 The key is a hash of everything that decides a reply (endpoint, model, sampling parameters,
-rendered messages), so grading the same answer twice costs one judge call, across runs.
+rendered messages, the tools offered), so grading the same answer twice costs one judge call,
+across runs, and a change to any of them is a new request. What the key cannot see is the
+endpoint's own behaviour: a different model served under the same name and URL (a scripted
+test server whose script changed) is answered from the cache until it is cleared
+(``envbuilder cache clear``) or bypassed (``--no-cache``, ``ENVBUILDER_REPLY_CACHE=off``).
 (The file keeps the name it had when only the judge used it, so existing caches stay valid.)
 The folder is ``$ENVBUILDER_CACHE_DIR`` (default ``~/.cache/envbuilder``). A cache that
 cannot be opened or written is logged once and skipped: it never fails a grade.
@@ -88,6 +92,28 @@ class ReplyCache:
                 conn.commit()
             except sqlite3.Error as exc:
                 log.warning("reply cache write failed (%s)", type(exc).__name__)
+
+    def count(self) -> int:
+        """How many replies it holds (0 when it cannot be opened)."""
+        with self._lock:
+            conn = self._connect()
+            if conn is None:
+                return 0
+            try:
+                return int(conn.execute("SELECT COUNT(*) FROM replies").fetchone()[0])
+            except sqlite3.Error:
+                return 0
+
+    def clear(self) -> int:
+        """Delete every reply; how many there were."""
+        with self._lock:
+            conn = self._connect()
+            if conn is None:
+                return 0
+            removed = conn.execute("DELETE FROM replies").rowcount
+            conn.commit()
+            conn.execute("VACUUM")
+            return int(removed)
 
     async def get(self, key: str) -> str | None:
         return await asyncio.to_thread(self.get_sync, key)

@@ -9,7 +9,9 @@ calls no model does not pay for it.
 
 from __future__ import annotations
 
+import functools
 import logging
+import os
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -18,6 +20,8 @@ from envbuilder.errors import EnvbuilderError
 from envbuilder.retry import RetryPolicy
 
 if TYPE_CHECKING:
+    import ssl
+
     import httpx
 
 __all__ = ["DEFAULT_RETRY", "ChatModel", "Describe", "ModelError", "Sampling", "Usage"]
@@ -81,6 +85,17 @@ class Sampling:
         return asdict(self)
 
 
+@functools.cache
+def _tls_context(trust_env: bool, cert_file: str | None, cert_dir: str | None) -> ssl.SSLContext:
+    """The TLS context of every client, made once per setting: httpx makes a new one for each
+    client by default, which loads the CA bundle (a third of a second of CPU on a busy machine),
+    and the simulated user makes a client per turn. ``cert_file`` and ``cert_dir`` are the
+    ``SSL_CERT_*`` variables httpx reads (part of the key, so a change takes effect)."""
+    import httpx
+
+    return httpx.create_ssl_context(trust_env=trust_env)
+
+
 def _endpoint_failure(reason: str, response: httpx.Response | None) -> str:
     if response is None:
         return f"the model endpoint could not be reached ({reason[reason.index('(') + 1 : -1]})"
@@ -123,6 +138,7 @@ class ChatModel:
             transport=transport,
             trust_env=trust_env,
             limits=limits,
+            verify=_tls_context(trust_env, os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR")),
         )
         self.usage = usage if usage is not None else Usage()
         """Calls, retries and tokens so far (for progress reports and ``--max-cost``)."""

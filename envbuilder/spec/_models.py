@@ -345,7 +345,17 @@ class UserSpec(ConfigModel):
     """Seconds before the first retry; doubled each time (with jitter)."""
     cache: bool = True
     """Keep valid replies in the on-disk cache (`$ENVBUILDER_CACHE_DIR`), keyed by the whole
-    request: the same conversation gets the same reply. An invalid reply is never cached."""
+    request (endpoint, model, sampling, the rendered instructions and the conversation, the
+    user's tools): the same conversation gets the same reply, a changed one never an old reply.
+    An invalid reply is never cached. `--no-cache` turns it off for a run."""
+    tools: list[ToolField] = Field(default_factory=list)
+    """The user's own tools (dual control): tools of any `type:` over the same `state:` as the
+    agent's, which only the user model may call (through tool calls in its chat completions).
+    They are never offered to the agent nor listed by `/tools`; graders see their calls
+    (marked `by: user`), so a task can need the agent to tell the user what to do."""
+    max_tool_rounds: int = Field(default=4, ge=1, le=20)
+    """Rounds of tool calls the user may make before one reply; the request after the last
+    round asks for text only (`tool_choice: none`)."""
 
     @field_validator("base_url")
     @classmethod
