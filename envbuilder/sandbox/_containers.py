@@ -52,6 +52,7 @@ from envbuilder.sandbox._docker import LABEL, OWNER_LABEL, owner
 from envbuilder.sandbox._engine import STDERR, STDOUT, Engine, EngineAddress, EngineClient
 from envbuilder.sandbox._pool import ContainerPool
 from envbuilder.sandbox._process import Output
+from envbuilder.sandbox._repos import committed_tree
 from envbuilder.sandbox._result import RunResult, Status
 from envbuilder.spec import ContainerSpec
 
@@ -291,25 +292,22 @@ class SessionContainers:
         return held[1]
 
     async def _set_up(self, api: EngineClient, name: str, tree: bytes | None) -> None:
-        """The set-up of a claimed container (:meth:`_claim` prepared its folders)."""
+        """The set-up of a claimed container (:meth:`_claim` prepared its folders): the task's
+        repository committed on the host and uploaded with the ready mark last, in one archive
+        (the mark exists only once everything before it is in); the spec's set-up command, if
+        any, before the mark."""
         spec, uid = self.spec, self.spec.user
         work = shlex.quote(spec.workdir)
-        if tree is not None:
+        mark = {_READY: b""} if not spec.setup else {}
+        if tree is not None and spec.repository is not None:
+            tree = await asyncio.to_thread(committed_tree, tree, uid=uid, prefix=spec.workdir, last=mark)
+            await _put(api, name, "/", tree)
+        elif tree is not None:
             await _put(api, name, spec.workdir, tree)
-            await self._root(api, name, f"chown -R {uid}:{uid} {work}", "hand the repository to the agent")
-        if spec.repository is not None:
-            script = (
-                "git init -q && git add -A && git -c user.name=envbuilder -c user.email=envbuilder@localhost "
-                "commit -q --allow-empty -m base"
-            )
-            result = await self.exec(
-                name, ["bash", "-c", script], user=uid, timeout=300, workdir=spec.workdir, api=api
-            )
-            if not result.ok:
-                said = (result.stderr or result.stdout).strip()[-500:]
-                raise SandboxError(
-                    f"the repository could not be committed in the container ({result.describe()}): {said}"
-                )
+            await self._root(api, name, f"chown -R {uid}:{uid} {work}", "hand the files to the agent")
+            mark = {}
+        else:
+            mark = {}
         if spec.setup:
             result = await self.exec(
                 name, ["bash", "-c", spec.setup], user=0, timeout=600, workdir=spec.workdir, api=api
@@ -320,7 +318,8 @@ class SessionContainers:
                     f"{(result.stderr or result.stdout)[-500:]}",
                     hint="Run it in the image by hand to see why",
                 )
-        await self._root(api, name, f"touch {_READY}", "mark the container ready")
+        if not mark:
+            await _put(api, name, "/", _tar({_READY.lstrip("/"): b""}, uid=0, mode=0o644))
 
     async def _root(self, api: EngineClient, name: str, script: str, what: str) -> None:
         result = await self.exec(name, ["sh", "-c", script], user=0, timeout=120, api=api)
@@ -328,8 +327,10 @@ class SessionContainers:
             raise SandboxError(f"could not {what} in the session container: {result.stderr.strip()[-300:]}")
 
     async def _is_ready(self, api: EngineClient, name: str) -> bool:
-        result = await self.exec(name, ["test", "-e", _READY], user=0, timeout=30, api=api)
-        return result.ok
+        """Whether the ready mark is there (a look at the file, no process in the container)."""
+        path = f"/containers/{name}/archive"
+        response = await api.request("HEAD", path, params={"path": _READY}, missing_ok=True)
+        return response is not None
 
     async def remove(self, name: str) -> None:
         """Remove the session's container (gone already is fine), and give back its place."""
