@@ -64,9 +64,11 @@ class Server:
                 "--store", self.store, "--reap-interval", "1", "--session-timeout", str(self.timeout),
                 "--warm-containers", "2", "--max-containers", "24", "--container-wait", "20"]  # fmt: skip
         env = {**os.environ, **self.env, "ENVBUILDER_SERVER_ID": self.id, "PYTHONPATH": str(ROOT)}
+        log = Path(f"/tmp/envbuilder-chaos-{self.id}.log").open("ab")  # noqa: SIM115 (the child's)
         self.process = subprocess.Popen(
-            args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+            args, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
+        log.close()
 
     def healthy(self) -> bool:
         with contextlib.suppress(httpx.HTTPError):
@@ -170,9 +172,11 @@ async def client_loop(servers: list[Server], tasks: list[dict[str, Any]], until:
         result = await _call(servers, sid, "submit", {"answer": tasks[index]["patch"]}, deadline)
         if isinstance(result, dict) and result.get("ok"):
             reward = result["output"].get("reward")
-            tally.counts[
-                "graded 1.0" if reward == 1.0 else "void" if reward is None else f"graded {reward}"
-            ] += 1
+            outcome = "void" if reward is None else f"graded {reward}"
+            tally.counts[outcome] += 1
+            if reward != 1.0:
+                said = json.dumps(result["output"].get("metadata"))[:600]
+                print(f"  {outcome}: {sid} {said}", flush=True)
         elif isinstance(result, tuple) and "finished" in str(result[1]):
             tally.counts["graded earlier (a re-sent submit)"] += 1
         else:
@@ -212,6 +216,9 @@ def _start_engine() -> subprocess.Popen[bytes]:
 
 def _copy_images(images: list[str]) -> None:
     for image in images:
+        have = ["docker", "-H", f"unix://{D2['sock']}", "image", "inspect", image]
+        if subprocess.run(have, capture_output=True, check=False).returncode == 0:
+            continue
         save = subprocess.Popen(["docker", "save", image], stdout=subprocess.PIPE)
         subprocess.run(["docker", "-H", f"unix://{D2['sock']}", "load"], stdin=save.stdout, check=True,
                        capture_output=True)  # fmt: skip
@@ -324,7 +331,7 @@ if __name__ == "__main__":
     parser.add_argument("--minutes", type=float, default=10)
     parser.add_argument("--kill-every", type=float, default=60)
     parser.add_argument("--clients", type=int, default=4)
-    parser.add_argument("--session-timeout", type=float, default=30)
+    parser.add_argument("--session-timeout", type=float, default=120)
     parser.add_argument("--spec", default="envs/swe_tomli.yaml")
     parser.add_argument("--own-engine", action="store_true", help="a dockerd of its own, restarted half-way")
     main(parser.parse_args())

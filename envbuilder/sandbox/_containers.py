@@ -248,7 +248,13 @@ class SessionContainers:
                     self._ready.add(name)
                     return
                 if not await self._claim(api, name):
-                    await _wait_ready(self, api, name)  # another worker sets it up
+                    try:
+                        await _wait_ready(self, api, name)  # another worker sets it up
+                    except SandboxError:
+                        # Its set-up was cut short (that worker died): the next call makes it anew.
+                        with contextlib.suppress(SandboxError):
+                            await asyncio.shield(api.remove(name))
+                        raise
                     self._ready.add(name)
                     return
                 try:
@@ -328,9 +334,7 @@ class SessionContainers:
 
     async def _is_ready(self, api: EngineClient, name: str) -> bool:
         """Whether the ready mark is there (a look at the file, no process in the container)."""
-        path = f"/containers/{name}/archive"
-        response = await api.request("HEAD", path, params={"path": _READY}, missing_ok=True)
-        return response is not None
+        return await _has(api, name, _READY)
 
     async def remove(self, name: str) -> None:
         """Remove the session's container (gone already is fine), and give back its place."""
@@ -622,6 +626,12 @@ class SessionContainers:
             if await _inspect(api, name) is None:
                 return None
             await api.kill(name)
+            if not await self._is_ready(api, name):
+                if not await _has(api, name, _CLAIM):
+                    return None  # a warm container no call ever used: the agent changed nothing
+                # Its set-up was cut short (its server died): what is in it is not the agent's
+                # work, and grading it would score a failure of ours as the answer's.
+                raise SandboxError(f"the session container {name} was never completely set up")
             params = {"path": self.spec.workdir.rstrip("/") + "/."}
             response = await api.request("GET", f"/containers/{name}/archive", params=params, timeout=300)
             assert response is not None
@@ -683,6 +693,12 @@ async def _exit_code(api: EngineClient, exec_id: str, deadline: float) -> int | 
         if time.monotonic() > deadline:
             return None
         await asyncio.sleep(0.05)
+
+
+async def _has(api: EngineClient, name: str, path: str) -> bool:
+    """Whether ``path`` exists in the container (running or stopped; no process started)."""
+    where = f"/containers/{name}/archive"
+    return await api.request("HEAD", where, params={"path": path}, missing_ok=True) is not None
 
 
 async def _inspect(api: EngineClient, name: str) -> dict[str, Any] | None:
