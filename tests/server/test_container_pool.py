@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import signal
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -116,6 +117,26 @@ def test_the_pool_bounds_containers_keeps_warm_ones_and_never_reuses_them(
     assert _wait_for(lambda: not _names(mine))  # shutdown removed them all, warm ones included
 
 
+@contextlib.contextmanager
+def _kept_alive(url: str, sid: str) -> Iterator[None]:
+    """Ping session ``sid`` every second from a thread, while the block runs."""
+    stop = threading.Event()
+
+    def ping() -> None:
+        with httpx.Client(base_url=url, timeout=30) as client:
+            while not stop.wait(1):
+                with contextlib.suppress(httpx.HTTPError):
+                    assert client.post("/ping", headers={"X-Session-ID": sid}).status_code == 200
+
+    thread = threading.Thread(target=ping, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
 def _serve_redis(store: str, server: str, *extra: str) -> Any:
     args = [SPEC, "--store", store, "--reap-interval", "0.5", "--session-timeout", "20", *extra]
     return serve_process(*args, env={"ENVBUILDER_SERVER_ID": server})
@@ -142,6 +163,7 @@ def test_a_replica_or_a_restarted_server_reaps_containers_of_sessions_that_are_g
             assert len(made) >= 1
             os.killpg(process_a.pid, signal.SIGKILL)  # a dies; its session lives on in Redis
             process_a.wait()
+            cleanup.enter_context(_kept_alive(url_b, "s1"))  # (while b makes s2's container)
             # b serves a's session in the container a made (found by name, state kept)
             assert _bash(on_b, "s1", "cat note.txt") == "kept"
             # s2 is abandoned on b: once it expires, b removes its container; a's warm
@@ -150,14 +172,11 @@ def test_a_replica_or_a_restarted_server_reaps_containers_of_sessions_that_are_g
             _bash(on_b, "s2", "true")
             s2 = _names({"envbuilder.server": b})
             assert len(s2) == 1
-            deadline = time.monotonic() + 60
-            while s2 & _names({"envbuilder.server": b}) and time.monotonic() < deadline:
-                assert on_b.post("/ping", headers={"X-Session-ID": "s1"}).status_code == 200
-                time.sleep(1)  # (s1 kept alive by use)
-            assert not s2 & _names({"envbuilder.server": b})  # expired: reaped by b
+            assert _wait_for(lambda: not s2 & _names({"envbuilder.server": b}), 90)  # expired: reaped by b
             left = _names({"envbuilder.server": a})
             assert len(left) == 1  # only s1's, which b still serves; a's warm one is gone
             # b is killed too; s1 is abandoned: a restarted a reaps it once it expired
+            cleanup.close()
             os.killpg(process_b.pid, signal.SIGKILL)
             process_b.wait()
         with _serve_redis(redis.url, a):
