@@ -147,6 +147,7 @@ def test_sandbox_api() -> None:
         "BASE_PACKAGES",
         "Backend",
         "BubblewrapBackend",
+        "ContainerPool",
         "ContainerSpec",
         "DockerBackend",
         "ImageBuild",

@@ -137,6 +137,30 @@ def serve(
             "runs on this host. Without it such a spec is refused at start-up.",
         ),
     ] = False,
+    # -- session containers (issue 34) --------------------------------------------------------
+    max_containers: Annotated[
+        int | None,
+        typer.Option(
+            help="Session containers (a spec's sandbox:) run at once, warm ones included; a new "
+            "session waits for a place, clients in turn, then gets 503 with Retry-After.",
+            min=1,
+        ),
+    ] = None,
+    warm_containers: Annotated[
+        int,
+        typer.Option(help="Containers kept created and started ahead of need, per environment.", min=0),
+    ] = 0,
+    container_wait: Annotated[
+        float, typer.Option(help="Seconds a new session waits for a container's place.", min=0)
+    ] = 10.0,
+    reap_interval: Annotated[
+        float,
+        typer.Option(
+            help="Seconds between sweeps of idle sessions, warm containers and (with a shared "
+            "store) containers whose session is gone.",
+            min=0.1,
+        ),
+    ] = 5.0,
     # -- scale-out (issue 16) ----------------------------------------------------------------
     store: Annotated[
         str,
@@ -213,6 +237,10 @@ def serve(
             graceful_timeout=graceful_timeout,
             allow_unconfined_checkers=allow_unconfined_checkers,
             doors=tuple(door or ()),
+            max_containers=max_containers,
+            warm_containers=warm_containers,
+            container_wait=container_wait,
+            reap_interval=reap_interval,
         )
         trust = {"trust_code": trust_code, "signed": signed}
         for text in describe(envs, flagged):

@@ -5,6 +5,7 @@ from envbuilder.sandbox._bwrap import BubblewrapBackend
 from envbuilder.sandbox._containers import SessionContainers, new_name, server_id
 from envbuilder.sandbox._docker import DockerBackend
 from envbuilder.sandbox._images import ImageBuild, ImageRecipe, build_image, default_image
+from envbuilder.sandbox._pool import ContainerPool
 from envbuilder.sandbox._repos import repository_tree, strip_git
 from envbuilder.sandbox._result import Limits, RunResult, Status
 from envbuilder.sandbox._run import run_code
@@ -19,6 +20,7 @@ __all__ = [
     "BASE_PACKAGES",
     "Backend",
     "BubblewrapBackend",
+    "ContainerPool",
     "ContainerSpec",
     "DockerBackend",
     "ImageBuild",

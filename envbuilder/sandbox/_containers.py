@@ -16,6 +16,12 @@ repository and a set-up command. :class:`SessionContainers` is what a server hol
   default), its output read from the exec's stream until the wrapper's end line (background
   processes it started go on running: the session's state), killed with its process group at
   the call's wall time.
+* **Warm containers, and places.** With a :class:`~._pool.ContainerPool` (a server's
+  ``--max-containers`` and ``--warm-containers``), :meth:`admit` takes a place for a new
+  session, fairly between clients, and names its container: a warm one (created and started
+  ahead, refilled in the background) when there is one, else a new name made on first use.
+  Whoever first *claims* a container (an atomic ``mkdir`` in it, as root) sets it up; the
+  others wait for its ready mark, so a replica that did not make it can serve it.
 * **Grading never trusts the container.** :meth:`snapshot` stops the container first (every
   process the agent started is gone), then copies the working folder out;
   :meth:`run_fresh` runs a command in a *new* container of the same image with a tree the
@@ -35,7 +41,8 @@ import shlex
 import socket
 import tarfile
 import time
-from collections.abc import Mapping, Sequence
+from collections import deque
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,7 +50,9 @@ from typing import Any
 from envbuilder.errors import SandboxError
 from envbuilder.sandbox._docker import LABEL, OWNER_LABEL, owner
 from envbuilder.sandbox._engine import STDERR, STDOUT, Engine, EngineAddress, EngineClient
+from envbuilder.sandbox._pool import ContainerPool
 from envbuilder.sandbox._process import Output
+from envbuilder.sandbox._repos import committed_tree
 from envbuilder.sandbox._result import RunResult, Status
 from envbuilder.spec import ContainerSpec
 
@@ -58,6 +67,8 @@ _ARG_CHUNK = 96 * 1024  # under the kernel's 128 KiB for one argument
 _MAX_WRITE = 1024 * 1024
 _STATE = "/tmp/.envbuilder"  # the shell's working folder between calls (the agent's own)
 _READY = "/.envbuilder-ready"  # root's: written when the set-up is done (the agent cannot)
+_CLAIM = "/.envbuilder-setup"  # root's: made (atomically) by whoever sets the container up
+_WARM_RETRY = 5.0  # seconds before a warm container that failed to start is tried again
 
 
 def server_id() -> str:
@@ -79,19 +90,34 @@ class Costs:
     removed: int = 0
     reaped: int = 0
     start_seconds: float = 0.0
-    """Sum of create-to-ready times (set-up included)."""
+    """Sum of create-to-ready times of containers made cold (set-up included)."""
     calls: int = 0
+    warmed: int = 0
+    """Warm containers made ahead of need."""
+    warm_seconds: float = 0.0
+    """Sum of their create-and-start times (paid off the sessions' path)."""
+    from_warm: int = 0
+    """Sessions whose container was a warm one."""
+    from_warm_seconds: float = 0.0
+    """Sum of those sessions' claim-to-ready times (the set-up left after a warm start)."""
 
     def as_dict(self, live: int) -> dict[str, Any]:
-        mean = self.start_seconds / self.created if self.created else None
         return {
             "live": live,
             "created": self.created,
             "removed": self.removed,
             "reaped": self.reaped,
             "calls": self.calls,
-            "mean_start_ms": None if mean is None else round(mean * 1000, 1),
+            "mean_start_ms": _mean_ms(self.start_seconds, self.created),
+            "warmed": self.warmed,
+            "mean_warm_start_ms": _mean_ms(self.warm_seconds, self.warmed),
+            "from_warm": self.from_warm,
+            "mean_ready_from_warm_ms": _mean_ms(self.from_warm_seconds, self.from_warm),
         }
+
+
+def _mean_ms(seconds: float, count: int) -> float | None:
+    return round(seconds / count * 1000, 1) if count else None
 
 
 class SessionContainers:
@@ -117,6 +143,19 @@ class SessionContainers:
         self._locks: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Lock]] = {}
         self._ready: set[str] = set()  # names this process saw ready (a cache; the engine decides)
         self._reaped = False
+        self.pool: ContainerPool | None = None
+        """The server's pool (places and warm containers), when a server set one."""
+        self.extra_labels: dict[str, str] = {}
+        """Labels a server adds to its containers (a shared store's id, for its reaper)."""
+        self.reap_by_server = True
+        """Whether a start reaps what an earlier process of this server's id left. Off with a
+        shared store: a session there outlives its server, and the store's reaper removes a
+        container only once its session is gone."""
+        self._warm: deque[str] = deque()  # warm containers of this process, oldest first
+        self._claimed: set[str] = set()  # warm ones handed to sessions, not yet set up
+        self._filler: asyncio.Task[None] | None = None
+        self._background: set[asyncio.Task[None]] = set()
+        self._closed = False
 
     # -- the image ---------------------------------------------------------------------------
 
@@ -141,6 +180,7 @@ class SessionContainers:
             OWNER_LABEL: owner(),
             SESSION_LABEL: name,
             "envbuilder.environment": self.environment,
+            **self.extra_labels,
         }
 
     def config(self, image: str, name: str, *, network: bool) -> dict[str, Any]:
@@ -171,6 +211,10 @@ class SessionContainers:
             },
         }
 
+    def is_ready(self, name: str) -> bool:
+        """Whether this process saw the container ``name`` ready (no engine call)."""
+        return name in self._ready
+
     async def ensure(self, name: str, tree: bytes | None) -> None:
         """Make sure the session's container runs and is set up (``tree``: a tar of the working
         folder's first contents, e.g. the task's repository; None: empty).
@@ -184,37 +228,66 @@ class SessionContainers:
             if name in self._ready:
                 return
             await self.reap_once()
+            started = time.monotonic()
+            warm = name in self._claimed
             async with self.engine.connect() as api:
                 state = await _inspect(api, name)
-                if state is not None:
-                    if not state.get("Running"):
-                        await api.start(name)
-                    if await self._is_ready(api, name):
-                        self._ready.add(name)
-                        return
-                    await _wait_ready(self, api, name)
-                    self._ready.add(name)
-                    return
-                started = time.monotonic()
-                image = await self.image()
-                try:
-                    await api.create(self.config(image, name, network=self.spec.network), name=name)
-                except SandboxError as exc:
-                    if "Conflict" not in str(exc) and "already in use" not in str(exc):
-                        raise
-                    await _wait_ready(self, api, name)  # another worker makes it
-                    self._ready.add(name)
-                    return
-                try:
+                made = state is None
+                if state is None:
+                    try:
+                        image = await self.image()
+                        await api.create(self.config(image, name, network=self.spec.network), name=name)
+                    except SandboxError as exc:
+                        if "Conflict" not in str(exc) and "already in use" not in str(exc):
+                            raise
+                        made = False  # another worker made it just now: the claim decides
+                    state = await _inspect(api, name) or {}
+                if not state.get("Running"):
                     await api.start(name)
+                if not made and not warm and await self._is_ready(api, name):
+                    self._ready.add(name)
+                    return
+                if not await self._claim(api, name):
+                    try:
+                        await _wait_ready(self, api, name)  # another worker sets it up
+                    except SandboxError:
+                        # Its set-up was cut short (that worker died): the next call makes it anew.
+                        with contextlib.suppress(SandboxError):
+                            await asyncio.shield(api.remove(name))
+                        raise
+                    self._ready.add(name)
+                    return
+                try:
                     await self._set_up(api, name, tree)
                 except BaseException:
                     with contextlib.suppress(SandboxError):
                         await asyncio.shield(api.remove(name))
                     raise
-                self.costs.created += 1
-                self.costs.start_seconds += time.monotonic() - started
+                finally:
+                    self._claimed.discard(name)
+                took = time.monotonic() - started
+                if warm:
+                    self.costs.from_warm += 1
+                    self.costs.from_warm_seconds += took
+                else:
+                    self.costs.created += 1
+                    self.costs.start_seconds += took
                 self._ready.add(name)
+
+    async def _claim(self, api: EngineClient, name: str) -> bool:
+        """Claim the container's set-up (an atomic ``mkdir`` as root) and prepare its folders;
+        False when another worker claimed it first."""
+        uid, work = self.spec.user, shlex.quote(self.spec.workdir)
+        script = (
+            f"mkdir {_CLAIM} 2>/dev/null || exit 3; "
+            f"mkdir -p {work} {_STATE} && chown {uid}:{uid} {work} {_STATE} && chmod 0700 {_STATE}"
+        )
+        result = await self.exec(name, ["sh", "-c", script], user=0, timeout=120, api=api)
+        if result.ok:
+            return True
+        if result.exit_code == 3 and result.status is None:
+            return False
+        raise SandboxError(f"could not prepare the session container: {result.stderr.strip()[-300:]}")
 
     def _lock(self, key: str) -> asyncio.Lock:
         """One lock per key and event loop (``check`` runs its cases in several loops)."""
@@ -225,26 +298,22 @@ class SessionContainers:
         return held[1]
 
     async def _set_up(self, api: EngineClient, name: str, tree: bytes | None) -> None:
+        """The set-up of a claimed container (:meth:`_claim` prepared its folders): the task's
+        repository committed on the host and uploaded with the ready mark last, in one archive
+        (the mark exists only once everything before it is in); the spec's set-up command, if
+        any, before the mark."""
         spec, uid = self.spec, self.spec.user
         work = shlex.quote(spec.workdir)
-        steps = f"mkdir -p {work} {_STATE} && chown {uid}:{uid} {work} {_STATE} && chmod 0700 {_STATE}"
-        await self._root(api, name, steps, "prepare the working folder")
-        if tree is not None:
+        mark = {_READY: b""} if not spec.setup else {}
+        if tree is not None and spec.repository is not None:
+            tree = await asyncio.to_thread(committed_tree, tree, uid=uid, prefix=spec.workdir, last=mark)
+            await _put(api, name, "/", tree)
+        elif tree is not None:
             await _put(api, name, spec.workdir, tree)
-            await self._root(api, name, f"chown -R {uid}:{uid} {work}", "hand the repository to the agent")
-        if spec.repository is not None:
-            script = (
-                "git init -q && git add -A && git -c user.name=envbuilder -c user.email=envbuilder@localhost "
-                "commit -q --allow-empty -m base"
-            )
-            result = await self.exec(
-                name, ["bash", "-c", script], user=uid, timeout=300, workdir=spec.workdir, api=api
-            )
-            if not result.ok:
-                said = (result.stderr or result.stdout).strip()[-500:]
-                raise SandboxError(
-                    f"the repository could not be committed in the container ({result.describe()}): {said}"
-                )
+            await self._root(api, name, f"chown -R {uid}:{uid} {work}", "hand the files to the agent")
+            mark = {}
+        else:
+            mark = {}
         if spec.setup:
             result = await self.exec(
                 name, ["bash", "-c", spec.setup], user=0, timeout=600, workdir=spec.workdir, api=api
@@ -255,7 +324,8 @@ class SessionContainers:
                     f"{(result.stderr or result.stdout)[-500:]}",
                     hint="Run it in the image by hand to see why",
                 )
-        await self._root(api, name, f"touch {_READY}", "mark the container ready")
+        if not mark:
+            await _put(api, name, "/", _tar({_READY.lstrip("/"): b""}, uid=0, mode=0o644))
 
     async def _root(self, api: EngineClient, name: str, script: str, what: str) -> None:
         result = await self.exec(name, ["sh", "-c", script], user=0, timeout=120, api=api)
@@ -263,20 +333,113 @@ class SessionContainers:
             raise SandboxError(f"could not {what} in the session container: {result.stderr.strip()[-300:]}")
 
     async def _is_ready(self, api: EngineClient, name: str) -> bool:
-        result = await self.exec(name, ["test", "-e", _READY], user=0, timeout=30, api=api)
-        return result.ok
+        """Whether the ready mark is there (a look at the file, no process in the container)."""
+        return await _has(api, name, _READY)
 
     async def remove(self, name: str) -> None:
-        """Remove the session's container (gone already is fine)."""
+        """Remove the session's container (gone already is fine), and give back its place."""
         self._ready.discard(name)
+        self._claimed.discard(name)
         self._locks.pop(name, None)
-        async with self.engine.connect() as api:
-            if await _inspect(api, name) is not None:
-                await api.remove(name)
-                self.costs.removed += 1
+        try:
+            async with self.engine.connect() as api:
+                if await _inspect(api, name) is not None:
+                    await api.remove(name)
+                    self.costs.removed += 1
+        finally:
+            if self.pool is not None:
+                self.pool.release(name)
+
+    # -- places and warm containers ----------------------------------------------------------
+
+    async def admit(self, client: Hashable) -> str | None:
+        """A place for a new session of ``client`` and its container's name (a warm container
+        when one is ready), or None when the pool's places stayed taken (:class:`ContainerPool`).
+        Without a pool: a new name, at once."""
+        pool = self.pool
+        if pool is None:
+            return new_name()
+        if not await pool.admit(client):
+            return None
+        name = self.take_name()
+        pool.hold(name)
+        if name not in self._claimed:
+            pool.make_room()  # a cold one: a warm container of another image may give its place
+        self.start_warming()
+        return name
+
+    def take_name(self) -> str:
+        """A warm container's name (it is no longer warm: only this session gets it), or a new
+        name (its container is made on first use)."""
+        if self._warm:
+            name = self._warm.popleft()
+            if self.pool is not None:
+                self.pool.take_warm(name)
+            self._claimed.add(name)
+            return name
+        return new_name()
+
+    def drop_warm(self, name: str) -> None:
+        """Remove the warm container ``name`` (its place is needed), in the background."""
+        with contextlib.suppress(ValueError):
+            self._warm.remove(name)
+        self._spawn(self._remove_quietly(name))
+
+    async def _remove_quietly(self, name: str) -> None:
+        try:
+            await self.remove(name)
+        except SandboxError as exc:
+            log.warning("could not remove the container %s: %s", name, exc.message)
+
+    def _spawn(self, work: Any) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    @property
+    def warm(self) -> int:
+        """Warm containers ready now."""
+        return len(self._warm)
+
+    def start_warming(self) -> None:
+        """Refill the warm containers in the background, up to the pool's ``warm`` while it
+        has room (a running refill is left alone)."""
+        pool = self.pool
+        if pool is None or not pool.warm or self._closed:
+            return
+        if self._filler is None or self._filler.done():
+            self._filler = asyncio.get_running_loop().create_task(self._fill(pool))
+
+    async def _fill(self, pool: ContainerPool) -> None:
+        while not self._closed and len(self._warm) < pool.warm and pool.room():
+            name = new_name()
+            pool.filling(1)
+            started = time.monotonic()
+            try:
+                image = await self.image()
+                async with self.engine.connect() as api:
+                    try:
+                        await api.create(self.config(image, name, network=self.spec.network), name=name)
+                        await api.start(name)
+                    except BaseException:
+                        with contextlib.suppress(SandboxError):
+                            await asyncio.shield(api.remove(name))
+                        raise
+            except SandboxError as exc:
+                log.warning("could not make a warm container (tried again later): %s", exc.message)
+                await asyncio.sleep(_WARM_RETRY)
+                return
+            finally:
+                pool.filling(-1)
+            self.costs.warmed += 1
+            self.costs.warm_seconds += time.monotonic() - started
+            self._warm.append(name)
+            pool.add_warm(name, self)
 
     async def reap_once(self) -> None:
         """:meth:`reap`, the first time it is asked (a failure is logged, not raised)."""
+        if not self.reap_by_server:
+            return
         if not self._reaped:
             self._reaped = True
             try:
@@ -305,7 +468,16 @@ class SessionContainers:
         return [str(c.get("Labels", {}).get(SESSION_LABEL, "")) for c in found]
 
     async def aclose(self) -> None:
-        """Remove every container this process made (server shutdown)."""
+        """Remove every container this process made (server shutdown), warm ones included."""
+        self._closed = True
+        for task in [t for t in (self._filler, *self._background) if t is not None]:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        for name in self._warm:
+            if self.pool is not None:
+                self.pool.take_warm(name)
+        self._warm.clear()
         with contextlib.suppress(SandboxError):
             async with self.engine.connect() as api:
                 for container in await api.containers({LABEL: "session", OWNER_LABEL: owner()}):
@@ -318,6 +490,7 @@ class SessionContainers:
         made, removed, reaped, calls, the mean create-to-ready time, and what each may hold."""
         return {
             **self.costs.as_dict(len(self._ready)),
+            "warm": len(self._warm),
             "memory_mb_each": self.spec.memory_mb,
             "image": self._image,
             "engine": str(self.address),
@@ -453,6 +626,12 @@ class SessionContainers:
             if await _inspect(api, name) is None:
                 return None
             await api.kill(name)
+            if not await self._is_ready(api, name):
+                if not await _has(api, name, _CLAIM):
+                    return None  # a warm container no call ever used: the agent changed nothing
+                # Its set-up was cut short (its server died): what is in it is not the agent's
+                # work, and grading it would score a failure of ours as the answer's.
+                raise SandboxError(f"the session container {name} was never completely set up")
             params = {"path": self.spec.workdir.rstrip("/") + "/."}
             response = await api.request("GET", f"/containers/{name}/archive", params=params, timeout=300)
             assert response is not None
@@ -514,6 +693,12 @@ async def _exit_code(api: EngineClient, exec_id: str, deadline: float) -> int | 
         if time.monotonic() > deadline:
             return None
         await asyncio.sleep(0.05)
+
+
+async def _has(api: EngineClient, name: str, path: str) -> bool:
+    """Whether ``path`` exists in the container (running or stopped; no process started)."""
+    where = f"/containers/{name}/archive"
+    return await api.request("HEAD", where, params={"path": path}, missing_ok=True) is not None
 
 
 async def _inspect(api: EngineClient, name: str) -> dict[str, Any] | None:

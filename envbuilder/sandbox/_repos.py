@@ -95,11 +95,12 @@ def locate(name: str, mirrors: str | None, base_dir: Path) -> Path:
     )
 
 
-def _git(*args: str, cwd: Path | None = None) -> bytes:
+def _git(*args: str, cwd: Path | None = None, extra_env: Mapping[str, str] | None = None) -> bytes:
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "GIT_CONFIG_NOSYSTEM": "1",
         "HOME": "/nonexistent",
+        **(extra_env or {}),
     }
     try:
         done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, env=env, timeout=600, check=False)
@@ -198,3 +199,64 @@ def _single_top(names: list[list[str]]) -> str | None:
     if len(tops) != 1 or not any(len(parts) > 1 for parts in names):
         return None
     return tops.pop()
+
+
+_committed: OrderedDict[tuple[str, int, str], bytes] = OrderedDict()
+_BASE_DATE = "2000-01-01T00:00:00Z"
+
+
+def committed_tree(tree: bytes, *, uid: int, prefix: str, last: Mapping[str, bytes] | None = None) -> bytes:
+    """``tree`` as a fresh git repository with one commit (``base``), made on the host: a tar of
+    its files and ``.git`` under ``prefix``, owned by ``uid``, then the files of ``last`` (root's,
+    read-only) at the end. Cached by content (blocking: call it on a thread).
+
+    Why on the host: ``git add`` of a repository's tree inside the container was most of a
+    session container's set-up (seconds on a loaded engine, for every session); here it is done
+    once per tree, and the container's set-up is one archive upload. The repository is the same
+    as one made in the container: no history, remote or reflog from before the base commit."""
+    extra = dict(last or {})
+    digest = hashlib.sha256(tree)
+    for path, data in sorted(extra.items()):
+        digest.update(path.encode() + b"\0" + hashlib.sha256(data).digest())
+    key = (digest.hexdigest(), uid, prefix)
+    with _lock:
+        if key in _committed:
+            _committed.move_to_end(key)
+            return _committed[key]
+    with tempfile.TemporaryDirectory(prefix="envbuilder-tree-") as tmp:
+        root = Path(tmp) / "tree"
+        root.mkdir()
+        with tarfile.open(fileobj=io.BytesIO(tree), mode="r:") as src:
+            src.extractall(root, filter="data")
+        env = {
+            "GIT_AUTHOR_NAME": "envbuilder",
+            "GIT_AUTHOR_EMAIL": "envbuilder@localhost",
+            "GIT_AUTHOR_DATE": _BASE_DATE,
+            "GIT_COMMITTER_NAME": "envbuilder",
+            "GIT_COMMITTER_EMAIL": "envbuilder@localhost",
+            "GIT_COMMITTER_DATE": _BASE_DATE,
+        }
+        _git("-c", "init.defaultBranch=master", "init", "-q", "--template=", str(root))
+        _git("-C", str(root), "add", "-A")
+        _git("-C", str(root), "commit", "-q", "--allow-empty", "--no-gpg-sign", "-m", "base", extra_env=env)
+        out = io.BytesIO()
+        top = prefix.strip("/")
+
+        def owned(info: tarfile.TarInfo) -> tarfile.TarInfo:
+            info.uid = info.gid = uid
+            info.uname = info.gname = ""
+            return info
+
+        with tarfile.open(fileobj=out, mode="w", format=tarfile.GNU_FORMAT) as dst:
+            for child in sorted(root.iterdir()):
+                dst.add(child, arcname=f"{top}/{child.name}" if top else child.name, filter=owned)
+            for path, data in extra.items():
+                info = tarfile.TarInfo(path.lstrip("/"))
+                info.size, info.mode = len(data), 0o644
+                dst.addfile(info, io.BytesIO(data))
+    result = out.getvalue()
+    with _lock:
+        _committed[key] = result
+        while len(_committed) > _CACHE_ENTRIES:
+            _committed.popitem(last=False)
+    return result

@@ -74,6 +74,15 @@ class Slots:
         finally:
             self._release()
 
+    async def acquire(self, key: Hashable = None) -> None:
+        """Take one slot for a holder that outlives a block (a session's container): wait for
+        it fairly, as :meth:`slot` does; give it back with :meth:`release`."""
+        await self._acquire(key)
+
+    def release(self) -> None:
+        """Give back a slot taken with :meth:`acquire` (to the next waiter in turn)."""
+        self._release()
+
     @contextlib.contextmanager
     def hold(self, key: Hashable = None) -> Iterator[None]:
         """:meth:`slot` for a thread that may block: waits in this thread, in the same queues."""

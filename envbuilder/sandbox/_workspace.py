@@ -43,5 +43,6 @@ class Workspace:
             SandboxError: the engine, the image, the repository or the set-up failed.
         """
         assert self.name is not None, "a workspace used by a tool has a name"
-        await self.containers.ensure(self.name, await self.base_tree())
+        if not self.containers.is_ready(self.name):  # (the tree only when it may be needed)
+            await self.containers.ensure(self.name, await self.base_tree())
         return self.name

@@ -89,12 +89,17 @@ def _lifespan(ctx: ServerContext) -> Callable[[FastAPI], contextlib.AbstractAsyn
         # Containers a crashed server of the same id left (in the background: an engine that is
         # down must not stop the server from starting).
         left = [asyncio.create_task(e.containers.reap_once()) for e in ctx.envs.values() if e.containers]
+        if ctx.keeper is not None:  # warm containers, and a shared store's reaper
+            await ctx.keeper.prepare()
+            left.append(asyncio.create_task(ctx.keeper.run()))
         try:
             yield
         finally:
             task.cancel()
             for reap in left:
                 reap.cancel()
+            if ctx.keeper is not None:
+                await ctx.keeper.aclose()
             await ctx.drain()
             for env in ctx.envs.values():
                 await env.aclose()

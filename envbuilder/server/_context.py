@@ -16,6 +16,7 @@ from envbuilder.episode import Episode
 from envbuilder.errors import RequestRejected, did_you_mean
 from envbuilder.processes import Confinement
 from envbuilder.server._calls import CallRegistry
+from envbuilder.server._containers import ContainerKeeper
 from envbuilder.server._redis import RedisStore
 from envbuilder.server._sessions import Caps, Sessions, SessionStore
 
@@ -78,6 +79,14 @@ class ServerSettings:
     doors: tuple[str, ...] = ()
     """Protocols served besides ORS, each under its own path prefix (``_doors.DOORS``):
     ``openenv`` (``/openenv``), ``nemo-gym`` (NeMo Gym's resources-server routes at the root)."""
+    max_containers: int | None = None
+    """Session containers (a spec's `sandbox:`) this process runs at once, warm ones included
+    (None: no bound). A new session waits for a place, clients in turn, then 503 with
+    Retry-After."""
+    warm_containers: int = 0
+    """Containers each environment with a `sandbox:` keeps created and started ahead of need."""
+    container_wait: float = 10.0
+    """Seconds a new session waits for a container's place before the 503."""
     allow_unconfined_checkers: bool = False
     """Serve graders that run answers as code even where they cannot be confined (no working
     bubblewrap): what an answer makes them run then runs on this host. Off: such a spec is
@@ -144,6 +153,19 @@ class ServerContext:
             if settings.store == "memory"
             else RedisStore(settings.store, settings.session_timeout, settings.call_linger)
         )
+        self.keeper = (
+            ContainerKeeper(
+                envs,
+                self.sessions,
+                size=settings.max_containers,
+                warm=settings.warm_containers,
+                wait=settings.container_wait,
+                interval=settings.reap_interval,
+            )
+            if any(env.containers is not None for env in envs)
+            else None
+        )
+        """The session containers' pool and reaper (None: no spec has a `sandbox:`)."""
         self.locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
         """Each session's call lock by its key, while a call holds or awaits it (a session that
         expires instead of being deleted leaves nothing behind)."""

@@ -61,6 +61,8 @@ async def health(ctx: ServerContext) -> Reply:
     containers = {n: e.containers.report() for n, e in ctx.envs.items() if e.containers is not None}
     if containers:  # session containers: their start-up and idle costs (changes with each call)
         body_: dict[str, Any] = {"status": "ok", "containers": containers}
+        if ctx.keeper is not None:
+            body_["container_pool"] = ctx.keeper.report()
         if ctx.confinement is not None:
             body_["confinement"] = ctx.confinement.word
         return Reply(orjson.dumps(body_))
@@ -225,10 +227,27 @@ async def create(
         except TaskNotFound:
             raise RequestRejected(400, "Invalid index") from None
     secrets = parse_secrets(x_secrets, body.secrets)
+    client = client_name()
+    episode = Episode(task=task, secrets=secrets)
     session = SessionRecord(
-        sid=sid, env=env.name.lower(), episode=Episode(task=task, secrets=secrets), client=client_name()
+        sid=sid, env=env.name.lower(), episode=episode, client=client
     )  # stored under its creator's name (SessionRecord.key): another client's id never clashes
-    if not await ctx.sessions.add(session, ctx.caps):
+    keeper = ctx.keeper if env.containers is not None else None
+    if keeper is None:
+        if not await ctx.sessions.add(session, ctx.caps):
+            raise RequestRejected(400, "Session already exists")
+        return Reply(orjson.dumps({"sid": sid}))
+    # A place for its container first (503 when the pool stays full), bound to the session
+    # before the session exists, so that no container is ever made that a reaper cannot place.
+    episode.sandbox = await keeper.admit(env, client)
+    added = False
+    try:
+        await keeper.bind(episode.sandbox, session.key)
+        added = await ctx.sessions.add(session, ctx.caps)
+    finally:
+        if not added:
+            keeper.forget(env, episode.sandbox)
+    if not added:
         raise RequestRejected(400, "Session already exists")
     return Reply(orjson.dumps({"sid": sid}))
 

@@ -309,9 +309,13 @@ class RedisStore:
         )
 
     async def renew(self, call: str) -> None:
+        """Renew a running call's lease, and its session's timeout: a session is in use while a
+        call on it runs (a container's set-up or a test run may outlast the timeout)."""
+        session = call.split("\t", 1)[0]  # (``call_key``: the session's key, a tab, the task id)
         await asyncio.gather(
             self._do(b"PEXPIRE", PREFIX + "l:" + call, LEASE_MS),
             self._do(b"PEXPIRE", PREFIX + "q:" + call, self._linger_ms + LEASE_MS),
+            self._do(b"PEXPIRE", PREFIX + "s:" + session, self._ttl_ms),
         )
 
     async def pending(self, call: str) -> PendingCall | None:
