@@ -51,6 +51,10 @@ def _env() -> jinja2.Environment:
 _ENV = _env()
 
 
+#: What an expression over the wrong types raises (``'a' - 1``, ``xs[9]``, ``1 / 0``).
+_FAILURES = (TypeError, ValueError, KeyError, IndexError, ArithmeticError)
+
+
 class Evaluation(Exception):
     """An expression failed at run time (undefined name, wrong type, over budget)."""
 
@@ -91,11 +95,9 @@ class Expr:
     def __call__(self, variables: Mapping[str, Any]) -> Any:
         try:
             return _defined(self._fn(**variables))
-        except (jinja2.UndefinedError, SecurityError) as exc:
+        except (jinja2.TemplateError, SecurityError) as exc:
             raise Evaluation(f"{self.source!r}: {exc}") from None
-        except jinja2.TemplateError as exc:
-            raise Evaluation(f"{self.source!r}: {exc}") from None
-        except (TypeError, ValueError, KeyError, IndexError, ZeroDivisionError, ArithmeticError) as exc:
+        except _FAILURES as exc:
             raise Evaluation(f"{self.source!r}: {type(exc).__name__}: {exc}") from None
 
 
@@ -135,14 +137,7 @@ class Value:
                     return str(template.render(vs))
                 except (jinja2.TemplateError, SecurityError) as exc:
                     raise Evaluation(f"{text!r}: {exc}") from None
-                except (
-                    TypeError,
-                    ValueError,
-                    KeyError,
-                    IndexError,
-                    ZeroDivisionError,
-                    ArithmeticError,
-                ) as exc:
+                except _FAILURES as exc:
                     raise Evaluation(f"{text!r}: {type(exc).__name__}: {exc}") from None
 
             return render

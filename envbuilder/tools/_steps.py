@@ -182,7 +182,8 @@ KINDS = ("get", "find", "set", "append", "remove", "increment", "require", "let"
 
 def _kind(value: Any) -> str | None:
     if isinstance(value, dict):
-        return next((k for k in KINDS if k in value), None)
+        named = [k for k in KINDS if k in value]
+        return named[0] if len(named) == 1 else None  # none, or two kinds in one step
     return next((k for k in KINDS if k in type(value).model_fields), None)
 
 
@@ -200,7 +201,7 @@ Step = Annotated[
     Discriminator(
         _kind,
         custom_error_type="step_kind",
-        custom_error_message=f"a step starts with one of: {', '.join(KINDS)}",
+        custom_error_message=f"a step names exactly one of: {', '.join(KINDS)}",
     ),
 ]
 """One step of a declarative tool, by the key that names its kind."""

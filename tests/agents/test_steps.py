@@ -209,7 +209,7 @@ ERRORS = [
     ),
     (
         "{type: state, name: t, steps: [{fetch: x}]}",
-        "55:36 tools[8].steps[0]: a step starts with one of: get, find, set, append, remove, increment, "
+        "55:36 tools[8].steps[0]: a step names exactly one of: get, find, set, append, remove, increment, "
         "require, let, for_each, new_id (got {'fetch': 'x'})",
     ),
     (
