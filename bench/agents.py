@@ -11,7 +11,7 @@ is a local chat server answering at once) with a real ``redis-server`` as the se
   Redis after its gold actions (read with ``STRLEN``);
 * **tool calls**: sessions making only ``calculate`` calls against sessions making only
   ``get_order_details`` (a declarative read), ``find_user_id_by_name_zip`` (a search of the 500
-  users) or ``modify_user_address`` (a Python write): server CPU per call of each;
+  users) or ``modify_user_address`` (a declarative write): server CPU per call of each;
 * **dual control** (``--dual-only`` runs only this): envs/phone_support.yaml, whose customer has
   tools of its own (its phone's settings), played by the scripted customer of
   ``tests/fakes/phone_customer.py``: every task with its gold actions (the agent's made by the
@@ -19,7 +19,13 @@ is a local chat server answering at once) with a real ``redis-server`` as the se
   per episode and per request, the customer's requests and tool calls per episode, rewards (all
   must be 1.0) and the session's size in Redis.
 
+With ``--python``, instead: the declarative tools against their Python version (the function
+tools of bench/tau2_retail_python.py, which the spec had before): the 114 episodes served by
+each spec (server CPU per tool call, each session's size in Redis), and CPU µs per call of each
+rewritten tool in process, each call on a fresh episode so that every write succeeds.
+
     python bench/agents.py --concurrency 8 --calls 2000
+    python bench/agents.py --python --calls 500
 """
 
 from __future__ import annotations
@@ -47,6 +53,40 @@ from tests.redisd import redis_server  # noqa: E402
 
 SPEC = ROOT / "envs" / "tau2_retail.yaml"
 COPY = ROOT / "envs" / "_bench_tau2_retail.yaml"
+PYTHON_COPY = ROOT / "envs" / "_bench_tau2_retail_python.yaml"
+PYTHON_MODULE = ROOT / "envs" / "_bench_tau2_retail_python.py"
+#: The tools that were Python functions before the spec declared them as steps, with arguments
+#: for the in-process comparison (a pending order paid by gift card, a delivered order).
+REWRITTEN: dict[str, dict[str, Any]] = {
+    "get_item_details": {"item_id": "9612497925"},
+    "list_all_product_types": {},
+    "cancel_pending_order": {"order_id": "#W6779827", "reason": "no longer needed"},
+    "modify_pending_order_address": {
+        "order_id": "#W6779827",
+        "address1": "1 Main St",
+        "address2": "",
+        "city": "Philadelphia",
+        "state": "PA",
+        "country": "USA",
+        "zip": "19122",
+    },
+    "modify_pending_order_payment": {"order_id": "#W6779827", "payment_method_id": "credit_card_9789590"},
+    "modify_user_address": {
+        "user_id": "ethan_lopez_6291",
+        "address1": "1 Main St",
+        "address2": "",
+        "city": "Philadelphia",
+        "state": "PA",
+        "country": "USA",
+        "zip": "19122",
+    },
+    "return_delivered_order_items": {
+        "order_id": "#W4817420",
+        "item_ids": ["6777246137"],
+        "payment_method_id": "gift_card_8168843",
+    },
+    "transfer_to_human_agents": {"summary": "The customer wants a refund."},
+}
 CLOSING = "Is there anything else I can help you with?"
 
 
@@ -217,6 +257,85 @@ def run_dual(concurrency: int, rounds: int) -> None:
           f"{statistics.median(sizes):,.0f} / {max(sizes):,} bytes |")  # fmt: skip
 
 
+def python_spec(text: str) -> str:
+    """The spec with the rewritten tools as the Python functions they were."""
+    import yaml
+
+    spec = yaml.safe_load(text)
+    spec["tools"] = [
+        {"type": "function", "module": PYTHON_MODULE.name, "name": t["name"]}
+        if t.get("name") in REWRITTEN
+        else t
+        for t in spec["tools"]
+    ]
+    return yaml.safe_dump(spec, sort_keys=False, allow_unicode=True)
+
+
+def per_tool(spec: Path, n: int) -> dict[str, float]:
+    """CPU µs per call of each rewritten tool in process, each call on a fresh episode."""
+    from envbuilder.environment import Episode, load_environment
+
+    env = load_environment(spec)
+    task = env.split("train").task(0)
+    out = {}
+
+    async def run(name: str, args: dict[str, Any]) -> None:
+        for _ in range(n):
+            result = await env.call_tool(Episode(task=task), name, args)
+            assert not (result.output.metadata or {}).get("error"), result  # type: ignore[union-attr]
+
+    for name, args in REWRITTEN.items():
+        asyncio.run(run(name, args))  # warm up
+        started = time.process_time()
+        asyncio.run(run(name, args))
+        out[name] = (time.process_time() - started) / n * 1e6
+    return out
+
+
+def compare_python(opts: argparse.Namespace) -> None:
+    text = SPEC.read_text()
+    PYTHON_MODULE.write_text((ROOT / "bench" / "tau2_retail_python.py").read_text())
+    PYTHON_COPY.write_text(python_spec(text))
+    results = {}
+    try:
+        local = {"declarative": per_tool(SPEC, opts.calls), "Python": per_tool(PYTHON_COPY, opts.calls)}
+        with ChatServer(customer) as chat, redis_server() as redis:
+            COPY.write_text(text.replace("https://api.openai.com/v1", chat.base_url))
+            PYTHON_COPY.write_text(python_spec(COPY.read_text()))
+            for label, spec in (("declarative", COPY), ("Python", PYTHON_COPY)):
+                with serve_process(str(spec), "--store", redis.url) as (url, proc):
+                    server = psutil.Process(proc.pid)
+                    asyncio.run(episodes(url, redis.url, 1))  # warm up
+                    before = cpu(server)
+                    result = asyncio.run(episodes(url, redis.url, opts.concurrency))
+                    result["cpu"] = cpu(server) - before
+                    results[label] = result
+    finally:
+        for path in (COPY, PYTHON_COPY, PYTHON_MODULE):
+            path.unlink(missing_ok=True)
+    print(f"machine: {psutil.cpu_count()} cores; server with --store redis; concurrency {opts.concurrency}")
+    print()
+    print("| τ²-retail, 114 episodes (gold actions) | declarative tools | Python tools | ratio |")
+    print("|---|---|---|---|")
+    decl, py = results["declarative"], results["Python"]
+    rewards = [sum(r == 1.0 for r in x["rewards"]) for x in (decl, py)]
+    print(f"| episodes with reward 1.0 | {rewards[0]} | {rewards[1]} | |")
+    per_call = [x["cpu"] / x["calls"] * 1e3 for x in (decl, py)]
+    ratio = per_call[0] / per_call[1]
+    print(f"| server CPU per tool call | {per_call[0]:.2f} ms | {per_call[1]:.2f} ms | {ratio:.2f}× |")
+    for stat, fn in (("median", statistics.median), ("max", max)):
+        sizes = [fn(x["sizes"]) for x in (decl, py)]
+        print(
+            f"| session in Redis after the gold actions, {stat} | {sizes[0]:,.0f} B | {sizes[1]:,.0f} B | |"
+        )
+    print()
+    print("| tool (in process, fresh episode per call) | declarative µs | Python µs | ratio |")
+    print("|---|---|---|---|")
+    for name in REWRITTEN:
+        d, p = local["declarative"][name], local["Python"][name]
+        print(f"| `{name}` | {d:,.0f} | {p:,.0f} | {d / p:.2f}× |")
+
+
 def cpu(process: psutil.Process) -> float:
     total = process.cpu_times()
     seconds = total.user + total.system
@@ -234,9 +353,15 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=2000, help="calls per tool in the tool-call comparison")
     parser.add_argument("--dual-rounds", type=int, default=20, help="times each dual-control task is played")
     parser.add_argument("--dual-only", action="store_true", help="run only the dual-control episodes")
+    parser.add_argument(
+        "--python", action="store_true", help="compare the declarative tools with their Python version"
+    )
     opts = parser.parse_args()
     if opts.dual_only:
         run_dual(opts.concurrency, opts.dual_rounds)
+        return
+    if opts.python:
+        compare_python(opts)
         return
     address = {
         "user_id": "yusuf_rossi_9620",
@@ -254,7 +379,7 @@ def main() -> None:
             "find_user_id_by_name_zip",
             [{"first_name": "Yusuf", "last_name": "Rossi", "zip": "19122"}],
         ),
-        "modify_user_address (Python write)": (
+        "modify_user_address (declarative write)": (
             "modify_user_address",
             [address, {**address, "address1": "2 Main St"}],
         ),

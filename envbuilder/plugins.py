@@ -239,7 +239,8 @@ class PluginField:
         refs: dict[str, JsonSchemaValue] = {}
         for name, model in self.registry.config_models().items():
             core: Any = model.__pydantic_core_schema__
-            ref = str(core.get("ref") or core.get("schema", {}).get("schema_ref", ""))
+            inner = core.get("schema", {})  # a config holding a recursive model: its definitions around it
+            ref = str(core.get("ref") or inner.get("ref") or inner.get("schema_ref") or "")
             if ref in started:
                 refs[name] = generator.get_cache_defs_ref_schema(CoreRef(ref))[1]
             else:

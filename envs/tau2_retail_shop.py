@@ -1,9 +1,13 @@
-"""The shop's tools of envs/tau2_retail.yaml that change orders and users, written from the
-retail policy (envs/data/tau2_retail/policy.md): each is ``fn(db, **args)``, where ``db``
-is the episode's copy of the shop's database (``users``, ``orders``, ``products``).
+"""The two tools of envs/tau2_retail.yaml that swap items of an order, written from the retail
+policy (envs/data/tau2_retail/policy.md): each is ``fn(db, **args)``, where ``db`` is the
+episode's copy of the shop's database (``users``, ``orders``, ``products``). The other
+fourteen tools are declared in the YAML (``type: state`` steps).
 
-A request the policy does not allow raises ``ToolError``: the agent reads the message and
-nothing changes. The simple reads are declared in the YAML (``type: state``).
+A swap pairs each old item with the first copy in the order not yet taken (an item listed
+twice needs two copies), checks each new item is another available variant of the same
+product and totals the price difference: positional matching that the declarative steps do
+not express. A request the policy does not allow raises ``ToolError``: the agent reads the
+message and nothing changes.
 """
 
 from __future__ import annotations
@@ -11,9 +15,6 @@ from __future__ import annotations
 from typing import Any
 
 from envbuilder.errors import ToolError
-
-CANCEL_REASONS = ("no longer needed", "ordered by mistake")
-
 
 def _order(db: Any, order_id: str) -> dict[str, Any]:
     if order_id not in db["orders"]:
@@ -92,114 +93,6 @@ def _pending(order: dict[str, Any]) -> None:
         raise ToolError("Non-pending order cannot be modified")
 
 
-def get_item_details(db: Any, item_id: str) -> dict[str, Any]:
-    """Get the details of a variant item (its product, options, availability and price).
-
-    Args:
-        item_id: The item's id, such as '6086499569'.
-    """
-    product, variant = _variant(db, item_id)
-    return {"product_id": product["product_id"], "name": product["name"], **variant}
-
-
-def list_all_product_types(db: Any) -> dict[str, str]:
-    """List the name and product id of every product type the shop sells."""
-    names = {db["products"].peek(pid)["name"]: pid for pid in db["products"]}
-    return dict(sorted(names.items()))
-
-
-def cancel_pending_order(db: Any, order_id: str, reason: str) -> dict[str, Any]:
-    """Cancel a pending order. The user must have confirmed the order id and the reason.
-
-    Args:
-        order_id: The order's id, such as '#W0000000' (with the '#').
-        reason: Either 'no longer needed' or 'ordered by mistake'.
-    """
-    order = _order(db, order_id)
-    if order["status"] != "pending":
-        raise ToolError("Non-pending order cannot be cancelled")
-    if reason not in CANCEL_REASONS:
-        raise ToolError("Invalid reason")
-    user = _user(db, order["user_id"])
-    refunds = []
-    for payment in order["payment_history"]:
-        if payment["transaction_type"] == "payment":
-            refunds.append(
-                {
-                    "transaction_type": "refund",
-                    "amount": payment["amount"],
-                    "payment_method_id": payment["payment_method_id"],
-                }
-            )
-            if payment["payment_method_id"] in user["payment_methods"]:
-                _charge(user, payment["payment_method_id"], -payment["amount"])
-    order["status"] = "cancelled"
-    order["cancel_reason"] = reason
-    order["payment_history"].extend(refunds)
-    return order
-
-
-def modify_pending_order_address(
-    db: Any, order_id: str, address1: str, address2: str, city: str, state: str, country: str, zip: str
-) -> dict[str, Any]:
-    """Change the shipping address of a pending order (after the user's explicit confirmation).
-
-    Args:
-        order_id: The order's id, such as '#W0000000'.
-        address1: The first line of the address, such as '123 Main St'.
-        address2: The second line, such as 'Apt 1', or ''.
-        city: The city, such as 'San Francisco'.
-        state: The state, such as 'CA'.
-        country: The country, such as 'USA'.
-        zip: The zip code, such as '12345'.
-    """
-    order = _order(db, order_id)
-    _pending(order)
-    order["address"] = _address(address1, address2, city, state, country, zip)
-    return order
-
-
-def _address(address1: str, address2: str, city: str, state: str, country: str, zip: str) -> dict[str, str]:
-    return {
-        "address1": address1,
-        "address2": address2,
-        "city": city,
-        "state": state,
-        "country": country,
-        "zip": zip,
-    }
-
-
-def modify_pending_order_payment(db: Any, order_id: str, payment_method_id: str) -> dict[str, Any]:
-    """Pay a pending order with another of the user's payment methods (the old one is refunded).
-
-    Args:
-        order_id: The order's id, such as '#W0000000'.
-        payment_method_id: The new payment method's id, such as 'gift_card_0000000'.
-    """
-    order = _order(db, order_id)
-    _pending(order)
-    user = _user(db, order["user_id"])
-    _payment_method(user, payment_method_id)
-    payments = [p for p in order["payment_history"] if p["transaction_type"] == "payment"]
-    if len(payments) != 1:
-        raise ToolError("There should be exactly one payment for a pending order")
-    old = payments[0]
-    if old["payment_method_id"] == payment_method_id:
-        raise ToolError("The new payment method should be different from the current one")
-    amount = old["amount"]
-    _charge(user, payment_method_id, amount)
-    if old["payment_method_id"] in user["payment_methods"]:
-        _charge(user, old["payment_method_id"], -amount)
-    order["payment_history"].extend(
-        [
-            {"transaction_type": "payment", "amount": amount, "payment_method_id": payment_method_id},
-            {"transaction_type": "refund", "amount": amount, "payment_method_id": old["payment_method_id"]},
-        ]
-    )
-    return order
-
-
 def modify_pending_order_items(
     db: Any, order_id: str, item_ids: list[str], new_item_ids: list[str], payment_method_id: str
 ) -> dict[str, Any]:
@@ -232,50 +125,6 @@ def modify_pending_order_items(
     return order
 
 
-def modify_user_address(
-    db: Any, user_id: str, address1: str, address2: str, city: str, state: str, country: str, zip: str
-) -> dict[str, Any]:
-    """Change a user's default address (after the user's explicit confirmation).
-
-    Args:
-        user_id: The user's id, such as 'sara_doe_496'.
-        address1: The first line of the address, such as '123 Main St'.
-        address2: The second line, such as 'Apt 1', or ''.
-        city: The city, such as 'San Francisco'.
-        state: The state, such as 'CA'.
-        country: The country, such as 'USA'.
-        zip: The zip code, such as '12345'.
-    """
-    user = _user(db, user_id)
-    user["address"] = _address(address1, address2, city, state, country, zip)
-    return user
-
-
-def return_delivered_order_items(
-    db: Any, order_id: str, item_ids: list[str], payment_method_id: str
-) -> dict[str, Any]:
-    """Return items of a delivered order; the order becomes 'return requested'.
-
-    Args:
-        order_id: The order's id, such as '#W0000000'.
-        item_ids: The ids of the items to return, such as ['1008292230'] (a list).
-        payment_method_id: Where the refund goes: the original payment method or a gift card.
-    """
-    order = _order(db, order_id)
-    if order["status"] != "delivered":
-        raise ToolError("Non-delivered order cannot be returned")
-    user = _user(db, order["user_id"])
-    method = _payment_method(user, payment_method_id)
-    original = order["payment_history"][0]["payment_method_id"]
-    if method["source"] != "gift_card" and payment_method_id != original:
-        raise ToolError("Payment method should be the original payment method or a gift card")
-    _positions(order, item_ids)
-    order["status"] = "return requested"
-    order["return_items"] = sorted(item_ids)
-    order["return_payment_method_id"] = payment_method_id
-    return order
-
-
 def exchange_delivered_order_items(
     db: Any, order_id: str, item_ids: list[str], new_item_ids: list[str], payment_method_id: str
 ) -> dict[str, Any]:
@@ -303,12 +152,3 @@ def exchange_delivered_order_items(
     order["exchange_price_difference"] = difference
     return order
 
-
-def transfer_to_human_agents(db: Any, summary: str) -> str:
-    """Transfer the user to a human agent, with a summary of the issue. Only when the request
-    cannot be handled with the other tools.
-
-    Args:
-        summary: A summary of the user's issue.
-    """
-    return "Transfer successful"

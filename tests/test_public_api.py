@@ -129,6 +129,8 @@ def test_eval_api() -> None:
 def test_tools_api() -> None:
     assert envbuilder.tools.__all__ == [
         "ParamSpec",
+        "Step",
+        "Steps",
         "Tool",
         "ToolCall",
         "ToolConfig",

@@ -1,6 +1,6 @@
 """Templates: the bounded Jinja sandbox (``_sandbox``) and the template API (``_template``)."""
 
-from envbuilder.templating._sandbox import jinja_env, templates_dir
+from envbuilder.templating._sandbox import TooBig, jinja_env, render_budget, templates_dir
 from envbuilder.templating._template import (
     Template,
     recording_files,
@@ -12,8 +12,10 @@ from envbuilder.templating._template import (
 
 __all__ = [
     "Template",
+    "TooBig",
     "jinja_env",
     "recording_files",
+    "render_budget",
     "render_limits",
     "template_folders",
     "template_globals",

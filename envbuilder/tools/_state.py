@@ -1,36 +1,39 @@
-"""The ``state`` tool: reads and simple updates of the episode's state document, declared in YAML.
+"""The ``state`` tool: reads and updates of the episode's world document, declared in YAML.
 
-One tool does one operation at a path of the document, where ``{param}`` is replaced by the
-call's argument (``orders/{order_id}/status``):
-
-* ``get``: the value at the path, as JSON;
-* ``find``: the key of the first item of a collection whose fields equal ``where``
-  (``{email: "{email}"}``);
-* ``set``: put ``value`` at the path; ``append``: add ``value`` to the list at the path;
-  ``remove``: delete the key at the path.
-
-``require`` lists preconditions checked before anything changes (the path exists, its value
-equals or is one of given values); a failed one is the call's error output, with the spec's
-``error`` text. In ``value`` and ``where``, a string that is exactly ``"{param}"`` is the
-argument itself (a number stays a number); other strings are formatted with the arguments.
+A tool is a list of ``steps`` (``get``, ``find``, ``set``, ``append``, ``remove``,
+``increment``, ``require``, ``let``, ``for_each``, ``new_id``: see
+:mod:`envbuilder.tools._steps`), applied whole or not at all, over inputs of any JSON type and
+with computed values (:mod:`envbuilder.tools._expr`). The older one-operation form (``op:``
+with ``path``, ``where``, ``value``, ``require`` preconditions) is one step: ``op: get`` with
+``path: users/{user_id}`` is ``steps: [{get: "users/{user_id}"}]``.
 """
 
 from __future__ import annotations
 
-import json
-import re
-from collections.abc import MutableMapping
 from typing import Any, Literal
 
-import orjson
 from pydantic import Field, model_validator
 
 from envbuilder.errors import ToolError
 from envbuilder.plugins import ConfigModel
 from envbuilder.tools._base import Tool, ToolCall, ToolConfig, ToolContext, ToolReply
+from envbuilder.tools._expr import Value, check_names
+from envbuilder.tools._steps import (
+    MISSING,
+    AppendStep,
+    FindStep,
+    GetStep,
+    RemoveStep,
+    SetStep,
+    Step,
+    Steps,
+    _Path,
+    resolve,
+)
 
-_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
-_MISSING: Any = object()
+_MISSING = MISSING  # (the name tests and older code import)
+
+__all__ = ["Requirement", "StateTool", "StateToolConfig", "resolve"]
 
 
 class Requirement(ConfigModel):
@@ -49,79 +52,98 @@ class Requirement(ConfigModel):
 
 
 class StateToolConfig(ToolConfig):
-    """A read or a simple update of the episode's state (`state:`) at a path."""
+    """Reads and updates of the episode's state (`state:`): a list of `steps`, or one `op`."""
 
     type: Literal["state"]
-    op: Literal["get", "find", "set", "append", "remove"]
-    """`get` the value at `path`; `find` the key of the first item of the collection at `path`
-    matching `where`; `set` `value` at `path`; `append` `value` to the list at `path`;
-    `remove` the key at `path`."""
-    path: str = Field(min_length=1)
-    """Where in the document, as keys separated by `/`, with `{param}` for arguments."""
+    steps: list[Step] | None = None
+    """What a call does, in order, all or nothing: `get`, `find`, `set`, `append`, `remove`,
+    `increment`, `require`, `let`, `for_each`, `new_id` (see the tools how-to)."""
+    op: Literal["get", "find", "set", "append", "remove"] | None = None
+    """The one-operation form: `get` the value at `path`; `find` the key of the first item of
+    the collection at `path` matching `where`; `set` `value` at `path`; `append` `value` to the
+    list at `path`; `remove` the key at `path`."""
+    path: str | None = Field(default=None, min_length=1)
+    """With `op`: where in the document, as keys separated by `/`, with `{param}` for arguments."""
     where: dict[str, Any] | None = None
-    """With `find`: item fields (a `/`-path inside the item) and the values they must equal."""
+    """With `op: find`: item fields (a `/`-path inside the item) and the values they must equal."""
     value: Any = None
-    """With `set` and `append`: the JSON value to put (strings may hold `{param}`)."""
+    """With `op: set` and `append`: the JSON value to put (strings may hold `{param}`)."""
     require: list[Requirement] = Field(default_factory=list)
-    """Preconditions checked in order before the operation."""
+    """With `op`: preconditions checked in order before the operation."""
     not_found: str = "{path} not found"
-    """The error text when `path` (or, for `find`, a match) does not exist; `{path}` is the
-    path with the arguments filled in."""
-    output: str | None = None
-    """The text of a successful update (formatted with the arguments; default: the changed
-    value as JSON)."""
+    """With `op`: the error text when `path` (or, for `find`, a match) does not exist; `{path}`
+    is the path with the arguments filled in."""
+    output: Any = None
+    """The reply (may compute; `value` is the last step's result), e.g. `Account {account}
+    unfrozen.` or `"{{ value.status }}"`; default: the last step's result (a found key as it
+    is, anything else as JSON)."""
 
     @model_validator(mode="after")
     def _consistent(self) -> StateToolConfig:
+        if self.steps is not None:
+            given = [
+                k
+                for k in ("op", "path", "where", "value", "require", "not_found")
+                if k in self.model_fields_set
+            ]
+            if given:
+                raise ValueError(
+                    f"`steps` replaces the one-operation keys: drop {', '.join(f'`{k}`' for k in given)}"
+                )
+            if not self.steps and self.output is None:
+                raise ValueError("a tool without steps needs an `output:`")
+            return self
+        if self.op is None or self.path is None:
+            raise ValueError("give `steps` (a list), or `op` with `path`")
         if (self.op == "find") != (self.where is not None):
             raise ValueError("`where` goes with `op: find`, and `find` needs it")
         if self.op in ("set", "append") and "value" not in self.model_fields_set:
             raise ValueError(f"`op: {self.op}` needs `value`")
         return self
 
-
-def _fill(text: str, args: dict[str, Any]) -> Any:
-    whole = _PLACEHOLDER.fullmatch(text)
-    if whole:
-        return args.get(whole.group(1))
-    return _PLACEHOLDER.sub(lambda m: str(args.get(m.group(1), m.group(0))), text)
-
-
-def _filled(value: Any, args: dict[str, Any]) -> Any:
-    if isinstance(value, str):
-        return _fill(value, args)
-    if isinstance(value, dict):
-        return {k: _filled(v, args) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_filled(v, args) for v in value]
-    return value
+    def as_steps(self) -> list[Any]:
+        """The tool's steps (the one-operation form as its one step)."""
+        if self.steps is not None:
+            return list(self.steps)
+        assert self.op is not None and self.path is not None
+        common: dict[str, Any] = {self.op: self.path, "not_found": self.not_found}
+        if self.op == "find":
+            return [FindStep.model_validate({**common, "where": self.where})]
+        if self.op in ("set", "append"):
+            return [
+                (SetStep if self.op == "set" else AppendStep).model_validate({**common, "value": self.value})
+            ]
+        return [(GetStep if self.op == "get" else RemoveStep).model_validate(common)]
 
 
-def _keys(path: str, args: dict[str, Any]) -> list[str]:
-    return [str(_fill(part, args)) for part in path.strip("/").split("/")]
+class _Check:
+    """A compiled `require:` entry of the one-operation form."""
 
+    def __init__(self, req: Requirement, loc: tuple[str | int, ...], known: set[str]):
+        self.req = req
+        self.path = _Path(req.path, (*loc, "path"))
+        self.equals = Value(req.equals, (*loc, "equals"))
+        self.one_of = Value(req.one_of, (*loc, "one_of"))
+        self.error = Value(req.error, (*loc, "error"))
+        for key, names in (
+            ("path", self.path.names),
+            ("equals", self.equals.names),
+            ("one_of", self.one_of.names),
+            ("error", self.error.names),
+        ):
+            check_names(names, known, (*loc, key))
 
-def _step(node: Any, key: str, read_only: bool) -> Any:
-    if read_only and hasattr(node, "peek"):  # a collection: read its item without copying it
-        return node.peek(key, _MISSING)
-    if isinstance(node, MutableMapping | dict):
-        return node.get(key, _MISSING)
-    digits = key[1:] if key.startswith("-") else key
-    if isinstance(node, list) and digits.isascii() and digits.isdigit() and len(digits) <= 18:
-        i = int(key)  # (a key from a call's input: ASCII digits of a plausible length only)
-        return node[i] if -len(node) <= i < len(node) else _MISSING
-    return _MISSING
-
-
-def resolve(root: Any, keys: list[str], *, read_only: bool = False) -> Any:
-    """The value at ``keys`` below ``root`` (``_MISSING`` when a step does not exist); with
-    ``read_only`` the value may be the shared document's own: never change it."""
-    node = root
-    for key in keys:
-        node = _step(node, key, read_only)
-        if node is _MISSING:
-            break
-    return node
+    def check(self, doc: Any, args: dict[str, Any]) -> None:
+        req = self.req
+        value = resolve(doc, self.path.keys(args), read_only=True)
+        ok = (value is not MISSING) == req.exists
+        if ok and value is not MISSING:
+            if "equals" in req.model_fields_set and value != self.equals(args):
+                ok = False
+            if req.one_of is not None and value not in self.one_of(args):
+                ok = False
+        if not ok:
+            raise ToolError(str(self.error(args)))
 
 
 class StateTool(Tool):
@@ -132,91 +154,27 @@ class StateTool(Tool):
 
     def __init__(self, config: StateToolConfig, context: ToolContext):
         super().__init__(config, context)
-        names = set(_PLACEHOLDER.findall(config.path))
-        for req in config.require:
-            names |= set(_PLACEHOLDER.findall(req.path))
-        params = set(config.input or {})
-        unknown = sorted(names - params)
-        if unknown:
-            raise ToolError(
-                f"the path uses {', '.join(map(repr, unknown))}, which `input:` does not declare",
-                hint="Declare every {param} of `path` and `require` under `input:`",
-                loc=("input",),
-            )
+        known = set(config.input or {})
+        self.checks = [_Check(r, ("require", i), known) for i, r in enumerate(config.require)]
+        where = ("steps",) if config.steps is not None else ()
+        try:
+            self.steps = Steps(config.as_steps(), known, where, config.output)
+        except ToolError as exc:
+            if config.steps is None and exc.loc[:1] != ("output",):  # the one-operation form: its keys
+                exc.loc = _legacy_loc(exc.loc)
+            raise
 
     async def run(self, call: ToolCall) -> ToolReply:
         if call.document is None:
             raise ToolError("this tool needs the episode's state, and the spec declares no `state:`")
-        cfg, args, doc = self.config, call.args, call.document
-        for req in cfg.require:
-            value = resolve(doc, _keys(req.path, args), read_only=True)
-            ok = (value is not _MISSING) == req.exists
-            if ok and value is not _MISSING:
-                if "equals" in req.model_fields_set and value != _filled(req.equals, args):
-                    ok = False
-                if req.one_of is not None and value not in _filled(req.one_of, args):
-                    ok = False
-            if not ok:
-                raise ToolError(str(_fill(req.error, args)))
-        keys = _keys(cfg.path, args)
-        missing = str(_fill(cfg.not_found, {**args, "path": "/".join(keys)}))
-        if cfg.op in ("get", "find", "append"):
-            target = resolve(doc, keys, read_only=cfg.op != "append")
-            if target is _MISSING:
-                raise ToolError(missing)
-            if cfg.op == "get":
-                return ToolReply.text(_json(target))
-            if cfg.op == "find":
-                return ToolReply.text(self._find(target, args, missing))
-            if not isinstance(target, list):
-                raise ToolError(f"{'/'.join(keys)} is not a list")
-            target.append(_filled(cfg.value, args))
-            return ToolReply.text(self._said(args, target))
-        parent = resolve(doc, keys[:-1])
-        if parent is _MISSING or not isinstance(parent, MutableMapping | dict):
-            raise ToolError(missing)
-        if cfg.op == "set":
-            parent[keys[-1]] = _filled(cfg.value, args)
-            return ToolReply.text(self._said(args, parent[keys[-1]]))
-        if keys[-1] not in parent:
-            raise ToolError(missing)
-        del parent[keys[-1]]
-        return ToolReply.text(self._said(args, None))
-
-    def _find(self, collection: Any, args: dict[str, Any], missing: str) -> str:
-        assert self.config.where is not None
-        where = [(k.strip("/").split("/"), _filled(v, args)) for k, v in self.config.where.items()]
-        if not isinstance(collection, MutableMapping | dict):
-            raise ToolError(missing)
-        peek = getattr(collection, "peek", collection.get)  # a search copies nothing
-        for key in collection:
-            item = peek(key)
-            for path, want in where:
-                node = item
-                for step in path:  # plain dicts inside an item: walked inline (the hot loop)
-                    node = (
-                        node.get(step, _MISSING)
-                        if type(node) is dict
-                        else resolve(node, [step], read_only=True)
-                    )
-                    if node is _MISSING:
-                        break
-                if node != want:
-                    break
-            else:
-                return str(key)
-        raise ToolError(missing)
-
-    def _said(self, args: dict[str, Any], value: Any) -> str:
-        if self.config.output is not None:
-            return str(_fill(self.config.output, args))
-        return _json(value)
+        for check in self.checks:
+            check.check(call.document, call.args)
+        return ToolReply.text(self.steps.run(call.document, call.args))
 
 
-def _json(value: Any) -> str:
-    if isinstance(value, MutableMapping) and not isinstance(value, dict):
-        value = {k: value.peek(k) for k in value} if hasattr(value, "peek") else dict(value.items())
-    try:
-        return orjson.dumps(value).decode()
-    except TypeError:
-        return json.dumps(value, ensure_ascii=False)
+def _legacy_loc(loc: tuple[str | int, ...]) -> tuple[str | int, ...]:
+    """A one-operation tool's key path (``(0, 'get')`` is its `path`)."""
+    if len(loc) >= 2 and isinstance(loc[0], int):
+        key = loc[1]
+        return ("path", *loc[2:]) if key in ("get", "find", "set", "append", "remove") else loc[1:]
+    return loc

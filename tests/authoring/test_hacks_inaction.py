@@ -20,7 +20,7 @@ runner = CliRunner()
 
 
 def _library(tmp_path: Path, extra: str = "") -> Path:
-    for name in ("library.yaml", "library.json", "library.py", "requests.jsonl"):
+    for name in ("library.yaml", "library.json", "requests.jsonl"):
         shutil.copy(FILES / name, tmp_path / name)
     spec = tmp_path / "library.yaml"
     spec.write_text(spec.read_text(encoding="utf-8") + extra, encoding="utf-8")

@@ -1,7 +1,7 @@
 """`envbuilder check` on a stateful spec whose tool is broken: the gold replay's failing calls
 make ``state_match`` void (never a pass), and ``check`` fails naming the task and the call and
 says how many gold actions succeeded. The tutorial's library, copied, with ``lend_book``
-broken (it raises on every call) or intact."""
+intact (its declarative steps) or broken (a Python function that raises on every call)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from envbuilder.cli import app
@@ -34,12 +35,16 @@ def lend_book(db, member_id: str, book_id: str) -> str:
 
 
 def _library(tmp_path: Path, broken: bool) -> Path:
-    for name in ("library.yaml", "library.json", "library.py", "requests.jsonl"):
+    for name in ("library.yaml", "library.json", "requests.jsonl"):
         shutil.copy(FILES / name, tmp_path / name)
+    spec = tmp_path / "library.yaml"
     if broken:
-        with (tmp_path / "library.py").open("a", encoding="utf-8") as f:
-            f.write(BROKEN)  # replaces the working lend_book (the last definition wins)
-    return tmp_path / "library.yaml"
+        (tmp_path / "library.py").write_text(BROKEN, encoding="utf-8")
+        data = yaml.safe_load(spec.read_text(encoding="utf-8"))
+        python = {"type": "function", "module": "library.py", "name": "lend_book"}
+        data["tools"] = [python if t.get("name") == "lend_book" else t for t in data["tools"]]
+        spec.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return spec
 
 
 def test_an_intact_library_passes_and_counts_its_gold_actions(tmp_path: Path) -> None:

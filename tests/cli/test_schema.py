@@ -23,7 +23,11 @@ def _undescribed(node: Any, path: str = "#") -> list[str]:
             if not (isinstance(prop, dict) and prop.get("description")):
                 out.append(f"{path}/properties/{key}")
         for key, value in node.items():
-            out += _undescribed(value, f"{path}/{key}")
+            if key == "properties" and isinstance(value, dict):  # a map of keys, not a schema
+                for name, prop in value.items():  # (a key may be named `properties` itself)
+                    out += _undescribed(prop, f"{path}/properties/{name}")
+            else:
+                out += _undescribed(value, f"{path}/{key}")
     elif isinstance(node, list):
         for i, value in enumerate(node):
             out += _undescribed(value, f"{path}/{i}")

@@ -71,9 +71,38 @@ def test_agent_example_is_a_valid_spec_over_the_shipped_data() -> None:
     assert [t.name for t in env.tools_listing.tools] == [
         "send_message",
         "get_order_details",
-        "cancel_pending_order",
+        "exchange_delivered_order_items",
     ]
     assert env.document is not None and env.submit is not None and env.submit.user is not None
+
+
+def test_the_declarative_cancel_on_the_tools_page_does_what_the_shipped_one_does() -> None:
+    from envbuilder.environment import Environment, Episode
+    from envbuilder.protocol import RunToolSuccess
+    from envbuilder.spec import parse_spec
+
+    (block, _) = blocks(section(page("how-to/tools.md"), "## Declarative tools"), "yaml")
+    (shown,) = yaml.safe_load(block)["tools"]
+    shipped = yaml.safe_load((ENVS / "tau2_retail.yaml").read_text())
+    documented = dict(
+        shipped, tools=[shown if t.get("name") == shown["name"] else t for t in shipped["tools"]]
+    )
+    envs = [
+        Environment(parse_spec(yaml.safe_dump(s), file="docs.yaml", base_dir=ENVS))
+        for s in (shipped, documented)
+    ]
+    pending = next(k for k, o in envs[0].document.data["orders"].items() if o["status"] == "pending")  # type: ignore[union-attr]
+
+    async def cancel(env: Environment) -> tuple[str, object]:
+        episode = Episode(task=env.split("test").task(0))
+        result = await env.call_tool(
+            episode, "cancel_pending_order", {"order_id": pending, "reason": "ordered by mistake"}
+        )
+        assert isinstance(result, RunToolSuccess)
+        return result.output.blocks[0].text, episode.state  # type: ignore[union-attr]
+
+    (text, state), (doc_text, doc_state) = (asyncio.run(cancel(env)) for env in envs)
+    assert doc_state == state and doc_text == text and '"status":"cancelled"' in text
 
 
 def test_the_graders_page_shows_the_committed_fidelity_card() -> None:

@@ -133,12 +133,12 @@ def test_a_dialogue(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_an_agent_with_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     text = page("tutorials/agent-with-state.md")
-    for name, lang in (("library.json", "json"), ("library.py", "python"), ("library.yaml", "yaml")):
+    for name, lang in (("library.json", "json"), ("library.yaml", "yaml")):
         (shown,) = blocks(text, f'{lang} title="{name}"')
         assert shown == (FILES / name).read_text(encoding="utf-8"), name
     (rows,) = blocks(section(text, "## 2."), "json")
     assert rows.split("\n")[:2] == (FILES / "requests.jsonl").read_text(encoding="utf-8").split("\n")[:2]
-    for name in ("library.json", "library.py", "library.yaml", "requests.jsonl"):
+    for name in ("library.json", "library.yaml", "requests.jsonl"):
         shutil.copy(FILES / name, tmp_path)
     monkeypatch.chdir(tmp_path)
     check, serve = _console(text)
