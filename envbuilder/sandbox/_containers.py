@@ -114,14 +114,33 @@ class SessionContainers:
         self.server = server_id()
         self.costs = Costs()
         self._image = image or spec.image
+        self._task_images: dict[str, str] = {}  # a task's build context → its image's tag
         self._locks: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Lock]] = {}
         self._ready: set[str] = set()  # names this process saw ready (a cache; the engine decides)
         self._reaped = False
 
     # -- the image ---------------------------------------------------------------------------
 
-    async def image(self) -> str:
-        """The session image's tag (built from the spec's Dockerfile the first time)."""
+    async def image(self, task: Mapping[str, Any] | None = None) -> str:
+        """The session image's tag (built from the spec's Dockerfile the first time), or the
+        task's own (``build: context_field:``, built once per content).
+
+        Raises:
+            SandboxError: the build failed, or the task names no build context.
+        """
+        build = self.spec.build
+        if build is not None and build.context_field is not None:
+            folder = (task or {}).get(build.context_field)
+            if not isinstance(folder, str) or not folder:
+                raise SandboxError(f"the task has no build context in its `{build.context_field}` field")
+            context = str(self.base_dir / folder)
+            if context not in self._task_images:
+                async with self._lock("image:" + context):
+                    if context not in self._task_images:
+                        from envbuilder.sandbox._session_image import build_task_image
+
+                        self._task_images[context] = await build_task_image(self.engine, Path(context))
+            return self._task_images[context]
         if self._image is not None:
             return self._image
         async with self._lock("image"):
@@ -171,9 +190,10 @@ class SessionContainers:
             },
         }
 
-    async def ensure(self, name: str, tree: bytes | None) -> None:
+    async def ensure(self, name: str, tree: bytes | None, task: Mapping[str, Any] | None = None) -> None:
         """Make sure the session's container runs and is set up (``tree``: a tar of the working
-        folder's first contents, e.g. the task's repository; None: empty).
+        folder's first contents, e.g. the task's repository; None: the image's own; ``task``:
+        the task, whose image it is when each task has its own).
 
         Raises:
             SandboxError: the engine cannot make it, or the set-up failed.
@@ -196,7 +216,7 @@ class SessionContainers:
                     self._ready.add(name)
                     return
                 started = time.monotonic()
-                image = await self.image()
+                image = await self.image(task)
                 try:
                     await api.create(self.config(image, name, network=self.spec.network), name=name)
                 except SandboxError as exc:
@@ -231,7 +251,8 @@ class SessionContainers:
         await self._root(api, name, steps, "prepare the working folder")
         if tree is not None:
             await _put(api, name, spec.workdir, tree)
-            await self._root(api, name, f"chown -R {uid}:{uid} {work}", "hand the repository to the agent")
+        # What the image or the tree put in the working folder is the agent's to change.
+        await self._root(api, name, f"chown -R {uid}:{uid} {work}", "hand the working folder to the agent")
         if spec.repository is not None:
             script = (
                 "git init -q && git add -A && git -c user.name=envbuilder -c user.email=envbuilder@localhost "

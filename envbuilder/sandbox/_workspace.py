@@ -43,5 +43,5 @@ class Workspace:
             SandboxError: the engine, the image, the repository or the set-up failed.
         """
         assert self.name is not None, "a workspace used by a tool has a name"
-        await self.containers.ensure(self.name, await self.base_tree())
+        await self.containers.ensure(self.name, await self.base_tree(), self.task)
         return self.name
