@@ -74,6 +74,13 @@ async def run_verifier(
         SandboxError: the engine failed (a failing script is a result, not an error).
     """
     spec = containers.spec
+    work_path = spec.workdir.rstrip("/")
+    for fixed in (tests_dir.rstrip("/"), verdict_dir.rstrip("/")):
+        if not work_path or fixed == work_path or fixed.startswith(work_path + "/"):
+            raise SandboxError(
+                f"the working folder {spec.workdir} holds {fixed}, which the tests' run makes afresh",
+                hint="Give the sandbox a workdir such as /app",
+            )
     name = new_name()
     work = shlex.quote(spec.workdir)
     uid = spec.user

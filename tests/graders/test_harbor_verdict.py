@@ -3,6 +3,8 @@ first, else reward.txt), and every failure outside the agent's work void, never 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from envbuilder.graders._harbor import verdict
@@ -70,3 +72,15 @@ def test_a_from_the_engine_lacks_is_read_as_the_local_base() -> None:
         "FROM --platform=linux/amd64 envbuilder-base:bookworm\nCOPY --from=build /x /x\n"
         "FROM build\nFROM envbuilder-base:bookworm\nfrom scratch\n"
     )
+
+
+@pytest.mark.parametrize("workdir", ["/", "/logs", "/tests"])
+async def test_a_working_folder_holding_the_tests_or_the_verdict_is_refused(workdir: str) -> None:
+    from envbuilder.errors import SandboxError
+    from envbuilder.sandbox import ContainerSpec, SessionContainers
+    from envbuilder.sandbox._verifier import run_verifier
+
+    spec = ContainerSpec(image="envbuilder-base:bookworm", workdir=workdir)
+    containers = SessionContainers(spec, Path("."))
+    with pytest.raises(SandboxError, match="which the tests' run makes afresh"):
+        await run_verifier(containers, "envbuilder-base:bookworm", None, b"", ["true"])
