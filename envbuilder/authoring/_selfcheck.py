@@ -42,8 +42,9 @@ class Case:
     """One response to one task, and the reward it must get."""
 
     kind: str
-    """``gold`` (the spec's ``gold:`` answer, else the grader's own target) or ``test`` (an
-    entry of the spec's ``tests:``)."""
+    """``gold`` (the spec's ``gold:`` answer, else the grader's own target), ``empty`` (no work
+    and an empty answer, for graders of the work in a container) or ``test`` (an entry of the
+    spec's ``tests:``)."""
     label: str
     """``test[3]`` or ``tests[0]``: how the case is named in reports."""
     split: str
@@ -96,6 +97,10 @@ def gold_cases(env: Environment, sample: int, seed: int = 0) -> list[Case]:
                 response = None if target is None else str(target)
             calls = gold_calls(task.get(env.spec.gold_actions)) if env.spec.gold_actions else None
             cases.append(Case("gold", f"{name}[{index}]", name, index, response, full, calls=calls))
+            if getattr(env.submit.grader, "empty_earns_nothing", False):
+                # Graders of the work in a container (Harbor's tests): doing nothing must not pass.
+                none = env.submit.spec.reward_incorrect
+                cases.append(Case("empty", f"{name}[{index}]", name, index, "", none))
     return cases
 
 

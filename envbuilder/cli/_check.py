@@ -76,6 +76,7 @@ def check(
         _console.line(f"{spec}: {text}")
     _report_missing(spec, missing)
     _report_gold(spec, env, results, sample)
+    _report_empty(spec, results)
     _report_tests(spec, results)
     failed = [r for r in results if not r.passed and not r.skipped]
     if record and not hacks:
@@ -171,6 +172,16 @@ def _why_none(env: Environment) -> str:
     return "the grader states no target for any sampled task (its target field is empty or null)"
 
 
+def _report_empty(spec: Path, results: list[CheckResult]) -> None:
+    empty = [r for r in results if r.case.kind == "empty"]
+    if empty:
+        passed = sum(r.passed for r in empty)
+        _console.line(
+            f"{spec}: empty solutions: {passed}/{len(empty)} get no reward (no work, an empty answer)",
+            "green" if passed == len(empty) else "red",
+        )
+
+
 def _report_tests(spec: Path, results: list[CheckResult]) -> None:
     tests = [r for r in results if r.case.kind == "test"]
     if tests:
@@ -186,7 +197,7 @@ def _report_failures(failed: list[CheckResult]) -> None:
         ["case", "task", "response", "expected", "got", "reason"],
         [
             [
-                r.case.label if r.case.kind == "test" else "gold",
+                r.case.label if r.case.kind == "test" else r.case.kind,
                 f"{r.case.split}[{r.case.index}]",
                 _console.shorten(repr(r.case.response), 40),
                 _reward(r.case.expected),

@@ -1,4 +1,4 @@
-"""``envbuilder export verifiers SPEC OUT``: a spec as another harness's installable package."""
+"""``envbuilder export verifiers|harbor SPEC OUT``: a spec in another harness's format."""
 
 from __future__ import annotations
 
@@ -39,4 +39,25 @@ def verifiers(
         f"envbuilder: wrote the verifiers package {info.name} into {info.path}\n"
         f"envbuilder: content hash {info.content_hash}\n"
         f"envbuilder: install it with `pip install {info.path}`, run it with `vf-eval {info.module}`"
+    )
+
+
+@export_app.command("harbor")
+def harbor(
+    spec: Annotated[Path, typer.Argument(help="The spec file (YAML) to export.")],
+    out: Annotated[Path, typer.Argument(help="The folder to write the task directories in (new or empty).")],
+    split: Annotated[str | None, typer.Option(help="Export this split only (default: every split).")] = None,
+    limit: Annotated[int | None, typer.Option(min=1, help="At most this many tasks of each split.")] = None,
+    trust_code: TrustCodeOption = False,
+) -> None:
+    """Write SPEC's tasks as Harbor task directories (instruction.md, task.toml, environment/,
+    tests/, solution/), for specs graded by harbor_tests, unit_tests or repo_tests.
+    """
+    from envbuilder.integrations import export_harbor
+
+    with fail_on_errors():
+        info = export_harbor(spec, out, split=split, limit=limit, trust_code=True if trust_code else None)
+    typer.echo(
+        f"envbuilder: wrote {len(info.tasks)} Harbor task directories into {info.path} "
+        f"(tests from the {info.kind} grader)"
     )

@@ -168,6 +168,15 @@ class UnitTestsGrader(Grader):
     def target(self, task: Task) -> str | None:
         return self._reference.render(task) if self._reference else None
 
+    def rendered(self, task: Task, answer: str) -> dict[str, str]:
+        """The program and the harness's parts rendered for ``task`` with ``answer`` as the
+        code (for exports that run them elsewhere): ``program``, and ``entry_point``, ``tests``
+        and ``call`` when the grader has a harness."""
+        out = {"program": self._program.render({**task, "task": task, "answer": answer})}
+        for key, template in self._harness.items():
+            out[key] = template.render({**task, "task": task})
+        return out
+
     def code(self, answer: str) -> str | None:
         """The code in ``answer`` (None when the answer holds none where it must)."""
         cfg = self.config

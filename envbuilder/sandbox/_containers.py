@@ -140,6 +140,7 @@ class SessionContainers:
         self.server = server_id()
         self.costs = Costs()
         self._image = image or spec.image
+        self._task_images: dict[str, str] = {}  # a task's build context → its image's tag
         self._locks: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Lock]] = {}
         self._ready: set[str] = set()  # names this process saw ready (a cache; the engine decides)
         self._reaped = False
@@ -159,8 +160,26 @@ class SessionContainers:
 
     # -- the image ---------------------------------------------------------------------------
 
-    async def image(self) -> str:
-        """The session image's tag (built from the spec's Dockerfile the first time)."""
+    async def image(self, task: Mapping[str, Any] | None = None) -> str:
+        """The session image's tag (built from the spec's Dockerfile the first time), or the
+        task's own (``build: context_field:``, built once per content).
+
+        Raises:
+            SandboxError: the build failed, or the task names no build context.
+        """
+        build = self.spec.build
+        if build is not None and build.context_field is not None:
+            folder = (task or {}).get(build.context_field)
+            if not isinstance(folder, str) or not folder:
+                raise SandboxError(f"the task has no build context in its `{build.context_field}` field")
+            context = str(self.base_dir / folder)
+            if context not in self._task_images:
+                async with self._lock("image:" + context):
+                    if context not in self._task_images:
+                        from envbuilder.sandbox._session_image import build_task_image
+
+                        self._task_images[context] = await build_task_image(self.engine, Path(context))
+            return self._task_images[context]
         if self._image is not None:
             return self._image
         async with self._lock("image"):
@@ -215,9 +234,10 @@ class SessionContainers:
         """Whether this process saw the container ``name`` ready (no engine call)."""
         return name in self._ready
 
-    async def ensure(self, name: str, tree: bytes | None) -> None:
+    async def ensure(self, name: str, tree: bytes | None, task: Mapping[str, Any] | None = None) -> None:
         """Make sure the session's container runs and is set up (``tree``: a tar of the working
-        folder's first contents, e.g. the task's repository; None: empty).
+        folder's first contents, e.g. the task's repository; None: the image's own; ``task``:
+        the task, whose image it is when each task has its own).
 
         Raises:
             SandboxError: the engine cannot make it, or the set-up failed.
@@ -235,7 +255,7 @@ class SessionContainers:
                 made = state is None
                 if state is None:
                     try:
-                        image = await self.image()
+                        image = await self.image(task)
                         await api.create(self.config(image, name, network=self.spec.network), name=name)
                     except SandboxError as exc:
                         if "Conflict" not in str(exc) and "already in use" not in str(exc):
@@ -308,11 +328,13 @@ class SessionContainers:
         if tree is not None and spec.repository is not None:
             tree = await asyncio.to_thread(committed_tree, tree, uid=uid, prefix=spec.workdir, last=mark)
             await _put(api, name, "/", tree)
-        elif tree is not None:
-            await _put(api, name, spec.workdir, tree)
-            await self._root(api, name, f"chown -R {uid}:{uid} {work}", "hand the files to the agent")
-            mark = {}
         else:
+            if tree is not None:
+                await _put(api, name, spec.workdir, tree)
+            # What the image or the tree put in the working folder is the agent's to change.
+            await self._root(
+                api, name, f"chown -R {uid}:{uid} {work}", "hand the working folder to the agent"
+            )
             mark = {}
         if spec.setup:
             result = await self.exec(
@@ -405,7 +427,8 @@ class SessionContainers:
         """Refill the warm containers in the background, up to the pool's ``warm`` while it
         has room (a running refill is left alone)."""
         pool = self.pool
-        if pool is None or not pool.warm or self._closed:
+        per_task = self.spec.build is not None and self.spec.build.context_field is not None
+        if pool is None or not pool.warm or self._closed or per_task:  # a task's own image: none warm
             return
         if self._filler is None or self._filler.done():
             self._filler = asyncio.get_running_loop().create_task(self._fill(pool))

@@ -44,5 +44,5 @@ class Workspace:
         """
         assert self.name is not None, "a workspace used by a tool has a name"
         if not self.containers.is_ready(self.name):  # (the tree only when it may be needed)
-            await self.containers.ensure(self.name, await self.base_tree())
+            await self.containers.ensure(self.name, await self.base_tree(), self.task)
         return self.name

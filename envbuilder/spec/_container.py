@@ -35,12 +35,23 @@ class RepositorySpec(ConfigModel):
 
 
 class ImageBuildSpec(ConfigModel):
-    """A Dockerfile to build the session image from (its `FROM` a base image the engine has)."""
+    """A Dockerfile to build the session image from (its `FROM` a base image the engine has):
+    one for the spec (`dockerfile`), or one per task (`context_field`)."""
 
-    dockerfile: str
+    dockerfile: str | None = None
     """The Dockerfile, relative to the spec's folder."""
     context: str = "."
     """The build context folder, relative to the spec's folder."""
+    context_field: str | None = None
+    """Or: a task field naming the task's own build context (a folder holding its `Dockerfile`,
+    relative to the spec's folder), e.g. `environment` of a `harbor` dataset; each task's image
+    is built once per content, a `FROM` image the engine lacks read as the local base."""
+
+    @model_validator(mode="after")
+    def _one_dockerfile(self) -> ImageBuildSpec:
+        if (self.dockerfile is None) == (self.context_field is None):
+            raise ValueError("give exactly one of `dockerfile` (one image) or `context_field` (one per task)")
+        return self
 
 
 class ContainerSpec(ConfigModel):

@@ -73,3 +73,17 @@ def test_the_old_humaneval_grader_is_caught(tmp_path: Path) -> None:
     report = run_hacks(load_environment(tmp_path / "humaneval.yaml"), sample=1)
     fooled = {r.case.label for r in report.rewarded}
     assert {"os._exit(0)", "always-equal object"} <= fooled, fooled
+
+
+def test_harbor_tasks_get_the_container_hacks_and_check_gets_their_empty_solutions() -> None:
+    from envbuilder.authoring import gold_cases
+    from envbuilder.authoring._hacks import CONTAINER_HACKS, HARBOR_HACKS
+
+    env = load_environment(ENVS.parent / "tests" / "fixtures" / "harbor" / "harbor.yaml")
+    made = [c for c in hack_cases(env, sample=1) if c.calls]
+    assert [c.label for c in made] == [*CONTAINER_HACKS, *HARBOR_HACKS]
+    assert all(c.response == "" and c.expected == 0.0 and c.calls[0]["name"] == "bash" for c in made)  # type: ignore[index]
+    cases = gold_cases(env, sample=5)
+    assert [(c.kind, c.index) for c in cases] == [("gold", 0), ("empty", 0), ("gold", 1), ("empty", 1)]
+    assert [c.calls for c in cases if c.kind == "empty"] == [None, None]
+    assert all(c.calls and c.calls[0]["name"] == "bash" for c in cases if c.kind == "gold")
