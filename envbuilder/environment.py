@@ -24,6 +24,7 @@ from envbuilder.errors import (
     name_hint,
 )
 from envbuilder.graders import TRAJECTORY, Grader, GraderContext, graders
+from envbuilder.paths import check_inside
 from envbuilder.prompting import Prompter
 from envbuilder.protocol import (
     ContentBlock,
@@ -172,7 +173,7 @@ class Environment:
             fail(("grader", *exc.loc), exc)
             return None
         used[("grader",)] = grader.fields - extra
-        if spec.state is None and any(g.needs_state for g in grader.walk()):
+        if not self._declared("state") and any(g.needs_state for g in grader.walk()):
             fail(
                 ("grader",),
                 EnvbuilderError(
@@ -314,6 +315,11 @@ class Environment:
         blocks = user[-1].blocks if user else []
         return "\n".join(b.text for b in blocks if isinstance(b, TextBlock))
 
+    def _declared(self, key: str) -> bool:
+        """Whether the spec has the top-level block ``key``, valid or not: a part that needs an
+        invalid block is not reported again (the block's own problem names the cause)."""
+        return getattr(self.spec, key, None) is not None or (key,) in self.loaded.positions.marks
+
     def _document(self, used: dict[Loc, frozenset[str]], fail: Fail) -> Document | None:
         """The spec's initial state document, read once (None without `state:`)."""
         state = self.spec.state
@@ -321,14 +327,16 @@ class Environment:
             return None
         path = None
         if state.file is not None:
-            base = self.loaded.base_dir.resolve()
-            path = (base / state.file).resolve()
-            if not path.is_relative_to(base):
+            # The same rule as the data files: a link (a linked `data/` folder) is followed, and
+            # its target must lie inside a folder the spec may read (paths.check_inside).
+            path = check_inside(self.loaded.base_dir / state.file, self.loaded.base_dir)
+            if path is None:
                 fail(
                     ("state", "file"),
                     EnvbuilderError(
                         f"the state file {state.file!r} is outside the spec's folder",
-                        hint="Put the JSON file beside the spec",
+                        hint="Put the JSON file beside the spec, or let the operator allow its "
+                        "folder (envbuilder serve --data-root DIR, or $ENVBUILDER_DATA_ROOTS)",
                         code="state_file",
                     ),
                 )
@@ -370,6 +378,8 @@ class Environment:
                 cls = tools.for_config(config)
                 made = cls(config, context).expand()
             except EnvbuilderError as exc:
+                if exc.code == "tool_needs_sandbox" and self._declared("sandbox"):
+                    continue  # the `sandbox:` block is invalid: that problem is reported once
                 fail((*loc, *exc.loc), exc)
                 continue
             for tool in made:
@@ -400,6 +410,8 @@ class Environment:
                         )
                         continue
                 if tool.uses_document and self.document is None:
+                    if self._declared("state"):
+                        continue  # the state could not be read: that problem is reported once
                     fail(
                         (*loc, "type"),
                         EnvbuilderError(
