@@ -125,7 +125,7 @@ def _portable(hint: Any) -> Any:
     if is_typeddict(hint) and type(hint).__module__ == "typing":
         fields = get_type_hints(hint)
         required = getattr(hint, "__required_keys__", frozenset(fields))
-        rebuilt = typing_extensions.TypedDict(  # type: ignore[operator]
+        rebuilt = typing_extensions.TypedDict(  # type: ignore[misc]
             hint.__name__,
             {
                 key: _portable(value) if key in required else typing_extensions.NotRequired[_portable(value)]

@@ -182,7 +182,9 @@ def mutated_specs(draw: st.DrawFn) -> tuple[str, dict[str, Any], list[tuple[str,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 @given(case=mutated_specs())
-def test_mutated_shipped_specs_give_located_problems(case: Any, tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_mutated_shipped_specs_give_located_problems(
+    case: Any, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     name, tree, changes = case
     folder = _folder(tmp_path_factory.mktemp(name))
     result = _validate(folder, tree)
@@ -294,7 +296,8 @@ MODULES: dict[str, tuple[str, str, str | None]] = {
         "'c' (C has no JSON Schema)",
     ),
     "a callable hint": (
-        "from collections.abc import Callable\ndef f(state, c: Callable[[int], int]) -> str:\n    return ''\n",
+        "from collections.abc import Callable\n"
+        "def f(state, c: Callable[[int], int]) -> str:\n    return ''\n",
         "f",
         "cannot become the tool's input schema",
     ),
@@ -337,8 +340,13 @@ def test_each_odd_tool_module_is_one_located_problem(case: str, tmp_path: Path) 
 
 
 @given(cases=st.lists(st.sampled_from(list(MODULES)), min_size=2, max_size=5))
-@settings(max_examples=10, deadline=None, derandomize=True, database=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=10,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 def test_every_odd_module_of_a_spec_is_reported_in_one_run(
     cases: list[str], tmp_path_factory: pytest.TempPathFactory
 ) -> None:
@@ -346,3 +354,50 @@ def test_every_odd_module_of_a_spec_is_reported_in_one_run(
     _located(result)
     bad = [i for i, case in enumerate(cases) if MODULES[case][2] is not None]
     assert sorted({p.loc[1] for p in result.problems}) == bad, [str(p) for p in result.problems]
+
+
+# -- linked data folders ------------------------------------------------------------------------
+
+
+def test_a_linked_data_folder_is_read_inside_the_allowed_roots_and_refused_once_outside(
+    tmp_path: Path,
+) -> None:
+    """τ²-retail with `data/` a link to a folder elsewhere: valid when authoring, and served
+    when that folder is an allowed root (`--data-root`); otherwise one problem per file it
+    cannot read (the state file once, not again for each of the eleven tools that use it)."""
+    from envbuilder import paths
+    from envbuilder.environment import load_environment
+    from envbuilder.errors import SpecError
+
+    store = tmp_path / "store"
+    shutil.copytree(ENVS / "data" / "tau2_retail", store / "data" / "tau2_retail")
+    folder = tmp_path / "spec"
+    folder.mkdir()
+    (folder / "data").symlink_to(store / "data", target_is_directory=True)
+    shutil.copy(ENVS / "tau2_retail_shop.py", folder)
+    shutil.copy(ENVS / "tau2_retail.yaml", folder)
+    spec = folder / "tau2_retail.yaml"
+    assert validate_spec(spec).ok
+    with paths.contained([store]):
+        env = load_environment(spec)
+        assert env.document is not None and len(env.toolbox.listing.tools) == 17
+    with paths.contained([]):
+        result = validate_spec(spec)
+    by_key = Counter(p.loc[:2] for p in result.problems)
+    assert by_key[("state", "file")] == 1
+    assert not any(p.code == "tool_needs_state" for p in result.problems), [str(p) for p in result.problems]
+    _located(result)
+    with paths.contained([]), pytest.raises(SpecError):
+        load_environment(spec)
+
+
+@pytest.mark.parametrize("case", ["TypedDict", "a syntax error", "sys.exit at import", "a class hint"])
+def test_check_reports_the_same_problems_without_a_traceback(case: str, tmp_path: Path) -> None:
+    path = _tools_spec(tmp_path, [case])
+    output = runner.invoke(app, ["check", str(path)])
+    assert not isinstance(output.exception, Exception), output.output
+    assert "Traceback" not in output.output
+    if MODULES[case][2] is None:
+        assert output.exit_code == 0, output.output
+    else:
+        assert output.exit_code == 1 and f"{path}:" in output.output and "tools[0]" in output.output

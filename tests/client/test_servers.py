@@ -2,7 +2,6 @@
 with the checks tests/e2e gives the reference clients."""
 
 import asyncio
-import contextlib
 from typing import Any
 
 import httpx

@@ -50,7 +50,10 @@ def _descendants(root: int) -> set[int]:
 
 
 def _grade(url: str, answer: str, into: list[ToolOutput]) -> None:
-    with Client(url, timeout=120) as client, client.environment("math500").session(split="test", index=0) as s:
+    with (
+        Client(url, timeout=120) as client,
+        client.environment("math500").session(split="test", index=0) as s,
+    ):
         into.append(s.call_tool("submit", {"answer": answer}))
 
 
