@@ -165,7 +165,9 @@ class Environment:
         """The answer tool: the grader, and the dialogue, feedback and simulated user around it
         (None when the grader cannot be built); the fields each reads are added to ``used``."""
         spec, loaded = self.spec, self.loaded
-        extra: frozenset[str] = DIALOGUE_VARIABLES if spec.dialogue is not None else frozenset({TRAJECTORY})
+        # An invalid `dialogue:` is reported on its own: its variables are not reported missing too.
+        dialogue_vars = DIALOGUE_VARIABLES if self._declared("dialogue") else frozenset({TRAJECTORY})
+        extra: frozenset[str] = dialogue_vars
         try:
             grader = graders.for_config(spec.grader)(spec.grader, GraderContext(base_dir=loaded.base_dir))
         except EnvbuilderError as exc:
@@ -370,6 +372,7 @@ class Environment:
             document=self.document,
             containers=self.containers,
         )
+        stateless: list[tuple[Loc, str]] = []  # tools that need the state a spec does not declare
         for i, config in enumerate(self.spec.tools):
             loc: Loc = ("tools", i)
             if loc in self._refused_tools:
@@ -410,22 +413,24 @@ class Environment:
                         )
                         continue
                 if tool.uses_document and self.document is None:
-                    if self._declared("state"):
-                        continue  # the state could not be read: that problem is reported once
-                    fail(
-                        (*loc, "type"),
-                        EnvbuilderError(
-                            f"a {config.type} tool works on the episode's state, "
-                            "and the spec declares no `state:`",
-                            hint="Add `state: {file: db.json}` (or `field:`) to the spec",
-                            code="tool_needs_state",
-                        ),
-                    )
+                    if not self._declared("state"):  # else it could not be read: reported once
+                        stateless.append(((*loc, "type"), str(config.type)))
                     continue
                 used[(*loc, *tool.fields_at)] = tool.fields
                 if config.only_for is not None:
                     used[(*loc, "only_for")] = frozenset({config.only_for})
                 built.append(tool)
+        if stateless:  # one cause, one problem: at the first tool, the others counted in it
+            (where, kind), more = stateless[0], len(stateless) - 1
+            others = f" (so do {more} more tool{'s' if more > 1 else ''})" if more else ""
+            fail(
+                where,
+                EnvbuilderError(
+                    f"a {kind} tool works on the episode's state{others}, and the spec declares no `state:`",
+                    hint="Add `state: {file: db.json}` (or `field:`) to the spec",
+                    code="tool_needs_state",
+                ),
+            )
         return built
 
     def _check_budgets(self) -> list[tuple[tuple[str | int, ...], EnvbuilderError]]:
