@@ -26,6 +26,7 @@ from envbuilder.errors import (
 )
 from envbuilder.graders import TRAJECTORY, Grader, GraderContext, graders
 from envbuilder.llm import override_endpoints
+from envbuilder.paths import check_inside
 from envbuilder.prompting import Prompter
 from envbuilder.protocol import (
     ContentBlock,
@@ -171,7 +172,9 @@ class Environment:
         """The answer tool: the grader, and the dialogue, feedback and simulated user around it
         (None when the grader cannot be built); the fields each reads are added to ``used``."""
         spec, loaded = self.spec, self.loaded
-        extra: frozenset[str] = DIALOGUE_VARIABLES if spec.dialogue is not None else frozenset({TRAJECTORY})
+        # An invalid `dialogue:` is reported on its own: its variables are not reported missing too.
+        dialogue_vars = DIALOGUE_VARIABLES if self._declared("dialogue") else frozenset({TRAJECTORY})
+        extra: frozenset[str] = dialogue_vars
         try:
             grader = graders.for_config(spec.grader)(spec.grader, GraderContext(base_dir=loaded.base_dir))
         except EnvbuilderError as exc:
@@ -179,7 +182,7 @@ class Environment:
             fail(("grader", *exc.loc), exc)
             return None
         used[("grader",)] = grader.fields - extra
-        if spec.state is None and any(g.needs_state for g in grader.walk()):
+        if not self._declared("state") and any(g.needs_state for g in grader.walk()):
             fail(
                 ("grader",),
                 EnvbuilderError(
@@ -321,6 +324,11 @@ class Environment:
         blocks = user[-1].blocks if user else []
         return "\n".join(b.text for b in blocks if isinstance(b, TextBlock))
 
+    def _declared(self, key: str) -> bool:
+        """Whether the spec has the top-level block ``key``, valid or not: a part that needs an
+        invalid block is not reported again (the block's own problem names the cause)."""
+        return getattr(self.spec, key, None) is not None or (key,) in self.loaded.positions.marks
+
     def _document(self, used: dict[Loc, frozenset[str]], fail: Fail) -> Document | None:
         """The spec's initial state document, read once (None without `state:`)."""
         state = self.spec.state
@@ -328,14 +336,16 @@ class Environment:
             return None
         path = None
         if state.file is not None:
-            base = self.loaded.base_dir.resolve()
-            path = (base / state.file).resolve()
-            if not path.is_relative_to(base):
+            # The same rule as the data files: a link (a linked `data/` folder) is followed, and
+            # its target must lie inside a folder the spec may read (paths.check_inside).
+            path = check_inside(self.loaded.base_dir / state.file, self.loaded.base_dir)
+            if path is None:
                 fail(
                     ("state", "file"),
                     EnvbuilderError(
                         f"the state file {state.file!r} is outside the spec's folder",
-                        hint="Put the JSON file beside the spec",
+                        hint="Put the JSON file beside the spec, or let the operator allow its "
+                        "folder (envbuilder serve --data-root DIR, or $ENVBUILDER_DATA_ROOTS)",
                         code="state_file",
                     ),
                 )
@@ -393,6 +403,7 @@ class Environment:
             document=self.document,
             containers=self.containers,
         )
+        stateless: list[tuple[Loc, str]] = []  # tools that need the state a spec does not declare
         for i, config in enumerate(configs):
             loc: Loc = (*prefix, i)
             if loc in self._refused_tools:
@@ -401,6 +412,8 @@ class Environment:
                 cls = tools.for_config(config)
                 made = cls(config, context).expand()
             except EnvbuilderError as exc:
+                if exc.code == "tool_needs_sandbox" and self._declared("sandbox"):
+                    continue  # the `sandbox:` block is invalid: that problem is reported once
                 fail((*loc, *exc.loc), exc)
                 continue
             for tool in made:
@@ -431,20 +444,24 @@ class Environment:
                         )
                         continue
                 if tool.uses_document and self.document is None:
-                    fail(
-                        (*loc, "type"),
-                        EnvbuilderError(
-                            f"a {config.type} tool works on the episode's state, "
-                            "and the spec declares no `state:`",
-                            hint="Add `state: {file: db.json}` (or `field:`) to the spec",
-                            code="tool_needs_state",
-                        ),
-                    )
+                    if not self._declared("state"):  # else it could not be read: reported once
+                        stateless.append(((*loc, "type"), str(config.type)))
                     continue
                 used[(*loc, *tool.fields_at)] = tool.fields
                 if config.only_for is not None:
                     used[(*loc, "only_for")] = frozenset({config.only_for})
                 built.append(tool)
+        if stateless:  # one cause, one problem: at the first tool, the others counted in it
+            (where, kind), more = stateless[0], len(stateless) - 1
+            others = f" (so do {more} more tool{'s' if more > 1 else ''})" if more else ""
+            fail(
+                where,
+                EnvbuilderError(
+                    f"a {kind} tool works on the episode's state{others}, and the spec declares no `state:`",
+                    hint="Add `state: {file: db.json}` (or `field:`) to the spec",
+                    code="tool_needs_state",
+                ),
+            )
         return built
 
     def _check_budgets(self) -> list[tuple[tuple[str | int, ...], EnvbuilderError]]:

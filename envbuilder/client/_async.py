@@ -12,10 +12,10 @@ import httpx
 import orjson
 from pydantic import TypeAdapter, ValidationError
 
-from envbuilder.client._errors import ClientError, NotFound, SessionGone, tool_call_error
+from envbuilder.client._errors import ClientError, EpisodeFinished, NotFound, SessionGone, tool_call_error
 from envbuilder.client._formats import Format, ToolFormat, convert_messages, convert_tools, parse_messages
 from envbuilder.client._http import DEFAULT_MAX_CONNECTIONS, Http
-from envbuilder.protocol import ContentBlock, Message, Split, ToolOutput, ToolSpec
+from envbuilder.protocol import ContentBlock, Message, Split, TextBlock, ToolOutput, ToolSpec
 from envbuilder.retry import RetryPolicy
 
 __all__ = ["AsyncClient", "AsyncRemoteEnvironment", "AsyncSession"]
@@ -174,6 +174,11 @@ class AsyncSession:
         self._messages: list[Message] | None = None
         self._tools: list[ToolSpec] | None = None
         self.gone = False
+        self.finished = False
+        """Whether the episode has finished: a tool's output said so (the answer was graded, the
+        simulated user ended the conversation), or the server refused a call because it had."""
+        self.reward: float | None = None
+        """The reward of the output that finished the episode (None before, or when ungraded)."""
 
     async def __aenter__(self) -> AsyncSession:
         self._name = await self.env.name()
@@ -264,9 +269,17 @@ class AsyncSession:
 
     async def call_tool(self, name: str, input: dict[str, Any] | None = None) -> ToolOutput:
         """Run tool ``name``. Raises ToolCallError (not run: .reason says why), ToolFailed
-        (the tool raised), SessionGone, or TransportError after bounded re-attaching."""
+        (the tool raised), SessionGone, or TransportError after bounded re-attaching.
+
+        An episode the environment ended is a state, not an error: once an output is
+        ``finished`` (or the server says the episode has finished), :attr:`finished` is True and
+        every later call is answered without running, by an output with ``finished=True``,
+        ``reward=None`` (a reward is paid once) and ``metadata={"not_run": "episode_finished"}``.
+        """
         if self.sid is None:
             raise SessionGone(410, "the session is closed", path="/call")
+        if self.finished:
+            return _not_run(name)
         try:
             reader = await self.http.stream(
                 f"/{self._name}/call", {"name": name, "input": input or {}}, sid=self.sid
@@ -278,5 +291,21 @@ class AsyncSession:
         if not isinstance(result, dict) or "ok" not in result:
             raise ClientError(f"the server's tool result has no 'ok': {reader.end_data[:200]!r}")
         if not result["ok"]:
-            raise tool_call_error(str(result.get("error", "")), result.get("reason"))
-        return _parse(TypeAdapter(ToolOutput), result.get("output"), "tool output")
+            error = tool_call_error(str(result.get("error", "")), result.get("reason"))
+            if isinstance(error, EpisodeFinished):  # it ended without this client seeing it
+                self.finished = True
+                return _not_run(name)
+            raise error
+        output: ToolOutput = _parse(TypeAdapter(ToolOutput), result.get("output"), "tool output")
+        if output.finished:
+            self.finished = True
+            self.reward = output.reward
+        return output
+
+
+def _not_run(name: str) -> ToolOutput:
+    """The output of a call made after the episode finished: not run, no reward."""
+    text = f"{name!r} was not run: the episode has finished."
+    return ToolOutput(
+        blocks=[TextBlock(text=text)], finished=True, reward=None, metadata={"not_run": "episode_finished"}
+    )

@@ -12,7 +12,8 @@
     ├── ToolCallError             the tool was not run (``ok: false``): .reason, .error
     │   ├── ToolNotFound          reason "not_found"
     │   ├── ToolInputInvalid      reason "input_validation"
-    │   └── EpisodeFinished       reason "episode_finished"
+    │   └── EpisodeFinished       reason "episode_finished" (``call_tool`` does not raise it:
+    │                             the session's ``finished`` turns True, the call is not run)
     └── ToolFailed                the tool raised on the server (an SSE ``error`` event)
 
 The ORS reference server sends no ``reason``; it is then inferred from the error text.

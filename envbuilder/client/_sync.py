@@ -140,6 +140,17 @@ class Session:
     def sid(self) -> str | None:
         return self.asession.sid
 
+    @property
+    def finished(self) -> bool:
+        """Whether the episode has finished (see :attr:`AsyncSession.finished`); a call after
+        that is not run and returns ``finished=True``, ``reward=None``."""
+        return self.asession.finished
+
+    @property
+    def reward(self) -> float | None:
+        """The reward of the output that finished the episode (None before, or when ungraded)."""
+        return self.asession.reward
+
     def prompt(self) -> list[ContentBlock]:
         return self._portal.run(self.asession.prompt())
 

@@ -159,7 +159,7 @@ def _shaper(shape: TaskShape, label: str, table: Table, errors: Errors) -> TaskS
         *((("task", "include", i), c) for i, c in enumerate(shape.include or [])),
         *((("task", "exclude", i), c) for i, c in enumerate(shape.exclude)),
         *((("task", "rename", c), c) for c in shape.rename),
-        *([(("task", "id"), shape.id)] if shape.id else []),
+        *([(("task", "id"), shape.id)] if shape.id is not None else []),
     ]
     missing = [(loc, c) for loc, c in wanted if c not in columns]
     reported = {loc for loc, _ in errors}

@@ -14,6 +14,7 @@ from __future__ import annotations
 import bisect
 import glob
 import logging
+import os
 import threading
 import time
 from collections import OrderedDict
@@ -103,8 +104,10 @@ def resolve_paths(
             )
         outside = [f for f in found if check_inside(f, base_dir) is None]
         if outside:
+            target = outside[0].resolve()
+            link = f" (a link to {target})" if str(target) != os.path.normpath(outside[0].absolute()) else ""
             raise DataError(
-                f"{pattern!r} names {outside[0]}, which is outside the spec's folder {base_dir}",
+                f"{pattern!r} names {outside[0]}{link}, which is outside the spec's folder {base_dir}",
                 hint=f"Keep the data of `{key}` beside the spec, or let the operator allow the folder "
                 "(envbuilder serve --data-root DIR, or $ENVBUILDER_DATA_ROOTS)",
                 code="data_outside",

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import base64
 import binascii
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from envbuilder.errors import DataError
+from envbuilder.paths import check_inside
 from envbuilder.protocol import ImageBlock
 
 __all__ = ["image_blocks", "sniff_mime"]
@@ -74,10 +76,12 @@ def _from_base64(text: str, where: str) -> ImageBlock:
 def _from_path(path: str, base_dir: Path | None, where: str) -> ImageBlock:
     if base_dir is None:
         raise _fail(where, f"the image has only a path ({path!r}) and there is no spec folder")
-    root = base_dir.resolve()
-    target = (root / path).resolve()
-    # The data is not trusted to name files: only files inside the spec's folder are read.
-    if not target.is_relative_to(root):
+    # The data is not trusted to name files: only files inside the spec's folder are read. A
+    # link in that folder (a linked `data/` folder) is followed when its target lies inside a
+    # folder the spec may read (paths.check_inside), as for the spec's own data files.
+    named = Path(os.path.normpath(base_dir.absolute() / path))
+    target = check_inside(named, base_dir) if named.is_relative_to(base_dir.absolute()) else None
+    if target is None:
         raise _fail(where, f"the image path {path!r} is outside the spec's folder")
     try:
         raw = target.read_bytes()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -85,28 +85,53 @@ def load_yaml(text: str, file: str) -> tuple[Any, Positions]:
     try:
         node = loader.get_single_node()
     except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        raise SpecError(
-            [
-                Problem(
-                    code="yaml_syntax",
-                    message=f"invalid YAML: {exc.problem or exc.context}",
-                    file=file,
-                    line=mark.line + 1 if mark else None,
-                    col=mark.column + 1 if mark else None,
-                    hint="Check the indentation and quoting around this line",
-                )
-            ]
-        ) from None
+        raise SpecError([_syntax_problem(exc, file)]) from None
+    except RecursionError:
+        raise SpecError([_too_deep(file)]) from None
     finally:
         loader.dispose()
     if node is None:
         return None, positions
     problems: list[Problem] = []
-    data = _build(node, (), positions, loader, problems)
+    try:
+        data = _build(node, (), positions, loader, problems)
+    except RecursionError:
+        raise SpecError([_too_deep(file)]) from None
     if problems:
         raise SpecError(problems)
     return data, positions
+
+
+def _syntax_problem(exc: yaml.MarkedYAMLError, file: str) -> Problem:
+    mark = exc.problem_mark or exc.context_mark
+    return Problem(
+        code="yaml_syntax",
+        message=f"invalid YAML: {exc.problem or exc.context}",
+        file=file,
+        line=mark.line + 1 if mark else None,
+        col=mark.column + 1 if mark else None,
+        hint="Check the indentation and quoting around this line",
+    )
+
+
+def _too_deep(file: str) -> Problem:
+    return Problem(
+        code="yaml_too_deep",
+        message="the YAML nests too deep to read",
+        file=file,
+        line=1,
+        hint="A spec nests a few levels of mappings and lists; look for runaway brackets",
+    )
+
+
+def _construct(node: yaml.Node, loader: _Loader, problems: list[Problem], file: str) -> Any:
+    """The value of a scalar node (or of a key); a tag no loader knows (`!custom`) is a problem."""
+    try:
+        return loader.construct_object(node, deep=True)
+    except yaml.MarkedYAMLError as exc:
+        problem = _syntax_problem(exc, file)
+        problems.append(replace(problem, hint="Remove the tag: a spec holds plain YAML values"))
+        return None
 
 
 def _build(node: yaml.Node, loc: Loc, pos: Positions, loader: _Loader, problems: list[Problem]) -> Any:
@@ -115,7 +140,7 @@ def _build(node: yaml.Node, loc: Loc, pos: Positions, loader: _Loader, problems:
         loader.flatten_mapping(node)
         out: dict[Any, Any] = {}
         for key_node, value_node in node.value:
-            key = loader.construct_object(key_node, deep=True)
+            key = _construct(key_node, loader, problems, pos.file)
             if not isinstance(key, str | int | float | bool) or key is None:
                 key = str(key)
             if key in out:
@@ -137,4 +162,4 @@ def _build(node: yaml.Node, loc: Loc, pos: Positions, loader: _Loader, problems:
         return out
     if isinstance(node, yaml.SequenceNode):
         return [_build(item, (*loc, i), pos, loader, problems) for i, item in enumerate(node.value)]
-    return loader.construct_object(node, deep=True)
+    return _construct(node, loader, problems, pos.file)

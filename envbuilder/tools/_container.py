@@ -103,6 +103,7 @@ class _FileTool(Tool):
             raise ToolError(
                 f"the {config.type} tool works in the session's container: the spec needs a `sandbox:`",
                 loc=("type",),
+                code="tool_needs_sandbox",
             )
 
     @property

@@ -19,11 +19,15 @@ import inspect
 import json
 import re
 import sys
+import types
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal, get_type_hints
+from typing import Annotated, Any, Literal, Union, get_args, get_origin, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+import typing_extensions
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
+from pydantic.errors import PydanticInvalidForJsonSchema, PydanticSchemaGenerationError
+from typing_extensions import is_typeddict
 
 from envbuilder.errors import Loc, ToolError
 from envbuilder.tools._base import Tool, ToolCall, ToolConfig, ToolContext, ToolReply
@@ -60,6 +64,10 @@ def load_module(module: str, base_dir: Path | None) -> Any:
                 hint="Install the package, or give a .py file beside the spec",
                 loc=("module",),
             ) from None
+        except (Exception, SystemExit) as exc:  # a module that raises (or exits) as it loads
+            raise ToolError(
+                f"the module {module!r} fails to load: {type(exc).__name__}: {exc}", loc=("module",)
+            ) from None
     base = (base_dir or Path.cwd()).resolve()
     path = (base / module).resolve()
     if not path.is_relative_to(base):
@@ -78,7 +86,7 @@ def load_module(module: str, base_dir: Path | None) -> Any:
     loaded = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(loaded)
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # SystemExit: `sys.exit()` at import must not end validate
         raise ToolError(
             f"the module {module!r} fails to load: {type(exc).__name__}: {exc}", loc=("module",)
         ) from None
@@ -111,6 +119,49 @@ def _indent(block: str) -> int:
     return 0
 
 
+def _portable(hint: Any) -> Any:
+    """``hint`` with every ``typing.TypedDict`` in it rebuilt as a ``typing_extensions.TypedDict``:
+    pydantic refuses the former on Python < 3.12, and an author writes the former."""
+    if is_typeddict(hint) and type(hint).__module__ == "typing":
+        fields = get_type_hints(hint)
+        required = getattr(hint, "__required_keys__", frozenset(fields))
+        rebuilt = typing_extensions.TypedDict(  # type: ignore[misc]
+            hint.__name__,
+            {
+                key: _portable(value) if key in required else typing_extensions.NotRequired[_portable(value)]
+                for key, value in fields.items()
+            },
+        )
+        rebuilt.__doc__ = hint.__doc__
+        return rebuilt
+    args = get_args(hint)
+    origin = get_origin(hint)
+    if not args or origin is Literal or isinstance(args[0], list):  # values, or Callable's [args]
+        return hint
+    new = tuple(_portable(a) for a in args)
+    if all(a is b for a, b in zip(args, new, strict=True)):
+        return hint
+    if origin is Annotated:
+        return Annotated[new]
+    if origin is Union or origin is types.UnionType:
+        return Union[new]  # noqa: UP007 (a union built from a tuple of types)
+    if isinstance(hint, types.GenericAlias):
+        return types.GenericAlias(origin, new)
+    return hint.copy_with(new)
+
+
+def _schema_problem(hint: Any) -> str | None:
+    """Why ``hint`` cannot become a parameter's JSON Schema (None: it can)."""
+    try:
+        TypeAdapter(hint).json_schema()
+    except (PydanticSchemaGenerationError, PydanticInvalidForJsonSchema):
+        return f"{getattr(hint, '__name__', None) or hint!s} has no JSON Schema"
+    except Exception as exc:  # pydantic's other schema errors, and whatever an odd hint raises
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return first
+    return None
+
+
 def signature_model(name: str, fn: Callable[..., Any]) -> tuple[type[BaseModel], str]:
     """The input model of ``fn``'s parameters after the first, and its description."""
     summary, described = _docstring(fn)
@@ -118,13 +169,21 @@ def signature_model(name: str, fn: Callable[..., Any]) -> tuple[type[BaseModel],
         hints = get_type_hints(fn)
     except Exception as exc:  # a hint naming something the module does not import
         raise ToolError(f"the type hints of {name}() cannot be read: {exc}", loc=("function",)) from None
-    params = list(inspect.signature(fn).parameters.values())
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError) as exc:  # a builtin or a callable object without one
+        raise ToolError(
+            f"{name} has no Python signature to read ({exc})",
+            hint=f"Write def {name}(state, ...) in the module",
+            loc=("function",),
+        ) from None
     if not params or params[0].kind not in (params[0].POSITIONAL_ONLY, params[0].POSITIONAL_OR_KEYWORD):
         raise ToolError(
             f"{name}() must take the state as its first parameter: def {name}(state, ...)",
             loc=("function",),
         )
     fields: dict[str, Any] = {}
+    bad: list[str] = []
     for p in params[1:]:
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
             raise ToolError(f"{name}() takes *args or **kwargs; name every parameter", loc=("function",))
@@ -134,9 +193,35 @@ def signature_model(name: str, fn: Callable[..., Any]) -> tuple[type[BaseModel],
                 hint="Annotate it (str, int, float, bool, list[str], …): it becomes the input schema",
                 loc=("function",),
             )
+        if p.name.startswith("_") or hasattr(BaseModel, p.name):
+            bad.append(f"{p.name!r} (a name the input model reserves)")
+            continue
+        hint = _portable(hints[p.name])
+        problem = _schema_problem(hint)
+        if problem is not None:
+            bad.append(f"{p.name!r} ({problem})")
+            continue
         default = ... if p.default is p.empty else p.default
-        fields[p.name] = (hints[p.name], Field(default, description=described.get(p.name) or None))
-    model = create_model(f"{name}_input", __base__=_Input, **fields)
+        fields[p.name] = (hint, Field(default, description=described.get(p.name) or None))
+    if bad:
+        raise ToolError(
+            f"the parameter{'s' if len(bad) > 1 else ''} {', '.join(bad)} of {name}() "
+            f"cannot become the tool's input schema",
+            hint="Name parameters without a leading `_` or `model_`, and type them with JSON types: "
+            "str, int, float, bool, None, list[...], dict[str, ...], Literal[...], a TypedDict or a "
+            "pydantic model of those",
+            loc=("function",),
+        )
+    try:
+        model = create_model(f"{name}_input", __base__=_Input, **fields)
+        model.model_json_schema()
+    except Exception as exc:  # a parameter name pydantic refuses (`model_config`, `_x`), a default
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ToolError(
+            f"the parameters of {name}() cannot become the tool's input schema: {first}",
+            hint="Rename the parameter, or give it a JSON value as its default",
+            loc=("function",),
+        ) from None
     return model, summary
 
 

@@ -21,6 +21,7 @@ from envbuilder.client import (
     ToolNotFound,
     TransportError,
 )
+from envbuilder.client._errors import tool_call_error
 
 OK = {
     "ok": True,
@@ -169,11 +170,6 @@ async def test_a_retry_that_then_succeeds() -> None:
     [
         ({"ok": False, "error": "'x' is not a valid tool"}, ToolNotFound, "not_found"),
         ({"ok": False, "error": "Tool input validation error: [...]"}, ToolInputInvalid, "input_validation"),
-        (
-            {"ok": False, "error": "anything", "reason": "episode_finished"},
-            EpisodeFinished,
-            "episode_finished",
-        ),
     ],
 )
 async def test_tool_errors_are_typed_with_or_without_reason(result, error, reason) -> None:
@@ -182,6 +178,23 @@ async def test_tool_errors_are_typed_with_or_without_reason(result, error, reaso
         with pytest.raises(error) as info:
             await s.call_tool("x")
     assert info.value.reason == reason
+
+
+@pytest.mark.parametrize(
+    "result",
+    [
+        {"ok": False, "error": "anything", "reason": "episode_finished"},
+        {"ok": False, "error": "'x' was not run: the episode has finished (a tool returned ...)"},
+    ],
+)
+async def test_a_finished_episode_is_a_state_with_or_without_reason(result) -> None:
+    client, calls, _ = _client(lambda body, n: _stream(_sse(("task_id", "T"), ("end", json.dumps(result)))))
+    async with client, client.environment().session(split="train", index=0) as s:
+        out = await s.call_tool("x")
+        assert s.finished and (out.finished, out.reward) == (True, None)
+        assert isinstance(tool_call_error(result["error"], result.get("reason")), EpisodeFinished)
+        await s.call_tool("x")  # answered by the session: not sent again
+    assert len(calls) == 1
 
 
 async def test_session_is_deleted_on_exit_even_after_an_error() -> None:

@@ -2,7 +2,6 @@
 with the checks tests/e2e gives the reference clients."""
 
 import asyncio
-import contextlib
 from typing import Any
 
 import httpx
@@ -12,7 +11,6 @@ from pydantic import BaseModel
 from envbuilder.client import (
     AsyncClient,
     Client,
-    EpisodeFinished,
     NotFound,
     SessionGone,
     ToolFailed,
@@ -82,8 +80,9 @@ def test_episode_by_split_index(client: Client, gsm8k: Environment) -> None:
             s.call_tool("submit", {"wrong": 1})
         out = s.call_tool("submit", {"answer": f"**{_gold(gsm8k, 'test', 7)}**"})
         assert (out.reward, out.finished, out.metadata["outcome"]) == (1.0, True, "correct")
-        with pytest.raises(EpisodeFinished):
-            s.call_tool("submit", {"answer": "1"})
+        assert s.finished and s.reward == 1.0
+        after = s.call_tool("submit", {"answer": "1"})  # a state, not an error: not run, no reward
+        assert (after.finished, after.reward, after.metadata) == (True, None, {"not_run": "episode_finished"})
 
 
 def test_episode_by_task_wrong_answer_and_secrets(client: Client) -> None:
@@ -285,9 +284,8 @@ def _common_checks(url: str, env_name: str) -> dict[str, Any]:
                 s.call_tool("submit", {"wrong": 1})
             out = s.call_tool("submit", {"answer": "4"})
             assert (out.reward, out.finished) == (1.0, True)
-            finished_again = None
-            with contextlib.suppress(EpisodeFinished):
-                finished_again = s.call_tool("submit", {"answer": "4"})
+            assert s.finished and s.reward == 1.0
+            finished_again = s.call_tool("submit", {"answer": "4"})  # not sent: the session knows
         with env.session(TASKS[2]) as s:
             assert s.call_tool("submit", {"answer": "0"}).reward == 0.0
         return {"after_finish": finished_again}
@@ -295,7 +293,7 @@ def _common_checks(url: str, env_name: str) -> dict[str, Any]:
 
 def test_ors_reference_server(ors_url: str) -> None:
     result = _common_checks(ors_url, "mathenv")
-    assert result["after_finish"].reward == 1.0  # ors-sdk has no finished latch
+    assert result["after_finish"].reward is None  # ors-sdk has no finished latch; the client has
     with Client(ors_url) as c, c.environment("mathenv").session(split="train", index=0) as s:
         with pytest.raises(ToolFailed, match="kaboom from boom"):
             s.call_tool("boom", {})
@@ -304,7 +302,7 @@ def test_ors_reference_server(ors_url: str) -> None:
 
 def test_openreward_reference_server(openreward_url: str) -> None:
     result = _common_checks(openreward_url, "mathenv")
-    assert result["after_finish"] is None  # openreward latches: EpisodeFinished was raised
+    assert result["after_finish"].metadata == {"not_run": "episode_finished"}
 
 
 def test_openreward_conversation_formats(openreward_url: str) -> None:
