@@ -10,8 +10,9 @@ repository and a set-up command. :class:`SessionContainers` is what a server hol
   that needs it), or starts it again when it was stopped (the files stay, the processes do not).
 * **Labelled per server.** Every container carries ``envbuilder.sandbox=session``, the server's
   id (``$ENVBUILDER_SERVER_ID``, default the host name) and the process that made it. A server
-  that starts reaps the containers its id left (a crash, a SIGKILL); on shutdown it removes those
-  it made; a session's end (delete, expiry) removes its own.
+  that starts reaps the containers its id left (a crash, a SIGKILL), except those of a process
+  that still runs on this host (a second server beside it); on shutdown it removes those it
+  made; a session's end (delete, expiry) removes its own.
 * **Calls are execs.** A command runs as an exec in the container as the agent's uid (65534 by
   default), its output read from the exec's stream until the wrapper's end line (background
   processes it started go on running: the session's state), killed with its process group at
@@ -75,6 +76,23 @@ def server_id() -> str:
     """This server's label value (``$ENVBUILDER_SERVER_ID``, default the host name): a restarted
     server reaps what a server of the same id left."""
     return os.environ.get(SERVER_ENV) or socket.gethostname()
+
+
+def _alive_here(made_by: str) -> bool:
+    """Whether the owner label ``made_by`` (``host:pid:random``) names a process that still runs
+    on this host: another server of the same id beside this one (a second worker, a test run),
+    whose containers are its own. A process on another host cannot be seen: the id decides."""
+    host, _, rest = made_by.partition(":")
+    pid = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def new_name() -> str:
@@ -471,14 +489,15 @@ class SessionContainers:
                 log.warning("could not reap the containers an earlier server left: %s", exc.message)
 
     async def reap(self) -> int:
-        """Remove the containers this server's id left from an earlier process (a crash); their
-        number."""
+        """Remove the containers this server's id left from an earlier process (a crash), not
+        those of a process of the same id that still runs on this host; their number."""
         async with self.engine.connect() as api:
             found = await api.containers({LABEL: "session", SERVER_LABEL: self.server})
             mine = owner()
             gone = 0
             for container in found:
-                if (container.get("Labels") or {}).get(OWNER_LABEL) != mine:
+                made_by = str((container.get("Labels") or {}).get(OWNER_LABEL, ""))
+                if made_by != mine and not _alive_here(made_by):
                     await api.remove(str(container["Id"]))
                     gone += 1
         self.costs.reaped += gone
