@@ -38,7 +38,13 @@ import httpx
 import psutil
 
 from envbuilder.environment import load_environment
-from envbuilder.sandbox import Backend, BubblewrapBackend, DockerBackend, Limits, default_concurrency
+from envbuilder.isolation.sandbox import (
+    Backend,
+    BubblewrapBackend,
+    DockerBackend,
+    Limits,
+    default_concurrency,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = ROOT / "envs" / "humaneval.yaml"

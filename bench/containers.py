@@ -45,8 +45,7 @@ async def main(args: argparse.Namespace) -> None:
     os.environ["ENVBUILDER_SERVER_ID"] = f"bench-{uuid.uuid4().hex[:8]}"
     from envbuilder.environment import load_environment
     from envbuilder.episode import Episode
-    from envbuilder.protocol import RunToolSuccess
-    from envbuilder.sandbox import (
+    from envbuilder.isolation.sandbox import (
         BubblewrapBackend,
         ContainerPool,
         Limits,
@@ -55,6 +54,7 @@ async def main(args: argparse.Namespace) -> None:
         new_name,
         run_code,
     )
+    from envbuilder.protocol import RunToolSuccess
 
     env = load_environment(ROOT / "envs" / "swe_tomli.yaml")
     containers = env.containers
@@ -147,7 +147,7 @@ async def main(args: argparse.Namespace) -> None:
 async def _warm_starts(containers, task, count: int, pool) -> list[float]:  # type: ignore[no-untyped-def]
     """Create-to-ready of ``count`` sessions that each take a warm container (the pool refilled
     between them, off the clock)."""
-    from envbuilder.sandbox import Workspace
+    from envbuilder.isolation.sandbox import Workspace
 
     containers.pool = pool
     took: list[float] = []
@@ -178,7 +178,7 @@ def _available_mib() -> float:
 
 async def _hold(containers, count: int) -> None:  # type: ignore[no-untyped-def]
     """``count`` ready idle containers at once: memory, and a call's time while they are up."""
-    from envbuilder.sandbox import Workspace, new_name
+    from envbuilder.isolation.sandbox import Workspace, new_name
 
     before = _available_mib()
     names = [new_name() for _ in range(count)]

@@ -185,7 +185,7 @@ async def client_loop(servers: list[Server], tasks: list[dict[str, Any]], until:
 
 
 def _engine_containers(host: str, store_label: str | None) -> list[str]:
-    from envbuilder.sandbox._engine import Engine, EngineAddress
+    from envbuilder.isolation.sandbox._engine import Engine, EngineAddress
 
     async def query() -> list[str]:
         async with Engine(EngineAddress.from_env(host)).connect() as api:

@@ -24,9 +24,9 @@ import subprocess
 import sys
 import time
 
-from envbuilder.sandbox import ImageRecipe
-from envbuilder.sandbox._engine import Engine, EngineAddress
-from envbuilder.sandbox._images import keep_folder
+from envbuilder.isolation.sandbox import ImageRecipe
+from envbuilder.isolation.sandbox._engine import Engine, EngineAddress
+from envbuilder.isolation.sandbox._images import keep_folder
 
 
 async def remove_images(host: str | None) -> None:

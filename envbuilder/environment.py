@@ -12,8 +12,10 @@ from typing import Any
 from envbuilder.data import SplitView, Task
 from envbuilder.data._build import open_splits
 from envbuilder.data._maps import position
-from envbuilder.dialogue import DIALOGUE_VARIABLES, Dialogue
 from envbuilder.episode import Episode, SubmitTool
+from envbuilder.episode.dialogue import DIALOGUE_VARIABLES, Dialogue
+from envbuilder.episode.simulated_user import SimulatedUser
+from envbuilder.episode.toolbox import Toolbox
 from envbuilder.errors import (
     DataError,
     EnvbuilderError,
@@ -25,6 +27,7 @@ from envbuilder.errors import (
     name_hint,
 )
 from envbuilder.graders import TRAJECTORY, Grader, GraderContext, graders
+from envbuilder.isolation.sandbox import SessionContainers
 from envbuilder.llm import override_endpoints
 from envbuilder.paths import check_inside
 from envbuilder.prompting import Prompter
@@ -37,10 +40,7 @@ from envbuilder.protocol import (
     Split,
     TextBlock,
 )
-from envbuilder.sandbox import SessionContainers
-from envbuilder.simulated_user import SimulatedUser
 from envbuilder.spec import LoadedSpec, code_parts, code_problems, load_spec
-from envbuilder.state import Document
 from envbuilder.templating import (
     Template,
     recording_files,
@@ -48,8 +48,8 @@ from envbuilder.templating import (
     template_folders,
     template_globals,
 )
-from envbuilder.toolbox import Toolbox
 from envbuilder.tools import Tool, ToolContext, tools
+from envbuilder.world import Document
 
 __all__ = ["Environment", "Episode", "load_environment"]
 

@@ -24,8 +24,8 @@ from pathlib import Path
 import pytest
 
 from envbuilder.errors import SandboxError
-from envbuilder.sandbox import Backend, BubblewrapBackend, DockerBackend
-from envbuilder.sandbox._engine import DEFAULT_HOST, Engine, EngineAddress
+from envbuilder.isolation.sandbox import Backend, BubblewrapBackend, DockerBackend
+from envbuilder.isolation.sandbox._engine import DEFAULT_HOST, Engine, EngineAddress
 from tests.servers import free_port
 
 BACKENDS = ("bubblewrap", "docker", "podman")

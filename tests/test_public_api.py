@@ -10,7 +10,7 @@ import envbuilder.client
 import envbuilder.data
 import envbuilder.eval
 import envbuilder.graders
-import envbuilder.sandbox
+import envbuilder.isolation.sandbox
 import envbuilder.server
 import envbuilder.spec
 import envbuilder.tools
@@ -47,7 +47,7 @@ def test_subpackage_apis_are_sorted_and_resolve() -> None:
     assert {m.__name__ for m in modules} >= {
         "envbuilder.authoring", "envbuilder.catalog", "envbuilder.client", "envbuilder.data",
         "envbuilder.errors", "envbuilder.eval", "envbuilder.graders", "envbuilder.prompting",
-        "envbuilder.sandbox", "envbuilder.server", "envbuilder.spec", "envbuilder.templating",
+        "envbuilder.isolation.sandbox", "envbuilder.server", "envbuilder.spec", "envbuilder.templating",
         "envbuilder.tools"}  # fmt: skip
     for module in modules:
         names = getattr(module, "__all__", None)
@@ -144,7 +144,7 @@ def test_tools_api() -> None:
 
 
 def test_sandbox_api() -> None:
-    assert envbuilder.sandbox.__all__ == [
+    assert envbuilder.isolation.sandbox.__all__ == [
         "BACKEND_ENV",
         "BASE_PACKAGES",
         "Backend",
@@ -193,9 +193,9 @@ def test_server_api() -> None:
 
 
 def test_processes_api() -> None:
-    import envbuilder.processes
+    import envbuilder.isolation.processes
 
-    assert envbuilder.processes.__all__ == [
+    assert envbuilder.isolation.processes.__all__ == [
         "ALLOW_UNCONFINED_ENV",
         "MEMORY_LIMIT",
         "NICENESS",

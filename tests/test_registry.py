@@ -11,8 +11,8 @@ import pytest
 from envbuilder.data import _generated
 from envbuilder.errors import DataError, EnvbuilderError, SandboxError
 from envbuilder.graders._base import graders
+from envbuilder.isolation.sandbox import BubblewrapBackend, DockerBackend, _select
 from envbuilder.plugins import ConfigModel, Plugin, Registry
-from envbuilder.sandbox import BubblewrapBackend, DockerBackend, _select
 
 
 def test_every_registry_is_one_type() -> None:

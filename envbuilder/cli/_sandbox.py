@@ -48,9 +48,9 @@ def build_image(
     Both are tagged with a hash of their recipe and skipped when the engine has them. Prints the
     image's tag (set ENVBUILDER_SANDBOX_IMAGE to it when --suite is not the default).
     """
-    from envbuilder.sandbox import BASE_PACKAGES, ImageRecipe, alias_image, base_image
-    from envbuilder.sandbox import build_image as build
-    from envbuilder.sandbox._images import keep_folder
+    from envbuilder.isolation.sandbox import BASE_PACKAGES, ImageRecipe, alias_image, base_image
+    from envbuilder.isolation.sandbox import build_image as build
+    from envbuilder.isolation.sandbox._images import keep_folder
 
     recipe = ImageRecipe(suite=suite, packages=BASE_PACKAGES) if base else ImageRecipe(suite=suite)
     with fail_on_errors():

@@ -348,7 +348,7 @@ def _listen(
 def _confinement(envs: list[Any], settings: Any) -> Any:
     """Whether the checkers that evaluate answers run confined (None when none is served);
     raises SandboxError (why, and how to fix it) when they cannot and that was not allowed."""
-    from envbuilder import processes
+    from envbuilder.isolation import processes
 
     evaluating = any(env.evaluates_answers for env in envs)
     return processes.serving_confinement(evaluating, settings.allow_unconfined_checkers)

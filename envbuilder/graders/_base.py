@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from envbuilder import budget
+from envbuilder import deadlines
 from envbuilder.data import Task
 from envbuilder.errors import GraderError, TemplateError
 from envbuilder.plugins import Plugin, Registry
@@ -113,7 +113,7 @@ async def grade_off_loop(grader: Grader, answer: str, task: Task, secrets: dict[
     slow = grader.slow_targets()
     if not slow:
         return await grader.grade(answer, task, secrets)
-    token = _rendered.set(await budget.offload(_render_each, slow, task))
+    token = _rendered.set(await deadlines.offload(_render_each, slow, task))
     try:
         return await grader.grade(answer, task, secrets)
     finally:

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from envbuilder import budget
+from envbuilder import deadlines
 from envbuilder.graders import _safe_regex
 from envbuilder.graders._base import (
     Grade,
@@ -174,7 +174,7 @@ class ExactMatchGrader(Grader):
             if self._regex is None:
                 extracted = self.extract(answer)
             else:
-                extracted = await budget.offload(self.extract, answer)
+                extracted = await deadlines.offload(self.extract, answer)
         except _safe_regex.PatternTimeout:
             return Grade.ungradeable("the extraction pattern took too long on this answer", target=targets)
         if extracted is None:

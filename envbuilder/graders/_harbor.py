@@ -6,7 +6,7 @@ When the agent submits (the answer's text is not read: the work is in the contai
    folder copied out; nothing else of it is kept;
 2. the tests enter a *fresh* container of the task's image only now, with the agent's working
    folder, no network and a fresh, empty, root-owned ``/logs/verifier`` (see
-   :mod:`envbuilder.sandbox._verifier`);
+   :mod:`envbuilder.isolation.sandbox._verifier`);
 3. ``bash /tests/test.sh`` runs as ``[verifier] user`` (root by default, as in Harbor) with its
    ``env``, within ``timeout_sec``; then the container is stopped and the verdict folder copied
    out by the engine;
@@ -30,8 +30,8 @@ from typing import Any, Literal
 from envbuilder.errors import SandboxError
 from envbuilder.graders._base import Grade, Grader, GraderConfig, Outcome, Task
 from envbuilder.graders._trajectory import TRAJECTORY, Trajectory
-from envbuilder.sandbox._result import Status
-from envbuilder.sandbox._verifier import VerifierRun, run_verifier
+from envbuilder.isolation.sandbox._result import Status
+from envbuilder.isolation.sandbox._verifier import VerifierRun, run_verifier
 
 
 class HarborTestsConfig(GraderConfig):

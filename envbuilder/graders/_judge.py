@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from envbuilder import budget
+from envbuilder import deadlines
 from envbuilder.graders import _safe_regex
 from envbuilder.graders._base import (
     Grade,
@@ -294,7 +294,9 @@ class LLMJudgeGrader(Grader):
         """
         slow = any(t is not None and not t.bounded for t in (self._system, self._prompt, self._question))
         # A rubric that does more than show fields renders under its deadline, off the loop.
-        messages = await budget.offload(self.messages, answer, task) if slow else self.messages(answer, task)
+        messages = (
+            await deadlines.offload(self.messages, answer, task) if slow else self.messages(answer, task)
+        )
         payload = self._payload(messages)
         key = cache_key({"base_url": self.config.base_url, **payload})
         if self._cache is not None:

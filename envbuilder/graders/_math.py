@@ -15,7 +15,8 @@ math-verify's own extraction.
 every shipped environment; it is imported when a spec uses this grader, so other specs never
 pay for its import time. Its own timeouts use ``signal.alarm`` (main thread only), so they are
 off. An answer decided without SymPy (the same text, plain numbers) is graded in the server;
-any other goes to a grading process (``envbuilder.processes``) that is killed at ``timeout``: one C call of
+any other goes to a grading process (``envbuilder.isolation.processes``) that is killed at
+``timeout``: one C call of
 SymPy on ``9^{9^{9^{9}}}`` holds the interpreter for minutes, which no thread could interrupt.
 """
 
@@ -29,7 +30,6 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from envbuilder import processes
 from envbuilder.graders._answer import answer_span, is_prose
 from envbuilder.graders._base import (
     Grade,
@@ -51,6 +51,7 @@ from envbuilder.graders._latex import (
     solution_sets,
     text_key,
 )
+from envbuilder.isolation import processes
 from envbuilder.templating import Template
 
 INSTALL_HINT = "It is one of envbuilder's dependencies: reinstall envbuilder, or pip install math-verify"

@@ -6,7 +6,7 @@ against it, so the gold answer and the family's metadata never travel with the t
 family's checker is the package's code, and some checkers evaluate the answer (``countdown``
 parses it with SymPy's ``parse_expr``, which is ``eval``: ``9**9**9**9`` is hours in one C call,
 ``__import__('os')…`` runs anything): it runs in a confined grading process
-(:func:`envbuilder.processes.confined_pool`: bubblewrap, no network, a read-only view) killed
+(:func:`envbuilder.isolation.processes.confined_pool`: bubblewrap, no network, a read-only view) killed
 at ``timeout``, and a checker that fails or overruns
 makes the answer ungradeable, never a silent 0. What a failing checker said stays out of the
 reason (an answer that runs code could put anything there): only its exception's type is shown.
@@ -20,7 +20,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field
 
-from envbuilder import processes
 from envbuilder.data._reasoning_gym import declared
 from envbuilder.errors import EnvbuilderError
 from envbuilder.graders._base import (
@@ -35,6 +34,7 @@ from envbuilder.graders._base import (
     graders,
 )
 from envbuilder.graders._normalize import hedged_numbers
+from envbuilder.isolation import processes
 from envbuilder.plugins import PluginField
 
 __all__ = ["ReasoningGymGrader", "ReasoningGymGraderConfig"]

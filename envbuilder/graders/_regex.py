@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from envbuilder import budget, processes
+from envbuilder import deadlines
 from envbuilder.graders import _safe_regex
 from envbuilder.graders._base import (
     Grade,
@@ -20,6 +20,7 @@ from envbuilder.graders._base import (
     why_target_missing,
 )
 from envbuilder.graders._exact import FlagName
+from envbuilder.isolation import processes
 from envbuilder.templating import Template
 
 # `{{ expr }}` in a pattern: the rendered value is inserted escaped, as a literal.
@@ -110,7 +111,7 @@ class RegexGrader(Grader):
         slow = Grade.ungradeable("matching the pattern took too long on this answer", pattern=source)
         try:
             # Ordinary matches take microseconds: in a thread, under the engine's own timeout.
-            found = await budget.offload(
+            found = await deadlines.offload(
                 match, compiled, answer, min(cfg.timeout, _safe_regex.DEFAULT_TIMEOUT)
             )
             matched = None if found is None else found.group(0)

@@ -7,7 +7,7 @@ runner's configuration, ``sitecustomize``, ``.pth`` files, and every file the hi
 touches), which keep their base content whatever the agent did. Then the submitted patch (when
 the answer holds one) goes on, the protected paths are restored again, and the hidden test patch
 is applied last. The result is a tar for a fresh container (see
-:meth:`envbuilder.sandbox.SessionContainers.run_fresh`).
+:meth:`envbuilder.isolation.sandbox.SessionContainers.run_fresh`).
 """
 
 from __future__ import annotations

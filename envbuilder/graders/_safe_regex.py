@@ -6,10 +6,10 @@ package takes a ``timeout=`` per call and speaks Python's ``re`` syntax (backref
 lookarounds) which a linear-time engine like RE2 refuses; so every grader pattern runs here.
 
 Matches pass ``concurrent=True`` (the GIL is released while the engine runs) and graders call
-them through :func:`envbuilder.budget.offload`, so a slow match never holds the event loop.
+them through :func:`envbuilder.deadlines.offload`, so a slow match never holds the event loop.
 The engine's own timeout is only checked now and then (``timeout=5`` stops after 15-20 s), so
 a grader with a longer budget tries a short match first and, past it, runs
-:func:`first_match` in a grading process that is killed at the budget (``envbuilder.processes``).
+:func:`first_match` in a grading process that is killed at the budget (``envbuilder.isolation.processes``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 
 import regex
 
-from envbuilder.processes import worker_function
+from envbuilder.isolation.processes import worker_function
 
 FLAGS = {
     "ignorecase": regex.IGNORECASE,

@@ -18,7 +18,7 @@ from pydantic import Field
 
 from envbuilder.graders._base import Grade, Grader, GraderConfig, Task
 from envbuilder.graders._trajectory import BROKE, TRAJECTORY, Trajectory, gold_calls
-from envbuilder.state import MISSING, changed_paths
+from envbuilder.world import MISSING, changed_paths
 
 
 class StateMatchConfig(GraderConfig):

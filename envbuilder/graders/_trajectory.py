@@ -12,10 +12,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from envbuilder.state import Changes, Document
+from envbuilder.world import Changes, Document
 
 if TYPE_CHECKING:
-    from envbuilder.sandbox import Workspace
+    from envbuilder.isolation.sandbox import Workspace
 
 __all__ = ["TRAJECTORY", "Call", "Trajectory", "gold_calls"]
 

@@ -1,7 +1,7 @@
 """The ``unit_tests`` grader: run the answer's code against the task's tests in the sandbox.
 
 A Jinja template over the task and the answer's code makes the program; a command runs it in
-the sandbox (:mod:`envbuilder.sandbox`), and the exit status decides: 0 passes. Layouts:
+the sandbox (:mod:`envbuilder.isolation.sandbox`), and the exit status decides: 0 passes. Layouts:
 
 HumanEval (``prompt``, ``test``, ``entry_point``; the answer completes the function or
 rewrites it whole)::
@@ -46,12 +46,12 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from envbuilder import budget
+from envbuilder import deadlines
 from envbuilder.errors import SandboxError, TemplateError
 from envbuilder.graders._base import Grade, Grader, GraderConfig, GraderContext, Outcome, Task
 from envbuilder.graders._code import extract_code
+from envbuilder.isolation.sandbox import Limits, RunResult, default_backend, run_code
 from envbuilder.plugins import ConfigModel
-from envbuilder.sandbox import Limits, RunResult, default_backend, run_code
 from envbuilder.templating import Template, template_or_file
 
 #: Names the program template gets besides the task's fields (these win on a clash).
@@ -208,7 +208,7 @@ class UnitTestsGrader(Grader):
             return {key: template.render(context) for key, template in self._harness.items()}
 
         slow = any(not t.bounded for t in self._harness.values())
-        parts = await budget.offload(render) if slow else render()
+        parts = await deadlines.offload(render) if slow else render()
         nonce = secrets.token_hex(16)
         files = {
             "main.py": resources.files(__package__).joinpath("_harness_main.py").read_bytes(),
@@ -222,7 +222,7 @@ class UnitTestsGrader(Grader):
             files,
             self.config.limits,
             backend=self._backend,
-            key=budget.current_party(),  # the session's runs take turns with other sessions'
+            key=deadlines.current_party(),  # the session's runs take turns with other sessions'
         )
         own = f"{HARNESS_PREFIX}{nonce}:"  # only the harness knows the nonce: the answer cannot write this
         reached_end = f"{own} passed" in result.stdout.splitlines()
@@ -256,7 +256,7 @@ class UnitTestsGrader(Grader):
             programs = (
                 self.programs(code, task)
                 if self._program.bounded
-                else await budget.offload(self.programs, code, task)
+                else await deadlines.offload(self.programs, code, task)
             )
         except TemplateError as exc:
             return Grade.ungradeable(f"the program could not be built: {exc}")
@@ -272,7 +272,7 @@ class UnitTestsGrader(Grader):
             except SandboxError as exc:
                 return Grade.failed(f"the sandbox could not run the code: {exc}", sandbox=self._backend.name)
         # The session's runs take turns with other sessions' (one grade's cases as one party).
-        key = budget.current_party() or (object() if len(programs) > 1 else None)
+        key = deadlines.current_party() or (object() if len(programs) > 1 else None)
         try:
             results = await asyncio.gather(*(self._run(p, key) for p in programs))
         except SandboxError as exc:

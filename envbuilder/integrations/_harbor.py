@@ -38,8 +38,8 @@ from envbuilder.errors import DataError
 from envbuilder.graders._code import extract_code
 from envbuilder.graders._repo_tests import RepoTestsGrader, _tests
 from envbuilder.graders._unit_tests import UnitTestsGrader
+from envbuilder.isolation.sandbox import repository_tree
 from envbuilder.protocol import TextBlock
-from envbuilder.sandbox import repository_tree
 from envbuilder.templating import Template
 
 __all__ = ["HarborExport", "export_harbor"]

@@ -3,7 +3,7 @@ kept ready, and, with a shared store, the reaper that removes the containers of 
 no longer exist, whichever replica made them.
 
 **Places and back-pressure.** ``/create`` on an environment with a `sandbox:` takes a place in
-the server's :class:`~envbuilder.sandbox.ContainerPool` (``--max-containers``; clients take
+the server's :class:`~envbuilder.isolation.sandbox.ContainerPool` (``--max-containers``; clients take
 turns) and names the session's container, a warm one when one is ready. No place within the
 pool's wait: 503 with Retry-After and a JSON ``detail``, never a container more than the bound.
 
@@ -35,9 +35,9 @@ from typing import Any
 
 from envbuilder.environment import Environment
 from envbuilder.errors import EnvbuilderError, RequestRejected
-from envbuilder.sandbox import ContainerPool, SessionContainers
-from envbuilder.sandbox._docker import OWNER_LABEL, owner
-from envbuilder.sandbox._pool import RETRY_AFTER
+from envbuilder.isolation.sandbox import ContainerPool, SessionContainers
+from envbuilder.isolation.sandbox._docker import OWNER_LABEL, owner
+from envbuilder.isolation.sandbox._pool import RETRY_AFTER
 from envbuilder.server._redis import PREFIX, RedisStore
 from envbuilder.server._sessions import Sessions
 

@@ -10,11 +10,11 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from envbuilder import processes
 from envbuilder.environment import Environment
 from envbuilder.episode import Episode
 from envbuilder.errors import RequestRejected, did_you_mean
-from envbuilder.processes import Confinement
+from envbuilder.isolation import processes
+from envbuilder.isolation.processes import Confinement
 from envbuilder.server._calls import CallRegistry
 from envbuilder.server._containers import ContainerKeeper
 from envbuilder.server._redis import RedisStore

@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from envbuilder import budget
+from envbuilder import deadlines
 from envbuilder._version import __version__
 from envbuilder.data import SplitView, Task
 from envbuilder.environment import Environment
@@ -311,7 +311,7 @@ async def _render(env: Environment, fn: Any, arg: Any, task: Task) -> Any:
       counterpart of a grade that cannot be computed, which is void, never 0;
     * on a task the client wrote (``--client-tasks``) its data is the client's: 422."""
     try:
-        return fn(arg) if env.inline_prompt else await budget.offload(fn, arg)
+        return fn(arg) if env.inline_prompt else await deadlines.offload(fn, arg)
     except EnvbuilderError as exc:  # a template or the task's data cannot be rendered
         if is_client_task(task):
             raise RequestRejected(

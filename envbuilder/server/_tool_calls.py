@@ -10,7 +10,7 @@ import uuid
 from collections.abc import Awaitable
 from typing import Any
 
-from envbuilder import budget
+from envbuilder import deadlines
 from envbuilder.errors import RequestRejected
 from envbuilder.protocol import CallRequest
 from envbuilder.server import _sse
@@ -54,7 +54,7 @@ async def run_call(
             try:
                 # Shared grading queues (processes, sandbox slots) serve clients in turn; a
                 # session runs one call at a time (this lock), so it holds one place at most.
-                with budget.party(current.client or current.sid):
+                with deadlines.party(current.client or current.sid):
                     result = await ctx.envs[current.env].call_tool(current.episode, name, tool_input)
             except Exception as exc:  # a bug in a tool: report it on the stream, keep serving
                 frames = _sse.event("error", f"{type(exc).__name__} while running {name!r}")

@@ -1,5 +1,5 @@
 """A spec's `sandbox:` block: a container that lives for the session (the models only; the
-containers themselves are :mod:`envbuilder.sandbox`'s)."""
+containers themselves are :mod:`envbuilder.isolation.sandbox`'s)."""
 
 from __future__ import annotations
 

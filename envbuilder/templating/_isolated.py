@@ -5,7 +5,7 @@ a long row (``wordwrap`` is one regular-expression split, ``q ~ q`` one copy) is
 that holds the interpreter lock for seconds: every other request waits, ``/health`` included.
 So :meth:`~envbuilder.templating.Template.render` sends such a template (its recipe: source,
 folders and budgets, never a compiled object) and the fields it reads to :func:`render_pool`
-(:mod:`envbuilder.processes`): the recipe is compiled once in each zygote (it is the spec's),
+(:mod:`envbuilder.isolation.processes`): the recipe is compiled once in each zygote (it is the spec's),
 and each render runs in a fresh child of it, under the same deadline and character budget as in
 the server, answering with the texts or the error as data; past the budget plus :data:`GRACE`
 the child is killed. Templates that only show fields (``Template.bounded``) never leave the
@@ -31,8 +31,14 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ConfigDict
 
 from envbuilder.errors import TemplateError
-from envbuilder.processes import CheckTimeout, ProcessPool, WorkerError, WorkerFailed, worker_function
-from envbuilder.sandbox._slots import count_setting
+from envbuilder.isolation.processes import (
+    CheckTimeout,
+    ProcessPool,
+    WorkerError,
+    WorkerFailed,
+    worker_function,
+)
+from envbuilder.isolation.sandbox._slots import count_setting
 
 __all__ = [
     "BATCH",

@@ -15,7 +15,7 @@ import jinja2.meta
 import jinja2.nodes
 from jinja2.sandbox import SecurityError
 
-from envbuilder import budget
+from envbuilder import deadlines
 from envbuilder.errors import TemplateError
 from envbuilder.templating import _isolated
 from envbuilder.templating._sandbox import (
@@ -198,9 +198,9 @@ class Template:
             if self.bounded:
                 return self._template.render(context)
             try:
-                with budget.deadline(self.seconds):
+                with deadlines.deadline(self.seconds):
                     return self._template.render(context)
-            except budget.Overrun:
+            except deadlines.Overrun:
                 raise TemplateError(
                     f"{self.name}: rendering took longer than {self.seconds:g} s and was stopped",
                     hint="A loop in the template runs too long; loop over the task's fields only "

@@ -54,8 +54,8 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from envbuilder.data import SplitView
-    from envbuilder.sandbox import SessionContainers, Workspace
-    from envbuilder.state import Document, State
+    from envbuilder.isolation.sandbox import SessionContainers, Workspace
+    from envbuilder.world import Document, World
 
 
 @dataclass(frozen=True)
@@ -84,12 +84,12 @@ class ToolCall:
     """This tool's per-session state: plain JSON types, small; mutate in place."""
     secrets: Mapping[str, str] = field(default_factory=dict, repr=False)
     """The session's secrets (API keys); never put them in an output, an error or a log."""
-    document: State | None = None
+    document: World | None = None
     """The episode's state document (a spec's `state:`), for tools that set
     ``uses_document``; changes to it are kept in the session after the call."""
     workspace: Workspace | None = None
     """The session's container (a spec's `sandbox:`), for tools whose ``uses_sandbox`` is
-    true; :meth:`~envbuilder.sandbox.Workspace.ensure` makes it on first use."""
+    true; :meth:`~envbuilder.isolation.sandbox.Workspace.ensure` makes it on first use."""
 
 
 @dataclass(frozen=True)

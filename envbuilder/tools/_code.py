@@ -24,7 +24,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field
 
 from envbuilder.errors import SandboxError, ToolError
-from envbuilder.sandbox import BubblewrapBackend, Limits, RunResult, default_backend, run_code
+from envbuilder.isolation.sandbox import BubblewrapBackend, Limits, RunResult, default_backend, run_code
 from envbuilder.spec import ParamSpec
 from envbuilder.tools._base import Tool, ToolCall, ToolConfig, ToolContext, ToolReply
 from envbuilder.tools._container import bash_command, python_command, run_in_container

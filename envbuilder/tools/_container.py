@@ -16,7 +16,7 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from envbuilder.errors import SandboxError, ToolError
-from envbuilder.sandbox import Limits, RunResult, Workspace
+from envbuilder.isolation.sandbox import Limits, RunResult, Workspace
 from envbuilder.spec import ParamSpec
 from envbuilder.tools._base import Tool, ToolCall, ToolConfig, ToolContext, ToolReply
 

@@ -2,7 +2,7 @@
 
 The function lives in a module beside the spec (``module: shop.py``) or in an installed package
 (``module: my_package.shop``). Its first parameter receives the episode's state document (a
-:class:`~envbuilder.state.State`, used like the JSON object it stands for; changes are kept in
+:class:`~envbuilder.world.State`, used like the JSON object it stands for; changes are kept in
 the session); the others are the tool's input: their type hints become the JSON Schema offered
 to the model, and the docstring its description (the summary, and each parameter's line under
 ``Args:``). A call that breaks a rule of the domain raises :class:`~envbuilder.errors.ToolError`

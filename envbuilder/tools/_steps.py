@@ -1,7 +1,7 @@
 """Declarative tool steps: what a ``state`` tool does to the world document, one step at a time.
 
 A tool is a list of steps run in order against a world document (the episode's
-:class:`~envbuilder.state.State`, or any mapping of the same shape) and the call's variables
+:class:`~envbuilder.world.State`, or any mapping of the same shape) and the call's variables
 (its inputs, then what each step binds with ``as:``). A step that fails (a missing record, a
 ``require`` that does not hold) raises :class:`~envbuilder.errors.ToolError` with the spec's
 text, and the caller drops the document's changes: a tool is applied whole or not at all.
@@ -36,13 +36,13 @@ from typing import Annotated, Any
 import orjson
 from pydantic import Discriminator, Field, Tag
 
-from envbuilder import budget
+from envbuilder import deadlines
 from envbuilder.errors import Loc, ToolError, format_loc
 from envbuilder.plugins import ConfigModel
 from envbuilder.spec import ParamName
-from envbuilder.state import json_copy
 from envbuilder.templating import TooBig, render_budget
 from envbuilder.tools._expr import MAX_CALL_CHARS, Evaluation, Expr, Value, check_names
+from envbuilder.world import json_copy
 
 MISSING: Any = object()
 #: Steps one call may run in all (``for_each`` bodies count once per element).
@@ -422,9 +422,9 @@ class Steps:
         try:
             if self.loops:
                 try:
-                    with budget.deadline(CALL_SECONDS):
+                    with deadlines.deadline(CALL_SECONDS):
                         return self._run(document, vs)
-                except budget.Overrun:
+                except deadlines.Overrun:
                     raise ToolError(f"the call took longer than {CALL_SECONDS:g} s and was stopped") from None
             return self._run(document, vs)
         except TooBig as exc:

@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import model_validator
 
-from envbuilder import budget
+from envbuilder import deadlines
 from envbuilder.errors import EnvbuilderError, ToolError
 from envbuilder.templating import template_or_file
 from envbuilder.tools._base import Tool, ToolCall, ToolConfig, ToolContext, ToolReply
@@ -67,7 +67,7 @@ class TemplateTool(Tool):
             context = {**call.task, **call.args, "input": call.args}
             render = self._template.render
             # More than fields shown: under its deadline, off the event loop.
-            text = render(context) if self._template.bounded else await budget.offload(render, context)
+            text = render(context) if self._template.bounded else await deadlines.offload(render, context)
         except EnvbuilderError as exc:
             # An index the data lacks (`table[key]` with an unknown key) is the agent's to fix.
             raise ToolError(exc.message) from None

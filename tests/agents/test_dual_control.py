@@ -7,8 +7,8 @@ import json
 from typing import Any
 
 from envbuilder.environment import Environment, Episode
+from envbuilder.episode.simulated_user import MAX_CALLS_PER_ROUND
 from envbuilder.protocol import RunToolSuccess
-from envbuilder.simulated_user import MAX_CALLS_PER_ROUND
 from envbuilder.spec import parse_spec
 from tests.conftest import ENVS
 from tests.fakes.chat_server import ChatServer, reply

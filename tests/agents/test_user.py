@@ -44,7 +44,7 @@ async def test_an_unreachable_user_is_an_error_output_and_the_agent_may_retry() 
 
 
 async def test_a_tool_cannot_grow_the_state_without_bound(monkeypatch: pytest.MonkeyPatch) -> None:
-    from envbuilder import toolbox
+    from envbuilder.episode import toolbox
 
     monkeypatch.setattr(toolbox, "MAX_STATE_CHANGES", 300)
     env = bank_env()

@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from envbuilder.environment import Environment, load_environment
-from envbuilder.sandbox import default_concurrency
+from envbuilder.isolation.sandbox import default_concurrency
 from envbuilder.server import ServerSettings, create_app
 from tests.conftest import ENVS, ROOT
 from tests.sandboxes import BACKENDS, configured

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from envbuilder.environment import Environment, load_environment
-from envbuilder.sandbox._engine import Engine, EngineAddress
+from envbuilder.isolation.sandbox._engine import Engine, EngineAddress
 from tests.processes import serve_process
 from tests.sandboxes import needs_base_image
 
@@ -46,7 +46,9 @@ def served(swe: Environment, server_id: str) -> Iterator[tuple[str, str]]:
 def _containers(server: str) -> list[str]:
     async def query() -> list[str]:
         async with Engine(EngineAddress.from_env()).connect() as api:
-            found = await api.containers({"envbuilder.sandbox": "session", "envbuilder.server": server})
+            found = await api.containers(
+                {"envbuilder.isolation.sandbox": "session", "envbuilder.server": server}
+            )
         return [str(c["Id"]) for c in found]
 
     return asyncio.run(query())

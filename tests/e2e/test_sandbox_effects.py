@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from envbuilder.environment import load_environment
-from envbuilder.sandbox import Limits, Slots, run_code
+from envbuilder.isolation.sandbox import Limits, Slots, run_code
 from envbuilder.server import ServerSettings, create_app
 from tests.conftest import ENVS
 from tests.sandboxes import BACKENDS, configured, make_backend
@@ -108,7 +108,7 @@ GOOD = "    return any(abs(a - b) < threshold for i, a in enumerate(numbers) for
 
 @pytest.fixture(params=BACKENDS)
 def url(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    from envbuilder.sandbox import _slots
+    from envbuilder.isolation.sandbox import _slots
 
     monkeypatch.setattr(_slots, "_shared", Slots(2))  # two runs at once, whatever the cores
     settings = ServerSettings(api_keys=(HOARDER, HONEST), ping_interval=0.2)
@@ -137,7 +137,7 @@ def _wait_for(condition: Callable[[], bool], seconds: float = 120) -> None:
 
 
 def test_one_clients_looping_answers_do_not_hold_anothers_grade(url: str) -> None:
-    from envbuilder.sandbox import _slots
+    from envbuilder.isolation.sandbox import _slots
 
     slots = _slots._shared
     assert slots is not None and slots.size == 2

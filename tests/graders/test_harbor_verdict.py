@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from envbuilder.graders._harbor import verdict
-from envbuilder.sandbox._result import RunResult, Status
-from envbuilder.sandbox._session_image import local_from
-from envbuilder.sandbox._verifier import VerifierRun
+from envbuilder.isolation.sandbox._result import RunResult, Status
+from envbuilder.isolation.sandbox._session_image import local_from
+from envbuilder.isolation.sandbox._verifier import VerifierRun
 
 
 def _run(
@@ -77,8 +77,8 @@ def test_a_from_the_engine_lacks_is_read_as_the_local_base() -> None:
 @pytest.mark.parametrize("workdir", ["/", "/logs", "/tests"])
 async def test_a_working_folder_holding_the_tests_or_the_verdict_is_refused(workdir: str) -> None:
     from envbuilder.errors import SandboxError
-    from envbuilder.sandbox import ContainerSpec, SessionContainers
-    from envbuilder.sandbox._verifier import run_verifier
+    from envbuilder.isolation.sandbox import ContainerSpec, SessionContainers
+    from envbuilder.isolation.sandbox._verifier import run_verifier
 
     spec = ContainerSpec(image="envbuilder-base:bookworm", workdir=workdir)
     containers = SessionContainers(spec, Path("."))

@@ -60,7 +60,7 @@ async def test_a_long_timeout_is_honoured_by_killing_the_match() -> None:
     short try, the match runs in a grading process killed at the budget."""
     import asyncio
 
-    from envbuilder.processes import grading_pool
+    from envbuilder.isolation.processes import grading_pool
 
     g = make({"type": "regex", "pattern": r"^(a|aa)+$", "mode": "fullmatch", "timeout": 4})
     killed = grading_pool().killed

@@ -43,6 +43,8 @@ def _imports_httpx(code: str) -> bool:
 
 
 def test_httpx_is_imported_only_when_a_model_is_built() -> None:
-    assert not _imports_httpx("import envbuilder.llm, envbuilder.graders._judge, envbuilder.simulated_user")
+    assert not _imports_httpx(
+        "import envbuilder.llm, envbuilder.graders._judge, envbuilder.episode.simulated_user"
+    )
     # The probe can fail: building a model is what imports it.
     assert _imports_httpx("import envbuilder.llm\nenvbuilder.llm.ChatModel('http://127.0.0.1:9/v1', 'm')")

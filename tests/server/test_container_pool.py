@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
-from envbuilder.sandbox._engine import Engine, EngineAddress
+from envbuilder.isolation.sandbox._engine import Engine, EngineAddress
 from tests.processes import serve_process
 from tests.redisd import redis_server
 from tests.sandboxes import needs_base_image

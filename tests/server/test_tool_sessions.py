@@ -10,9 +10,9 @@ from typing import Any, Literal
 import httpx
 
 from envbuilder.environment import Environment
+from envbuilder.episode.toolbox import Toolbox
 from envbuilder.server import ServerSettings, create_app
 from envbuilder.spec import parse_spec
-from envbuilder.toolbox import Toolbox
 from envbuilder.tools import Tool, ToolCall, ToolConfig, ToolContext, ToolReply
 from tests.servers import serve_app
 from tests.tools.conftest import HERE, SPEC

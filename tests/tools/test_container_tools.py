@@ -11,8 +11,8 @@ import pytest
 
 from envbuilder.environment import Environment, load_environment
 from envbuilder.episode import Episode
+from envbuilder.isolation.sandbox._engine import Engine, EngineAddress
 from envbuilder.protocol import RunToolSuccess
-from envbuilder.sandbox._engine import Engine, EngineAddress
 from tests.sandboxes import needs_base_image
 
 ROOT = Path(__file__).resolve().parents[2]

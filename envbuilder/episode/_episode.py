@@ -1,0 +1,140 @@
+"""The answer tool and the episode it drives: attempts, dialogue turns, grading, rewards, feedback."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from envbuilder.data import Task
+from envbuilder.graders import Outcome
+from envbuilder.protocol import RunToolError
+from envbuilder.world import json_copy
+
+__all__ = ["Episode", "GradeCounts", "finished_error"]
+
+log = logging.getLogger("envbuilder.episode")
+
+MAX_USER_FAILURES = 3
+"""Replies a simulated user may fail to give in one episode (each after its retries) before
+the episode ends void."""
+
+#: Grade details that hold the gold answer: the target itself, a pattern built from it, a
+#: judge's reasoning about it, a state diff against the gold one, a code run's output (which may
+#: quote the hidden tests). Shown only once the episode has finished and the spec sets
+#: ``reveal_answer`` (a wrong answer's metadata must not let the agent resubmit the target or
+#: read the tests).
+GOLD_DETAILS = frozenset({"target", "pattern", "reasoning", "diff", "gold_errors", "run", "runs"})
+
+
+def without_gold(details: dict[str, Any]) -> dict[str, Any]:
+    """``details`` without :data:`GOLD_DETAILS`, also inside nested graders' summaries."""
+    out: dict[str, Any] = {}
+    for key, value in details.items():
+        if key in GOLD_DETAILS:
+            continue
+        if isinstance(value, dict):
+            value = without_gold(value)
+        elif isinstance(value, list):
+            value = [without_gold(v) if isinstance(v, dict) else v for v in value]
+        out[key] = value
+    return out
+
+
+@dataclass
+class Episode:
+    """The per-session state of an episode: small and serialisable (see :meth:`to_dict`)."""
+
+    task: Task
+    attempts: int = 0
+    finished: bool = False
+    secrets: dict[str, str] = field(default_factory=dict, repr=False)
+    ungradeable: int = 0
+    """Answers of this episode that could not be graded."""
+    tool_state: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Each tool's own per-session state, by tool name (plain JSON types; see envbuilder.tools)."""
+    tool_calls: dict[str, int] = field(default_factory=dict)
+    """Calls run so far, by tool name (for `max_calls`)."""
+    cost: float = 0.0
+    """Reward spent on tool calls (`cost:`), taken off the final reward."""
+    transcript: list[dict[str, Any]] = field(default_factory=list)
+    """The calls so far, in order: `{id, name, input, output, error}` (what `/messages` shows
+    after the prompt); a call the simulated user made with its own tools also has `by: "user"`
+    and the `round` of its reply (`/messages` leaves those out: they are not the agent's)."""
+    replies: list[str] = field(default_factory=list)
+    """A dialogue's graded replies so far (one per user turn answered)."""
+    scores: list[float | None] = field(default_factory=list)
+    """The reward of each reply when a dialogue is graded per turn."""
+    void: str | None = None
+    """Why a dialogue grade failed for a reason outside the agent's answer (the first such)."""
+    sandbox: str | None = None
+    """The name of the session's container (a spec's `sandbox:`), once a tool made it."""
+    state: dict[str, Any] | None = None
+    """The episode's changes to the spec's state document (``envbuilder.world.Changes``);
+    None until a tool first reads it."""
+
+    @property
+    def leaves_resources(self) -> bool:
+        """Whether ending the episode has something to release (a tool's state, a container)."""
+        return bool(self.tool_state) or self.sandbox is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Episode:
+        return cls(**data)
+
+
+class GradeCounts:
+    """How many answers an environment graded, by outcome (read by the server and catalog)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts = {outcome.value: 0 for outcome in Outcome}
+
+    def add(self, outcome: Outcome) -> None:
+        with self._lock:
+            self._counts[outcome.value] += 1
+
+    @property
+    def ungradeable(self) -> int:
+        return self._counts[Outcome.UNGRADEABLE.value]
+
+    @property
+    def total(self) -> int:
+        return sum(self._counts.values())
+
+    def as_dict(self) -> dict[str, int]:
+        """``{"correct": n, "incorrect": n, "ungradeable": n}``."""
+        with self._lock:
+            return dict(self._counts)
+
+
+class _Saved:
+    """What a turn of the simulated user may change, as it was before the turn (its tool calls
+    change the state, the transcript, the counts): restored when the turn fails."""
+
+    def __init__(self, episode: Episode):
+        self.transcript = len(episode.transcript)
+        self.state = json_copy(episode.state)
+        self.tool_calls = dict(episode.tool_calls)
+        self.tool_state = json_copy(episode.tool_state)
+        self.cost = episode.cost
+
+    def restore(self, episode: Episode) -> None:
+        del episode.transcript[self.transcript :]
+        episode.state = self.state
+        episode.tool_calls = self.tool_calls
+        episode.tool_state = self.tool_state
+        episode.cost = self.cost
+
+
+def finished_error(name: str) -> RunToolError:
+    """What any call gets once the episode has finished (the [OR] latch)."""
+    return RunToolError(
+        error=f"{name!r} was not run: the episode has finished (a tool returned "
+        "finished=True), so no further tool calls are accepted.",
+        reason="episode_finished",
+    )
