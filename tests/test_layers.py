@@ -91,23 +91,30 @@ def build_graph(root: Path) -> Graph:
     return graph
 
 
-def read_layers(pyproject: Path) -> tuple[str, list[list[list[str]]]]:
-    """The container and the layers (top first) of the one `layers` contract in ``pyproject``.
+def read_contracts(pyproject: Path) -> list[tuple[str, list[list[list[str]]]]]:
+    """The container and the layers (top first) of each `layers` contract in ``pyproject``: the
+    package's, then those of packages whose children are layered too (`envbuilder.isolation`).
 
     Each layer is a list of groups of sibling modules: siblings joined by ``|`` are independent
     (each its own group), siblings joined by ``:`` may import each other (one group). A layer in
     parentheses is optional (it may not exist)."""
     config = tomllib.loads(pyproject.read_text(encoding="utf-8"))["tool"]["importlinter"]
-    contracts = [c for c in config["contracts"] if c["type"] == "layers"]
-    assert len(contracts) == 1, "one `layers` contract"
-    (contract,) = contracts
-    assert "ignore_imports" not in contract, "the layers contract lists no exceptions"
-    (container,) = contract["containers"]
-    layers = []
-    for line in contract["layers"]:
-        groups = [[m.strip().strip("()") for m in group.split(":")] for group in line.split("|")]
-        layers.append(groups)
-    return container, layers
+    found = []
+    for contract in config["contracts"]:
+        assert contract["type"] == "layers", "every contract is a `layers` contract"
+        assert "ignore_imports" not in contract, "a layers contract lists no exceptions"
+        (container,) = contract["containers"]
+        layers = []
+        for line in contract["layers"]:
+            groups = [[m.strip().strip("()") for m in group.split(":")] for group in line.split("|")]
+            layers.append(groups)
+        found.append((container, layers))
+    return found
+
+
+def read_layers(pyproject: Path) -> tuple[str, list[list[list[str]]]]:
+    """The package's own `layers` contract (the first): its container and layers."""
+    return read_contracts(pyproject)[0]
 
 
 def _owner(module: str, container: str, place: dict[str, tuple[int, int]]) -> str | None:
@@ -235,13 +242,14 @@ def import_cycles(graph: Graph) -> list[str]:
 def test_the_contract_is_the_one_in_pyproject_and_the_ci_runs_it():
     container, layers = read_layers(ROOT / "pyproject.toml")
     assert container == PACKAGE
-    assert layers[-2] == [["errors", "protocol", "paths", "plugins", "retry", "budget", "_version"]]
+    assert layers[-2] == [["errors", "protocol", "paths", "plugins", "retry", "deadlines", "_version"]]
     assert "lint-imports" in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
 
 
-def test_no_import_goes_up_a_layer():
+@pytest.mark.parametrize("contract", read_contracts(ROOT / "pyproject.toml"), ids=lambda c: c[0])
+def test_no_import_goes_up_a_layer(contract):
     graph = build_graph(ROOT / PACKAGE)
-    container, layers = read_layers(ROOT / "pyproject.toml")
+    container, layers = contract
     bad, unplaced = layer_violations(graph, container, layers)
     assert unplaced == [], "every module belongs to a layer of the contract"
     assert bad == []
