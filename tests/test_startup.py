@@ -46,6 +46,8 @@ def test_help_imports_no_heavy_library():
     assert {m for m in HEAVY if m in modules} == set()
     assert "envbuilder.spec" not in modules
     assert _plugins(modules) == set()
+    # what only a command's run needs is imported when it runs, not to list the commands
+    assert {m for m in ("asyncio", "http.server") if m in modules} == set()
 
 
 def test_importing_the_spec_imports_no_plugin():

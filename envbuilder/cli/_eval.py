@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import json
 import os
@@ -191,6 +190,8 @@ def eval_command(
             progress_every, command, api, max_cost, price, trust_code, trusted_key, flagged,
         )  # fmt: skip
         try:
+            import asyncio  # here, not at the top: `envbuilder --help` builds every command
+
             errors = asyncio.run(_main(options))
         except KeyboardInterrupt:
             typer.echo(_interrupted(out, command), err=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 from typing import Annotated
@@ -37,4 +36,6 @@ def mcp(
         if not isinstance(given, dict) or not all(isinstance(v, str) for v in given.values()):
             raise typer.BadParameter("--secrets must be a JSON object of strings")
         episode = Episode(task=task, secrets=given)
+    import asyncio  # here: `envbuilder --help` builds every command
+
     asyncio.run(serve_stdio(env, episode))

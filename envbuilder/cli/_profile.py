@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import shlex
 from pathlib import Path
@@ -74,6 +73,8 @@ def profile(
             finally:
                 await chat.aclose()
                 await env.aclose()
+
+        import asyncio  # here: `envbuilder --help` builds every command
 
         table, rows = asyncio.run(run())
     bins = histogram(rows)

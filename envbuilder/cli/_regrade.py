@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 from typing import Annotated
@@ -34,6 +33,8 @@ def regrade(
     with fail_on_errors():
         if target.resolve() == run.resolve():
             raise_same(run)
+        import asyncio  # here: `envbuilder --help` builds every command
+
         r = asyncio.run(
             regrade_run(run, load_environment(spec, trust_code=True if trust_code else None), target)
         )

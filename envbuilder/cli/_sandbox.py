@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated
 
 import typer
@@ -54,6 +53,8 @@ def build_image(
 
     recipe = ImageRecipe(suite=suite, packages=BASE_PACKAGES) if base else ImageRecipe(suite=suite)
     with fail_on_errors():
+        import asyncio  # here: `envbuilder --help` builds every command
+
         report = asyncio.run(
             build(
                 recipe,
@@ -65,6 +66,8 @@ def build_image(
             )
         )
         if base:
+            import asyncio  # here: `envbuilder --help` builds every command
+
             asyncio.run(alias_image(report.tag, base_image(suite), host=host))
     for image, how, seconds in report.steps:
         typer.echo(f"{image}: {how}" + (f" in {seconds:.1f} s" if how != "cached" else ""), err=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import http.server
 import os
 from pathlib import Path
 from typing import Annotated, Any
@@ -54,6 +53,20 @@ def view(
 def _serve(page: Path, port: int, open_browser: bool) -> None:
     """Serve the page's folder on 127.0.0.1 (pages only: nothing else is written or run)."""
     import functools
+    import http.server  # here, not at the top: `envbuilder --help` builds every command
+
+    class _Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:  # one line per request is noise
+            return None
+
+        def send_head(self) -> Any:
+            """404 for anything outside the served folder once links are followed: a runs folder
+            from elsewhere may hold a link to the user's files."""
+            root = os.path.realpath(self.directory)
+            if os.path.commonpath([root, os.path.realpath(self.translate_path(self.path))]) != root:
+                self.send_error(404, "Not inside the served folder")
+                return None
+            return super().send_head()
 
     handler = functools.partial(_Quiet, directory=str(page.parent))
     with http.server.ThreadingHTTPServer(("127.0.0.1", port), handler) as server:
@@ -67,17 +80,3 @@ def _serve(page: Path, port: int, open_browser: bool) -> None:
             server.serve_forever()
         except KeyboardInterrupt:
             typer.echo("envbuilder: stopped", err=True)
-
-
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:  # one line per request is noise
-        return None
-
-    def send_head(self) -> Any:
-        """404 for anything outside the served folder once links are followed: a runs folder
-        from elsewhere may hold a link to the user's files."""
-        root = os.path.realpath(self.directory)
-        if os.path.commonpath([root, os.path.realpath(self.translate_path(self.path))]) != root:
-            self.send_error(404, "Not inside the served folder")
-            return None
-        return super().send_head()
