@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import resource
@@ -133,6 +134,12 @@ def connections_to(port: int) -> int:
     return count
 
 
+def progress(done: int) -> None:
+    """Requests finished so far, on stderr: a run past its deadline that kept finishing
+    requests is slow (a loaded machine), one that stopped is a hang."""
+    print(f"done {done} {time.monotonic():.1f}", file=sys.stderr, flush=True)
+
+
 def child(mode: str, url: str, env_name: str, inflight: int) -> dict[str, Any]:
     from envbuilder.client import AsyncClient, Client
 
@@ -153,28 +160,52 @@ def child(mode: str, url: str, env_name: str, inflight: int) -> dict[str, Any]:
     if mode == "async":
 
         async def main() -> None:
-            nonlocal peak_connections
+            nonlocal peak_connections, t0, c0
             async with AsyncClient(url) as client:
                 env = client.environment(env_name)
                 await env.name()
+                # open the pool's connections first: N requests at N in flight would otherwise
+                # count one connect per request at 64 and one per 40 at 4,096
+                await asyncio.gather(*(env.task("test", i) for i in range(min(inflight, 100))))
+                t0, c0 = time.perf_counter(), time.process_time()  # the client's set-up is not per request
+
+                done = 0
+                all_done = asyncio.Event()
 
                 async def one(i: int) -> None:
+                    nonlocal done
                     try:
                         await env.task("test", i % 1000)
                     except Exception as exc:  # counted and reported
                         errors.append(f"{type(exc).__name__}: {exc}"[:200])
+                    done += 1
+                    if done == inflight:
+                        all_done.set()
 
+                # O(1) per check: asyncio.wait(tasks) every 2 s would cost O(N) each time (a done
+                # callback added to and removed from every task), counted as the client's CPU.
                 tasks = [asyncio.create_task(one(i)) for i in range(inflight)]
-                while not all(t.done() for t in tasks):
+                while not all_done.is_set():
                     peak_connections = max(peak_connections, scan())
-                    await asyncio.wait(tasks, timeout=2.0)
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(all_done.wait(), 2.0)
+                    progress(done)
+                await asyncio.gather(*tasks)
 
         asyncio.run(main())
     else:
+        threading.stack_size(256 * 1024)  # 16,384 threads: their stacks, not the client, set RSS
         with Client(url) as client:
             env = client.environment(env_name)
             _ = env.name
+            warm = [threading.Thread(target=env.task, args=("test", i)) for i in range(min(inflight, 100))]
+            for t in warm:
+                t.start()
+            for t in warm:
+                t.join()  # the pool's connections opened first, as in the async case
             start = threading.Barrier(inflight + 1)
+
+            finished = threading.Semaphore(0)
 
             def one(i: int) -> None:
                 start.wait()
@@ -182,18 +213,22 @@ def child(mode: str, url: str, env_name: str, inflight: int) -> dict[str, Any]:
                     env.task("test", i % 1000)
                 except Exception as exc:  # counted and reported
                     errors.append(f"{type(exc).__name__}: {exc}"[:200])
+                finished.release()
 
             threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(inflight)]
             for t in threads:
                 t.start()
             t0, c0 = time.perf_counter(), time.process_time()  # thread start-up is not the client's
             start.wait()
-            while any(t.is_alive() for t in threads):
+            done = 0
+            while done < inflight:  # O(1) per check, as above
                 peak_connections = max(peak_connections, scan())
-                for t in threads:
-                    if t.is_alive():
-                        t.join(2.0)
-                        break
+                deadline = time.monotonic() + 2.0
+                while done < inflight and finished.acquire(timeout=max(0.0, deadline - time.monotonic())):
+                    done += 1
+                progress(done)
+            for t in threads:
+                t.join()
     wall = time.perf_counter() - t0
     cpu = time.process_time() - c0 - scan_cpu
     return {
@@ -226,8 +261,12 @@ def measure(code: Path | None, mode: str, url: str, env_name: str, n: int, deadl
     cmd = [sys.executable, __file__, "--child", mode, url, env_name, str(n)]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=deadline, env=env)
-    except subprocess.TimeoutExpired:
-        return {"hang": True}
+    except subprocess.TimeoutExpired as exc:
+        err = exc.stderr.decode() if isinstance(exc.stderr, bytes) else exc.stderr or ""
+        marks = [line.split() for line in err.splitlines() if line.startswith("done ")]
+        done_by = int(marks[-1][1]) if marks else 0
+        stalled = len(marks) > 15 and marks[-1][1] == marks[-16][1]  # nothing finished in 30 s
+        return {"hang" if stalled or not done_by else "not_done": True, "done_by_deadline": done_by}
     if done.returncode != 0:
         return {"crash": done.stderr.strip().splitlines()[-1:]}
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
@@ -239,7 +278,7 @@ def main() -> None:
     parser.add_argument("--inflight", type=int, nargs="+", default=[64, 1024, 4096, 16384])
     parser.add_argument("--servers", nargs="+", default=["serve", "slow"], choices=["serve", "slow"])
     parser.add_argument("--clients", nargs="+", default=["async", "sync"], choices=["async", "sync"])
-    parser.add_argument("--max-threads", type=int, default=4096, help="sync runs above this are skipped")
+    parser.add_argument("--max-threads", type=int, default=16384, help="sync runs above this are skipped")
     parser.add_argument("--old", help="also run the client of this git ref (e.g. integ)")
     parser.add_argument("--deadline", type=float, default=300.0, help="seconds before a run is a hang")
     parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
