@@ -4,7 +4,10 @@ N requests are put in flight at once (``--inflight``, default 64 1024 4096 16384
 client, each one ``POST /{env}/task`` (a small JSON answer, so the client's own cost shows):
 
 - ``async``: one :class:`envbuilder.client.AsyncClient`, N coroutines on one event loop;
-- ``sync``: one :class:`envbuilder.client.Client`, N threads (capped by ``--max-threads``).
+- ``sync``: one :class:`envbuilder.client.Client`, N threads (capped by ``--max-threads``);
+- ``eval``: ``envbuilder eval run envs/gsm8k.yaml --concurrency N`` in process, N episodes (the
+  first 1,024 test tasks, N/1,024 samples each), each one call to a model endpoint that answers
+  after 1 s (``slow`` only): the eval process's CPU per episode.
 
 against two servers, both separate processes:
 
@@ -13,9 +16,11 @@ against two servers, both separate processes:
   waits on the pool for a free connection when N exceeds it.
 
 Each (code, client, server, N) runs in a fresh Python process so its CPU (user+sys of that
-process), peak RSS and connections are its own. ``--old REF`` also runs the same load with the
-client of git ref REF (extracted with ``git archive`` and put first on ``sys.path``) in the same
-run, for an old-versus-new table on the same loaded machine. A run that has not finished after
+process), peak RSS and connections are its own; the pool's connections are opened before the
+clock starts (N requests at N in flight would otherwise count a connect per request at 64).
+``--old REF`` also runs the same load with the client of git ref REF (extracted with
+``git archive`` and put first on ``sys.path``) in the same run, for an old-versus-new table on
+the same loaded machine. A run that has not finished after
 ``--deadline`` seconds is reported as a hang.
 
     python bench/clients.py --old integ
@@ -59,6 +64,13 @@ async def app(scope, receive, send):
     path = scope["path"]
     if path == "/health":
         body = b"ok"
+    elif path.endswith("/chat/completions"):
+        await asyncio.sleep(1.0)
+        message = {"role": "assistant", "content": "The answer is 0."}
+        body = json.dumps({"id": "c", "object": "chat.completion", "created": 0, "model": "slow",
+                           "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                           "usage": {"prompt_tokens": 10, "completion_tokens": 5,
+                                     "total_tokens": 15}}).encode()
     else:
         await asyncio.sleep(1.0)
         body = json.dumps(["slow"] if path == "/list_environments" else {"task": {"i": 1}}).encode()
@@ -157,6 +169,8 @@ def child(mode: str, url: str, env_name: str, inflight: int) -> dict[str, Any]:
 
     t0 = time.perf_counter()
     c0 = time.process_time()
+    if mode == "eval":
+        return eval_child(url, inflight)
     if mode == "async":
 
         async def main() -> None:
@@ -242,6 +256,36 @@ def child(mode: str, url: str, env_name: str, inflight: int) -> dict[str, Any]:
     }
 
 
+def eval_child(url: str, inflight: int) -> dict[str, Any]:
+    """``envbuilder eval run`` on GSM8K test in process, ``inflight`` episodes at once, each one
+    model call to the slow endpoint (1 s); the eval process's CPU per episode."""
+    limit = min(inflight, 1024)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "run.jsonl"
+        cmd = [sys.executable, "-m", "envbuilder", "eval", "run", str(ROOT / "envs" / "gsm8k.yaml")]
+        cmd += ["--model", "slow", "--base-url", f"{url}/v1", "--answer", "text", "--max-turns", "1"]
+        cmd += ["--limit", str(limit), "--samples", str(inflight // limit), "--concurrency", str(inflight)]
+        cmd += ["--out", str(out), "--progress-every", "5"]
+        env = dict(os.environ, OPENAI_API_KEY="sk-local", HF_HUB_OFFLINE="1")
+        t0 = time.perf_counter()
+        done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
+        wall = time.perf_counter() - t0
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        records = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
+    errors = [r for r in records if r.get("error")]
+    return {
+        "wall_s": wall,
+        "cpu_ms_per_request": 1000 * (usage.ru_utime + usage.ru_stime) / inflight,
+        "errors": len(errors) + (inflight - len(records)),
+        "first_error": (
+            errors[0]["error"] if errors else done.stderr.strip()[-200:] if done.returncode else ""
+        ),
+        "peak_rss_mb": usage.ru_maxrss / 1024,
+        "peak_connections": None,
+        "episodes": len(records),
+    }
+
+
 # ---------------------------------------------------------------------------------------------
 
 
@@ -277,7 +321,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=formatter)
     parser.add_argument("--inflight", type=int, nargs="+", default=[64, 1024, 4096, 16384])
     parser.add_argument("--servers", nargs="+", default=["serve", "slow"], choices=["serve", "slow"])
-    parser.add_argument("--clients", nargs="+", default=["async", "sync"], choices=["async", "sync"])
+    parser.add_argument(
+        "--clients", nargs="+", default=["async", "sync", "eval"], choices=["async", "sync", "eval"]
+    )
     parser.add_argument("--max-threads", type=int, default=16384, help="sync runs above this are skipped")
     parser.add_argument("--old", help="also run the client of this git ref (e.g. integ)")
     parser.add_argument("--deadline", type=float, default=300.0, help="seconds before a run is a hang")
@@ -298,6 +344,8 @@ def main() -> None:
             proc, url, env_name = start_server(kind, Path(tmp))
             try:
                 for mode in args.clients:
+                    if mode == "eval" and kind != "slow":
+                        continue  # eval's model endpoint is the slow one
                     for n in args.inflight:
                         if mode == "sync" and n > args.max_threads:
                             continue

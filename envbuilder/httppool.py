@@ -134,7 +134,6 @@ class _HostPool:
         """``conn``'s request is over: reuse it, or drop it and pass its slot on."""
         if self.closed or not conn.is_idle() or conn.has_expired():
             self._drop(conn)
-            self._pass_on(None)
         else:
             self._pass_on(conn)
         if len(self._idle) > 1 and self._idle[0].has_expired():  # the oldest idle one
@@ -156,11 +155,22 @@ class _HostPool:
                 self._idle.append(conn)
 
     def _drop(self, conn: httpcore.AsyncConnectionInterface) -> None:
+        """Close ``conn``; its slot is free (and passed on) once its socket is closed, so the
+        sockets open never exceed ``size`` even while a busy loop has closes pending."""
+        if conn.is_closed():
+            self._freed()
+            return
+        task = asyncio.get_running_loop().create_task(conn.aclose())
+        self._closing.add(task)
+        task.add_done_callback(self._closed)
+
+    def _closed(self, task: asyncio.Task[None]) -> None:
+        self._closing.discard(task)
+        self._freed()
+
+    def _freed(self) -> None:
         self.open -= 1
-        if not conn.is_closed():
-            task = asyncio.get_running_loop().create_task(conn.aclose())
-            self._closing.add(task)
-            task.add_done_callback(self._closing.discard)
+        self._pass_on(None)
 
     async def aclose(self) -> None:
         self.closed = True
