@@ -32,8 +32,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import cProfile
 import json
 import os
+import pstats
 import resource
 import socket
 import subprocess
@@ -171,6 +173,9 @@ def child(mode: str, url: str, env_name: str, inflight: int) -> dict[str, Any]:
     c0 = time.process_time()
     if mode == "eval":
         return eval_child(url, inflight)
+    # --calls: Python function calls per request (cProfile, async only: the one thread), a count
+    # the machine's load does not move, where CPU seconds swing with it
+    profile = cProfile.Profile() if os.environ.get("BENCH_CALLS") and mode == "async" else None
     if mode == "async":
 
         async def main() -> None:
@@ -182,6 +187,8 @@ def child(mode: str, url: str, env_name: str, inflight: int) -> dict[str, Any]:
                 # count one connect per request at 64 and one per 40 at 4,096
                 await asyncio.gather(*(env.task("test", i) for i in range(min(inflight, 100))))
                 t0, c0 = time.perf_counter(), time.process_time()  # the client's set-up is not per request
+                if profile is not None:
+                    profile.enable()
 
                 done = 0
                 all_done = asyncio.Event()
@@ -200,11 +207,17 @@ def child(mode: str, url: str, env_name: str, inflight: int) -> dict[str, Any]:
                 # callback added to and removed from every task), counted as the client's CPU.
                 tasks = [asyncio.create_task(one(i)) for i in range(inflight)]
                 while not all_done.is_set():
+                    if profile is not None:
+                        profile.disable()  # the bench's own scans are not the client's calls
                     peak_connections = max(peak_connections, scan())
+                    if profile is not None:
+                        profile.enable()
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(all_done.wait(), 2.0)
                     progress(done)
                 await asyncio.gather(*tasks)
+                if profile is not None:
+                    profile.disable()
 
         asyncio.run(main())
     else:
@@ -245,7 +258,9 @@ def child(mode: str, url: str, env_name: str, inflight: int) -> dict[str, Any]:
                 t.join()
     wall = time.perf_counter() - t0
     cpu = time.process_time() - c0 - scan_cpu
+    calls = {} if profile is None else {"calls_per_request": pstats.Stats(profile).total_calls / inflight}  # type: ignore[attr-defined]
     return {
+        **calls,
         "wall_s": wall,
         "cpu_ms_per_request": 1000 * cpu / inflight,
         "errors": len(errors),
@@ -271,7 +286,8 @@ def eval_child(url: str, inflight: int) -> dict[str, Any]:
         done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
         wall = time.perf_counter() - t0
         usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-        records = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
+        lines = out.read_text().splitlines() if out.exists() else []
+        records = [r for r in map(json.loads, lines) if "index" in r and "run" not in r]  # no header
     errors = [r for r in records if r.get("error")]
     return {
         "wall_s": wall,
@@ -327,8 +343,11 @@ def main() -> None:
     parser.add_argument("--max-threads", type=int, default=16384, help="sync runs above this are skipped")
     parser.add_argument("--old", help="also run the client of this git ref (e.g. integ)")
     parser.add_argument("--deadline", type=float, default=300.0, help="seconds before a run is a hang")
+    parser.add_argument("--calls", action="store_true", help="count Python calls per request (async)")
     parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.calls:
+        os.environ["BENCH_CALLS"] = "1"
     if args.child:
         mode, url, env_name, n = args.child
         print(json.dumps(child(mode, url, env_name, int(n))))

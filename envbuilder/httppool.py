@@ -123,7 +123,19 @@ class _HostPool:
         finally:
             if timer is not None:
                 timer.cancel()
-        return self._new() if handed_over is None else handed_over
+        if handed_over is None:
+            return self._new()
+        if handed_over.is_idle() and not handed_over.has_expired():
+            return handed_over
+        # Closed by the server while this waiter waited to run (a loaded loop can take longer
+        # than a server's keep-alive of a few seconds): reopen in its slot, the old socket first
+        # closed so the sockets open stay within the limit.
+        try:
+            await handed_over.aclose()
+        except BaseException:
+            self._freed()
+            raise
+        return self._new()
 
     @staticmethod
     def _expire(waiter: asyncio.Future[Any], timeout: float) -> None:
