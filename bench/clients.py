@@ -4,7 +4,10 @@ N requests are put in flight at once (``--inflight``, default 64 1024 4096 16384
 client, each one ``POST /{env}/task`` (a small JSON answer, so the client's own cost shows):
 
 - ``async``: one :class:`envbuilder.client.AsyncClient`, N coroutines on one event loop;
-- ``sync``: one :class:`envbuilder.client.Client`, N threads (capped by ``--max-threads``).
+- ``sync``: one :class:`envbuilder.client.Client`, N threads (capped by ``--max-threads``);
+- ``eval``: ``envbuilder eval run envs/gsm8k.yaml --concurrency N`` in process, N episodes (the
+  first 1,024 test tasks, N/1,024 samples each), each one call to a model endpoint that answers
+  after 1 s (``slow`` only): the eval process's CPU per episode.
 
 against two servers, both separate processes:
 
@@ -13,9 +16,11 @@ against two servers, both separate processes:
   waits on the pool for a free connection when N exceeds it.
 
 Each (code, client, server, N) runs in a fresh Python process so its CPU (user+sys of that
-process), peak RSS and connections are its own. ``--old REF`` also runs the same load with the
-client of git ref REF (extracted with ``git archive`` and put first on ``sys.path``) in the same
-run, for an old-versus-new table on the same loaded machine. A run that has not finished after
+process), peak RSS and connections are its own; the pool's connections are opened before the
+clock starts (N requests at N in flight would otherwise count a connect per request at 64).
+``--old REF`` also runs the same load with the client of git ref REF (extracted with
+``git archive`` and put first on ``sys.path``) in the same run, for an old-versus-new table on
+the same loaded machine. A run that has not finished after
 ``--deadline`` seconds is reported as a hang.
 
     python bench/clients.py --old integ
@@ -26,8 +31,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import cProfile
 import json
 import os
+import pstats
 import resource
 import socket
 import subprocess
@@ -58,6 +66,13 @@ async def app(scope, receive, send):
     path = scope["path"]
     if path == "/health":
         body = b"ok"
+    elif path.endswith("/chat/completions"):
+        await asyncio.sleep(1.0)
+        message = {"role": "assistant", "content": "The answer is 0."}
+        body = json.dumps({"id": "c", "object": "chat.completion", "created": 0, "model": "slow",
+                           "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                           "usage": {"prompt_tokens": 10, "completion_tokens": 5,
+                                     "total_tokens": 15}}).encode()
     else:
         await asyncio.sleep(1.0)
         body = json.dumps(["slow"] if path == "/list_environments" else {"task": {"i": 1}}).encode()
@@ -133,6 +148,12 @@ def connections_to(port: int) -> int:
     return count
 
 
+def progress(done: int) -> None:
+    """Requests finished so far, on stderr: a run past its deadline that kept finishing
+    requests is slow (a loaded machine), one that stopped is a hang."""
+    print(f"done {done} {time.monotonic():.1f}", file=sys.stderr, flush=True)
+
+
 def child(mode: str, url: str, env_name: str, inflight: int) -> dict[str, Any]:
     from envbuilder.client import AsyncClient, Client
 
@@ -150,31 +171,68 @@ def child(mode: str, url: str, env_name: str, inflight: int) -> dict[str, Any]:
 
     t0 = time.perf_counter()
     c0 = time.process_time()
+    if mode == "eval":
+        return eval_child(url, inflight)
+    # --calls: Python function calls per request (cProfile, async only: the one thread), a count
+    # the machine's load does not move, where CPU seconds swing with it
+    profile = cProfile.Profile() if os.environ.get("BENCH_CALLS") and mode == "async" else None
     if mode == "async":
 
         async def main() -> None:
-            nonlocal peak_connections
+            nonlocal peak_connections, t0, c0
             async with AsyncClient(url) as client:
                 env = client.environment(env_name)
                 await env.name()
+                # open the pool's connections first: N requests at N in flight would otherwise
+                # count one connect per request at 64 and one per 40 at 4,096
+                await asyncio.gather(*(env.task("test", i) for i in range(min(inflight, 100))))
+                t0, c0 = time.perf_counter(), time.process_time()  # the client's set-up is not per request
+                if profile is not None:
+                    profile.enable()
+
+                done = 0
+                all_done = asyncio.Event()
 
                 async def one(i: int) -> None:
+                    nonlocal done
                     try:
                         await env.task("test", i % 1000)
                     except Exception as exc:  # counted and reported
                         errors.append(f"{type(exc).__name__}: {exc}"[:200])
+                    done += 1
+                    if done == inflight:
+                        all_done.set()
 
+                # O(1) per check: asyncio.wait(tasks) every 2 s would cost O(N) each time (a done
+                # callback added to and removed from every task), counted as the client's CPU.
                 tasks = [asyncio.create_task(one(i)) for i in range(inflight)]
-                while not all(t.done() for t in tasks):
+                while not all_done.is_set():
+                    if profile is not None:
+                        profile.disable()  # the bench's own scans are not the client's calls
                     peak_connections = max(peak_connections, scan())
-                    await asyncio.wait(tasks, timeout=2.0)
+                    if profile is not None:
+                        profile.enable()
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(all_done.wait(), 2.0)
+                    progress(done)
+                await asyncio.gather(*tasks)
+                if profile is not None:
+                    profile.disable()
 
         asyncio.run(main())
     else:
+        threading.stack_size(256 * 1024)  # 16,384 threads: their stacks, not the client, set RSS
         with Client(url) as client:
             env = client.environment(env_name)
             _ = env.name
+            warm = [threading.Thread(target=env.task, args=("test", i)) for i in range(min(inflight, 100))]
+            for t in warm:
+                t.start()
+            for t in warm:
+                t.join()  # the pool's connections opened first, as in the async case
             start = threading.Barrier(inflight + 1)
+
+            finished = threading.Semaphore(0)
 
             def one(i: int) -> None:
                 start.wait()
@@ -182,21 +240,27 @@ def child(mode: str, url: str, env_name: str, inflight: int) -> dict[str, Any]:
                     env.task("test", i % 1000)
                 except Exception as exc:  # counted and reported
                     errors.append(f"{type(exc).__name__}: {exc}"[:200])
+                finished.release()
 
             threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(inflight)]
             for t in threads:
                 t.start()
             t0, c0 = time.perf_counter(), time.process_time()  # thread start-up is not the client's
             start.wait()
-            while any(t.is_alive() for t in threads):
+            done = 0
+            while done < inflight:  # O(1) per check, as above
                 peak_connections = max(peak_connections, scan())
-                for t in threads:
-                    if t.is_alive():
-                        t.join(2.0)
-                        break
+                deadline = time.monotonic() + 2.0
+                while done < inflight and finished.acquire(timeout=max(0.0, deadline - time.monotonic())):
+                    done += 1
+                progress(done)
+            for t in threads:
+                t.join()
     wall = time.perf_counter() - t0
     cpu = time.process_time() - c0 - scan_cpu
+    calls = {} if profile is None else {"calls_per_request": pstats.Stats(profile).total_calls / inflight}  # type: ignore[attr-defined]
     return {
+        **calls,
         "wall_s": wall,
         "cpu_ms_per_request": 1000 * cpu / inflight,
         "errors": len(errors),
@@ -204,6 +268,37 @@ def child(mode: str, url: str, env_name: str, inflight: int) -> dict[str, Any]:
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "peak_connections": peak_connections,
         "scan_cpu_s": scan_cpu,
+    }
+
+
+def eval_child(url: str, inflight: int) -> dict[str, Any]:
+    """``envbuilder eval run`` on GSM8K test in process, ``inflight`` episodes at once, each one
+    model call to the slow endpoint (1 s); the eval process's CPU per episode."""
+    limit = min(inflight, 1024)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "run.jsonl"
+        cmd = [sys.executable, "-m", "envbuilder", "eval", "run", str(ROOT / "envs" / "gsm8k.yaml")]
+        cmd += ["--model", "slow", "--base-url", f"{url}/v1", "--answer", "text", "--max-turns", "1"]
+        cmd += ["--limit", str(limit), "--samples", str(inflight // limit), "--concurrency", str(inflight)]
+        cmd += ["--out", str(out), "--progress-every", "5"]
+        env = dict(os.environ, OPENAI_API_KEY="sk-local", HF_HUB_OFFLINE="1")
+        t0 = time.perf_counter()
+        done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
+        wall = time.perf_counter() - t0
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        lines = out.read_text().splitlines() if out.exists() else []
+        records = [r for r in map(json.loads, lines) if "index" in r and "run" not in r]  # no header
+    errors = [r for r in records if r.get("error")]
+    return {
+        "wall_s": wall,
+        "cpu_ms_per_request": 1000 * (usage.ru_utime + usage.ru_stime) / inflight,
+        "errors": len(errors) + (inflight - len(records)),
+        "first_error": (
+            errors[0]["error"] if errors else done.stderr.strip()[-200:] if done.returncode else ""
+        ),
+        "peak_rss_mb": usage.ru_maxrss / 1024,
+        "peak_connections": None,
+        "episodes": len(records),
     }
 
 
@@ -226,8 +321,12 @@ def measure(code: Path | None, mode: str, url: str, env_name: str, n: int, deadl
     cmd = [sys.executable, __file__, "--child", mode, url, env_name, str(n)]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=deadline, env=env)
-    except subprocess.TimeoutExpired:
-        return {"hang": True}
+    except subprocess.TimeoutExpired as exc:
+        err = exc.stderr.decode() if isinstance(exc.stderr, bytes) else exc.stderr or ""
+        marks = [line.split() for line in err.splitlines() if line.startswith("done ")]
+        done_by = int(marks[-1][1]) if marks else 0
+        stalled = len(marks) > 15 and marks[-1][1] == marks[-16][1]  # nothing finished in 30 s
+        return {"hang" if stalled or not done_by else "not_done": True, "done_by_deadline": done_by}
     if done.returncode != 0:
         return {"crash": done.stderr.strip().splitlines()[-1:]}
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
@@ -238,12 +337,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=formatter)
     parser.add_argument("--inflight", type=int, nargs="+", default=[64, 1024, 4096, 16384])
     parser.add_argument("--servers", nargs="+", default=["serve", "slow"], choices=["serve", "slow"])
-    parser.add_argument("--clients", nargs="+", default=["async", "sync"], choices=["async", "sync"])
-    parser.add_argument("--max-threads", type=int, default=4096, help="sync runs above this are skipped")
+    parser.add_argument(
+        "--clients", nargs="+", default=["async", "sync", "eval"], choices=["async", "sync", "eval"]
+    )
+    parser.add_argument("--max-threads", type=int, default=16384, help="sync runs above this are skipped")
     parser.add_argument("--old", help="also run the client of this git ref (e.g. integ)")
     parser.add_argument("--deadline", type=float, default=300.0, help="seconds before a run is a hang")
+    parser.add_argument("--calls", action="store_true", help="count Python calls per request (async)")
     parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.calls:
+        os.environ["BENCH_CALLS"] = "1"
     if args.child:
         mode, url, env_name, n = args.child
         print(json.dumps(child(mode, url, env_name, int(n))))
@@ -259,6 +363,8 @@ def main() -> None:
             proc, url, env_name = start_server(kind, Path(tmp))
             try:
                 for mode in args.clients:
+                    if mode == "eval" and kind != "slow":
+                        continue  # eval's model endpoint is the slow one
                     for n in args.inflight:
                         if mode == "sync" and n > args.max_threads:
                             continue

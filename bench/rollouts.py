@@ -283,7 +283,13 @@ def run(server: Server, sizes: list[int], samples: int, rounds: int, gold: list[
 
 def inproc(count: int) -> str:
     """CPU per graded answer on GSM8K: the grader called directly, against each in-process
-    adapter driving a whole episode (task read, episode state, the submit tool, the reward)."""
+    adapter driving a whole episode (task read, episode state, the submit tool, the reward).
+
+    Two figures per path: CPU µs (best of 3; swings with the machine's load) and Python function
+    calls per answer under cProfile (the same from run to run on a busy machine)."""
+    import cProfile
+    import pstats
+
     from envbuilder.environment import load_environment
     from envbuilder.integrations import skyrl, trl, verl
     from envbuilder.threadloop import run_sync as run_on_loop
@@ -310,12 +316,40 @@ def inproc(count: int) -> str:
             e = skyrl.EnvbuilderTextEnv(extras={"spec": str(spec), "split": "train", "task_index": i})
             e.init([{"role": "user", "content": "x"}])
             e.step(f"The answer is {gold[i]}.")
+            e.close()
 
     def via_verl() -> None:
         for i in range(count):
             verl.compute_score(
                 "gsm8k", f"The answer is {gold[i]}.", "", {"spec": str(spec), "split": "train", "index": i}
             )
+
+    paths: list[tuple[str, Any]] = [
+        ("TRL environment_factory (reset + submit)", via_trl),
+        ("SkyRL BaseTextEnv (init + step + close)", via_skyrl),
+        ("verl compute_score", via_verl),
+    ]
+    try:
+        import verifiers as vf
+
+        from envbuilder.integrations import verifiers as vf_spec
+    except ImportError:
+        print("verifiers is not installed: skipping its adapter", file=sys.stderr)
+    else:
+        vf_env = vf_spec.load_environment(spec, split="train", num_tasks=count)  # renders the dataset once
+
+        async def verifiers_rollouts() -> None:
+            for i in range(count):
+                state: dict[str, Any] = {"info": {"task_index": i}}
+                await vf_env.setup_state(state)
+                state["completion"] = [
+                    vf.AssistantMessage(role="assistant", content=f"The answer is {gold[i]}.")
+                ]
+                await vf_env.end_episode(state)
+
+        paths.append(
+            ("verifiers SpecEnv (setup_state + end_episode)", lambda: run_on_loop(verifiers_rollouts()))
+        )
 
     def cpu(fn: Any) -> float:
         best = float("inf")
@@ -325,16 +359,24 @@ def inproc(count: int) -> str:
             best = min(best, time.process_time() - t)
         return 1e6 * best / count
 
-    base = cpu(lambda: run_on_loop(direct()))
-    rows = ["| path | CPU µs per graded answer | vs the grader alone |", "|---|---|---|"]
-    rows.append(f"| grader.grade directly | {base:,.0f} | 1.00× |")
-    for name, fn in (
-        ("TRL environment_factory", via_trl),
-        ("SkyRL BaseTextEnv", via_skyrl),
-        ("verl compute_score", via_verl),
-    ):
-        value = cpu(fn)
-        rows.append(f"| {name} | {value:,.0f} | {value / base:.2f}× |")
+    def calls(fn: Any) -> float:
+        profile = cProfile.Profile()
+        profile.enable()
+        fn()
+        profile.disable()
+        return float(pstats.Stats(profile).total_calls) / count  # type: ignore[attr-defined]
+
+    base_fn = lambda: run_on_loop(direct())  # noqa: E731
+    base, base_calls = cpu(base_fn), calls(base_fn)
+    rows = [
+        "| path | CPU µs per graded answer | vs the grader alone "
+        "| Python calls per answer | vs the grader alone |",
+        "|---|---|---|---|---|",
+        f"| grader.grade directly | {base:,.0f} | 1.00× | {base_calls:,.0f} | 1.00× |",
+    ]
+    for name, fn in paths:
+        value, n = cpu(fn), calls(fn)
+        rows.append(f"| {name} | {value:,.0f} | {value / base:.2f}× | {n:,.0f} | {n / base_calls:.2f}× |")
     return "\n".join(rows)
 
 

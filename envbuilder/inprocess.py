@@ -105,5 +105,7 @@ class LocalEpisode:
         await self.env.end_session(self.state)
 
     def end(self) -> None:
-        """Release what this episode's tools hold (a sandbox folder, a browser page)."""
-        run_sync(self.aend())
+        """Release what this episode's tools hold (a sandbox folder, a browser page). A spec
+        whose tools hold nothing per session has nothing to run (no event loop turn)."""
+        if self.env.cleanup:
+            run_sync(self.aend())

@@ -8,8 +8,6 @@ never resets: a server that keeps answering 200 with a stream that lacks ``end``
 
 from __future__ import annotations
 
-import asyncio
-import collections
 from typing import Any
 
 import httpx
@@ -18,6 +16,7 @@ import orjson
 from envbuilder._version import __version__
 from envbuilder.client._errors import ClientError, ResponseError, ToolFailed, TransportError, response_error
 from envbuilder.client._sse import EventParser, LineSplitter, ResultReader
+from envbuilder.httppool import PoolTransport
 from envbuilder.retry import RetryPolicy
 
 __all__ = ["Http"]
@@ -45,43 +44,6 @@ def _detail(response: httpx.Response) -> str:
     return response.text[:500]
 
 
-class _Gate:
-    """At most ``size`` holders at once, the others admitted in arrival order; O(1) per entry.
-
-    (``asyncio.Semaphore`` of Python 3.11 scans all its waiters on every acquire: the square of
-    the requests in flight again.)"""
-
-    def __init__(self, size: int):
-        self._free = size
-        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
-
-    async def __aenter__(self) -> None:
-        if self._free > 0 and not self._waiters:
-            self._free -= 1
-            return
-        waiter = asyncio.get_running_loop().create_future()
-        self._waiters.append(waiter)
-        try:
-            await waiter  # the slot is handed over by __aexit__
-        except asyncio.CancelledError:
-            if waiter.done() and not waiter.cancelled():
-                self._release()  # handed a slot while being cancelled: pass it on
-            else:
-                self._waiters.remove(waiter)
-            raise
-
-    async def __aexit__(self, *exc: object) -> None:
-        self._release()
-
-    def _release(self) -> None:
-        while self._waiters:
-            waiter = self._waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(None)
-                return
-        self._free += 1
-
-
 class _Dropped(Exception):
     """The stream ended before its ``end`` event."""
 
@@ -89,12 +51,11 @@ class _Dropped(Exception):
 class Http:
     """One connection pool to one ORS server.
 
-    At most ``max_connections`` requests are inside httpx at once; the rest wait in FIFO order
-    on a FIFO gate, without a deadline (the caller chose how many to put in flight). httpcore's
-    pool rescans every queued request against every connection on each request's start and end,
-    so letting thousands queue there costs the square of the requests in flight (1,024 in flight
-    did not finish in 125 s); the gate keeps that queue at most ``max_connections`` long, and
-    every connection is kept alive (httpx's default keeps 20 of 100, so a busy pool reconnects).
+    At most ``max_connections`` connections, all kept alive; the requests past that wait for one
+    in arrival order, without a deadline (the caller chose how many to put in flight), in
+    :class:`~envbuilder.httppool.PoolTransport`, whose cost per request does not grow with the
+    queue (httpx's own pool costs the square of it: 1,024 in flight did not finish in 125 s).
+    A ``transport`` given instead (tests, an ASGI app in process) is used as it is.
     """
 
     def __init__(
@@ -116,20 +77,15 @@ class Http:
         self.base_url = base_url.rstrip("/")
         self.retry = retry or DEFAULT_RETRY
         # Servers ping every 10 s during a long tool call: a silent stream is a dead one.
-        self._sse_timeout = httpx.Timeout(timeout, read=sse_read_timeout)
+        self._sse_timeout = httpx.Timeout(timeout, read=sse_read_timeout, pool=None)
         self.max_connections = max_connections
-        self._gate = _Gate(max_connections)
         self._client = httpx.AsyncClient(
-            limits=httpx.Limits(
-                max_connections=max_connections,
-                max_keepalive_connections=max_connections,
-                keepalive_expiry=KEEPALIVE_EXPIRY,
-            ),
             base_url=base_url.rstrip("/"),
             headers=headers,
-            timeout=timeout,
+            timeout=httpx.Timeout(timeout, pool=None),
             follow_redirects=True,  # 308 to the default environment keeps method and body
-            transport=transport,
+            transport=transport
+            or PoolTransport(max_connections=max_connections, keepalive_expiry=KEEPALIVE_EXPIRY),
         )
 
     async def aclose(self) -> None:
@@ -160,8 +116,7 @@ class Http:
         while True:
             retry_after = None
             try:
-                async with self._gate:
-                    response = await self._client.request(method, path, json=json, headers=headers)
+                response = await self._client.request(method, path, json=json, headers=headers)
             except httpx.TransportError as exc:
                 failure: ClientError = TransportError(f"{method} {path} failed: {exc!r}")
             else:
@@ -195,8 +150,7 @@ class Http:
             reader = ResultReader(task_id=task_id)
             send = body if task_id is None else {**body, "task_id": task_id}
             try:
-                async with self._gate:
-                    await self._read_stream(path, send, headers, reader)
+                await self._read_stream(path, send, headers, reader)
                 return reader
             except ToolFailed as exc:
                 if task_id is not None and str(exc) == "unknown task_id":

@@ -58,8 +58,8 @@ class EnvbuilderTextEnv(BaseTextEnv):
 
     def __init__(self, env_config: Any = None, extras: dict[str, Any] | None = None):
         super().__init__()
-        extras = dict(extras or {})
-        config: dict[str, Any] = dict(env_config or {})
+        extras = extras or {}  # the dataset row's columns: read, never copied
+        config = env_config or {}
         spec = extras.get("spec") or config.get("spec")
         if not spec:
             raise ValueError("EnvbuilderTextEnv needs a spec: a `spec` column or env_config.spec")

@@ -20,6 +20,9 @@ from envbuilder.integrations._local import LocalEpisode, describe, environment
 from envbuilder.integrations._trl_http import served_spec
 from envbuilder.protocol import ToolSpec
 
+PROMPTS_KEPT = 4096
+"""Rendered prompts an environment class keeps (the most recent tasks')."""
+
 _TYPES: dict[str, type] = {
     "string": str,
     "integer": int,
@@ -36,6 +39,9 @@ class TRLEnvironment:
 
     _env: Environment
     _split: str
+    _prompts: dict[int, str]
+    """Each task's rendered prompt, shared by the class's instances: a GRPO group resets the
+    same task once per sample, and a prompt depends on the task alone."""
 
     def __init__(self) -> None:
         self.episode: LocalEpisode | None = None
@@ -44,8 +50,14 @@ class TRLEnvironment:
         """Start the episode on task ``task_index``; its prompt is what TRL appends."""
         if self.episode is not None:
             self.episode.end()
-        self.episode = LocalEpisode.of(self._env, self._split, int(task_index))
-        return self.episode.prompt()
+        index = int(task_index)
+        self.episode = LocalEpisode.of(self._env, self._split, index)
+        prompt = self._prompts.get(index)
+        if prompt is None:
+            if len(self._prompts) >= PROMPTS_KEPT:
+                self._prompts.pop(next(iter(self._prompts)), None)  # the oldest
+            prompt = self._prompts[index] = self.episode.prompt()
+        return prompt
 
     @property
     def reward(self) -> float | None:
@@ -107,7 +119,7 @@ def _method(tool: ToolSpec) -> Callable[..., str] | None:
 
 def environment_class(env: Environment, split: str = "train") -> type[TRLEnvironment]:
     """A :class:`TRLEnvironment` subclass for ``env`` with one method per tool of its tasks."""
-    methods: dict[str, Any] = {"_env": env, "_split": split}
+    methods: dict[str, Any] = {"_env": env, "_split": split, "_prompts": {}}
     for tool in env.task_tools(env.split(split).task(0)).tools:
         method = _method(tool)
         if method is not None and not hasattr(TRLEnvironment, tool.name):

@@ -127,18 +127,26 @@ class ChatModel:
         self.retry = retry or DEFAULT_RETRY
         self._key = api_key or None
         headers = self._headers(api_key) if api_key else {}
-        # A cap on connections when asked for (the judge's concurrency); else httpx's defaults.
-        limits = httpx.Limits(max_connections=100, max_keepalive_connections=20)
-        if max_connections:
-            limits = httpx.Limits(max_connections=max_connections)
+        from envbuilder.httppool import PoolTransport
+
+        # A cap on connections when asked for (the judge's concurrency), else 100, in a pool
+        # whose cost per request does not grow with the requests waiting (``eval`` puts
+        # thousands in flight against a slow endpoint; httpx's own pool costs their square).
         self._client = httpx.AsyncClient(
             base_url=self.base_url,
             headers=headers,
             timeout=timeout,
-            transport=transport,
+            transport=transport
+            or PoolTransport(
+                max_connections=max_connections or 100,
+                keepalive_expiry=5.0,
+                # one TLS context per setting for every model client, made on the first https
+                # connection (the simulated user makes a client per turn)
+                verify=functools.partial(
+                    _tls_context, trust_env, os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR")
+                ),
+            ),
             trust_env=trust_env,
-            limits=limits,
-            verify=_tls_context(trust_env, os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR")),
         )
         self.usage = usage if usage is not None else Usage()
         """Calls, retries and tokens so far (for progress reports and ``--max-cost``)."""
