@@ -33,6 +33,20 @@ DATA = ENVS / "data"
 FIXTURES = ROOT / "tests" / "fixtures"
 
 
+@pytest.fixture(autouse=True)
+def _envbuilder_variables_restored() -> Iterator[None]:
+    """A command run in process (`CliRunner`) sets variables for the rest of its process, as it
+    should: `serve --user-base-url` hands the endpoint to its workers through
+    `ENVBUILDER_USER_BASE_URL`. In the test process they would outlive the test and point later
+    tests' simulated users at a chat server that is gone: each test gets the `ENVBUILDER_*`
+    variables it started with."""
+    before = {k: v for k, v in os.environ.items() if k.startswith("ENVBUILDER_")}
+    yield
+    for key in [k for k in os.environ if k.startswith("ENVBUILDER_") and k not in before]:
+        del os.environ[key]
+    os.environ.update(before)
+
+
 @pytest.fixture(scope="session")
 def hub_gsm8k(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """GSM8K laid out like the hub repo `openai/gsm8k` (config `main`), at `<tmp>/hf/openai__gsm8k`."""

@@ -64,7 +64,7 @@ def test_agent_example_is_a_valid_spec_over_the_shipped_data() -> None:
     from envbuilder.environment import Environment
     from envbuilder.spec import parse_spec
 
-    (block,) = blocks(section(page("how-to/agents.md"), "# Agents"), "yaml")
+    block = blocks(section(page("how-to/agents.md"), "# Agents"), "yaml")[0]  # the page's first example
     spec = yaml.safe_load((ENVS / "tau2_retail.yaml").read_text())
     spec.update(yaml.safe_load(block))
     env = Environment(parse_spec(yaml.safe_dump(spec), file="docs.yaml", base_dir=ENVS))

@@ -70,7 +70,8 @@ def test_the_compose_command_starts_with_its_key(tmp_path: Path, redis_url: str)
         health = httpx.get(url + "/health")
         body = health.json()
         assert (body["status"], body["confinement"]) == ("ok", "bubblewrap")  # reasoning_mix is served
-        assert set(body) <= {"status", "confinement", "containers"}  # swe_tomli's session containers
+        # swe_tomli's session containers and the pool they share
+        assert set(body) <= {"status", "confinement", "containers", "container_pool"}
         assert httpx.get(url + "/gsm8k/splits").status_code == 401
         assert httpx.get(url + "/gsm8k/splits", headers={"X-API-Key": key}).status_code == 200
     finally:
