@@ -16,6 +16,7 @@ from envbuilder.episode import Episode
 from envbuilder.protocol import RunToolSuccess
 from envbuilder.spec import parse_spec
 from tests.conftest import ENVS
+from tests.fakes import phone_customer
 from tests.fakes.chat_server import reply
 
 SPECS = sorted(ENVS.glob("*.yaml"))
@@ -31,6 +32,8 @@ def model(body: dict[str, Any], index: int) -> tuple[int, dict[str, Any], dict[s
     """The chat server's answers: τ²'s customer (ends the chat when asked whether anything
     else is needed), else a judge whose rating depends on the reply."""
     messages = body["messages"]
+    if "customer of a mobile network" in str(messages[0].get("content", "")):
+        return phone_customer.customer(body, index)  # dual control: acts on the agent's guidance
     if "customer of an online shop" in str(messages[0].get("content", "")):
         said = messages[-1]["content"]
         if "anything else" in said:
@@ -73,8 +76,12 @@ def plays(env: Environment) -> tuple[Play, Play]:
     gold = Play("gold", split, index)
     if dialogue:
         gold.calls.append((submit, {field_: GREETING}))
+    user_tools = set(env.toolbox.user_declared)
     for call in (cases[0].calls or []) if cases else []:
-        gold.calls.append((call["name"], dict(call["arguments"])))
+        if call["name"] in user_tools:  # the user's own (dual control): the agent tells it what to do
+            gold.calls.append((submit, {field_: phone_customer.guidance(call["name"], call["arguments"])}))
+        else:
+            gold.calls.append((call["name"], dict(call["arguments"])))
     gold.calls.append((submit, {field_: answer + (CLOSING if dialogue else "")}))
     if env.spec.dialogue is not None:  # scripted user turns: answer each (the episode ends after the last)
         gold.calls += [(submit, {field_: answer})] * 8

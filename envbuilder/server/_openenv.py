@@ -279,7 +279,7 @@ async def episode_state(state: ServerContext, sid: str) -> dict[str, Any]:
     episode = session.episode
     return EpisodeState(
         episode_id=session.sid,
-        step_count=len(episode.transcript),
+        step_count=sum(1 for entry in episode.transcript if entry.get("by") != "user"),  # the agent's
         env_name=state.envs[session.env].name,
         task_id=episode.task.get("id"),
         done=episode.finished,

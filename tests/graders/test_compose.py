@@ -29,6 +29,7 @@ def test_builtins_register_through_entry_points() -> None:
             "choice",
             "communicated",
             "exact_match",
+            "harbor_tests",
             "llm_judge",
             "math",
             "reasoning_gym",

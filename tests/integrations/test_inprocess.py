@@ -25,7 +25,9 @@ def _gold(split: str, index: int) -> str:
 
 
 def test_public_api() -> None:
-    assert envbuilder.integrations.__all__ == ["LocalEpisode", "VerifiersPackage", "export_verifiers"]
+    assert envbuilder.integrations.__all__ == [
+        "HarborExport", "LocalEpisode", "VerifiersPackage", "export_harbor", "export_verifiers"
+    ]  # fmt: skip
     assert trl.__all__ == ["TRLEnvironment", "TRLSpec", "environment_class", "episode_reward", "served_spec"]
     assert skyrl.__all__ == [
         "ENV_ID", "EnvbuilderTextEnv", "chat_prompt", "dataset_rows", "parse_tool_call", "register"

@@ -15,7 +15,7 @@ from envbuilder.isolation.sandbox import ContainerPool
 from envbuilder.isolation.sandbox._containers import _CLAIM
 from tests.sandboxes import needs_base_image
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 async def test_clients_take_turns_for_places_and_a_wait_is_bounded() -> None:
