@@ -38,6 +38,7 @@ from envbuilder.errors import DataError
 from envbuilder.graders._code import extract_code
 from envbuilder.graders._repo_tests import RepoTestsGrader, _tests
 from envbuilder.graders._unit_tests import UnitTestsGrader
+from envbuilder.integrations._export import require_empty_folder
 from envbuilder.isolation.sandbox import repository_tree
 from envbuilder.protocol import TextBlock
 from envbuilder.templating import Template
@@ -79,12 +80,7 @@ def export_harbor(
         DataError: ``out`` holds files already (``export_exists``), the split is unknown, or
             the grader cannot be run by a Harbor task's tests (``export_unsupported``).
     """
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise DataError(
-            f"cannot export into {str(out)!r}: it exists and is not an empty folder",
-            hint="Name a new folder, or remove this one first",
-            code="export_exists",
-        )
+    require_empty_folder(out)
     env = load_environment(spec, trust_code=trust_code)
     assert env.submit is not None
     grader = env.submit.grader

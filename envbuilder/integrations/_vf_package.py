@@ -29,6 +29,7 @@ from envbuilder._version import __version__
 from envbuilder.catalog import catalog_entry, file_sha256, pack
 from envbuilder.environment import load_environment
 from envbuilder.errors import DataError
+from envbuilder.integrations._export import require_empty_folder
 
 __all__ = ["VerifiersPackage", "export_verifiers"]
 
@@ -63,12 +64,7 @@ def export_verifiers(
         DataError: ``out`` holds files already (``export_exists``), the name is not an
             importable module name (``export_name``), or the spec cannot be packed.
     """
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise DataError(
-            f"cannot export into {str(out)!r}: it exists and is not an empty folder",
-            hint="Name a new folder, or remove this one first",
-            code="export_exists",
-        )
+    require_empty_folder(out)
     env = load_environment(spec, trust_code=trust_code)
     name = name or env.name
     module = name.replace("-", "_")
