@@ -31,6 +31,8 @@ ENVS = ROOT / "envs"
 # (sources and licences in tests/fixtures/SOURCES.md).
 DATA = ENVS / "data"
 FIXTURES = ROOT / "tests" / "fixtures"
+# Fixtures are data, not tests: a Harbor task's own `tests/test_outputs.py` runs in its container.
+collect_ignore = ["fixtures"]
 
 
 @pytest.fixture(autouse=True)
