@@ -392,8 +392,15 @@ class ProcessPool:
         try:
             zygote.expect("ready", START_TIMEOUT)
         except (PeerClosed, CheckTimeout, FrameTooLong, WorkerFailed, _Declined, OSError) as exc:
+            status = None
+            if isinstance(exc, PeerClosed):  # it closed its end: read how it ended before any kill
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    status = proc.wait(2)
             zygote.kill()
-            why = _death({"exit": proc.poll()}) if isinstance(exc, PeerClosed) else _name(exc)
+            if status is None:
+                why = _name(exc)
+            else:
+                why = _death({"signal": -status} if status < 0 else {"exit": status})
             raise WorkerFailed(f"the worker process could not start ({why})") from None
         return zygote
 

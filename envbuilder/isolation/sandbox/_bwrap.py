@@ -278,12 +278,13 @@ def confined_python(argv: Sequence[str]) -> list[str]:
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         raise SandboxError("a confined worker needs `bwrap`, which is not installed", hint=_INSTALL_HINT)
+    package = _PACKAGE
     paths = dict.fromkeys(
         [
             *SYSTEM_PATHS,
             sys.base_prefix,
             sys.prefix,
-            str(Path(__file__).resolve().parent.parent),  # the envbuilder package
+            str(package),  # the envbuilder package (alone: not the folder it lies in)
             # Its import paths, not the folder it was started from (an operator's files), but
             # the folders $PYTHONPATH names (which the worker is given).
             *(os.path.realpath(p) for p in sys.path if p and os.path.isdir(p) and p != os.getcwd()),
@@ -300,8 +301,11 @@ def confined_python(argv: Sequence[str]) -> list[str]:
         )
     for key, value in {**BASE_ENV, **_THREADS}.items():
         out += ["--setenv", key, value]
-    if os.environ.get("PYTHONPATH"):
-        out += ["--setenv", "PYTHONPATH", os.environ["PYTHONPATH"]]
+    # The worker imports this very envbuilder, found first: the folder that holds the package is
+    # not shown whole (an editable install's is the operator's checkout, and often the working
+    # folder), so nothing else puts it on the worker's path.
+    pythonpath = [str(package.parent), *filter(None, os.environ.get("PYTHONPATH", "").split(":"))]
+    out += ["--setenv", "PYTHONPATH", ":".join(dict.fromkeys(pythonpath))]
     # The private /tmp first: Python or the project may live below /tmp (a CI clone's virtualenv),
     # and a mount made after the binds would hide them.
     out += ["--proc", "/proc", "--dev", "/dev"]
@@ -324,6 +328,9 @@ def confined_python(argv: Sequence[str]) -> list[str]:
     out += ["--remount-ro", "/", "--chdir", "/", "--", *argv]
     return out
 
+
+#: The envbuilder package this module belongs to (``envbuilder/isolation/sandbox/_bwrap.py``).
+_PACKAGE = Path(__file__).resolve().parents[2]
 
 _THREADS = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 _SCRATCH_BYTES = 16 << 20

@@ -194,3 +194,34 @@ def test_an_import_path_of_root_or_tmp_never_shows_the_hosts(monkeypatch: pytest
     finally:
         pool.close()
     assert not Path("/tmp/private").exists()
+
+
+_FROM_ITS_CHECKOUT = """
+import os, sys
+root = os.getcwd()
+# As in a clone with an editable install run from its own folder (CI, a user's checkout): the
+# package is found through the working folder only; no other checkout is on the path.
+sys.path[:] = [
+    p for p in sys.path
+    if not (p and os.path.isfile(os.path.join(p, "pyproject.toml")) and os.path.realpath(p) != root)
+]
+from envbuilder.isolation.processes import why_unconfined
+print(why_unconfined())
+"""
+
+
+def test_a_worker_imports_envbuilder_with_no_pythonpath_from_the_checkouts_own_folder() -> None:
+    # The folder holding the package is the working folder, which is never shown whole: the
+    # worker must still import this envbuilder (it once bound only a subpackage, and every
+    # confined worker of an editable install died at start).
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run(
+        [sys.executable, "-c", _FROM_ITS_CHECKOUT],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "None"
