@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -73,6 +74,9 @@ class Episode:
     state: dict[str, Any] | None = None
     """The episode's changes to the spec's state document (``envbuilder.world.Changes``);
     None until a tool first reads it."""
+    started: float = field(default_factory=time.time)
+    """When the episode began (seconds since the epoch, any replica's clock): a `sandbox:` time
+    limit (Harbor's `[agent] timeout_sec`) counts from it."""
 
     @property
     def leaves_resources(self) -> bool:
