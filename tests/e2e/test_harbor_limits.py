@@ -27,19 +27,22 @@ FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "harbor"
 MIB = 1024 * 1024
 
 # Reads the container's own cgroup (v1 or v2): "<memory bytes> <cpu quota> <cpu period>".
-CGROUP = (
-    "if [ -f /sys/fs/cgroup/memory.max ]; then echo $(cat /sys/fs/cgroup/memory.max) $(cat /sys/fs/cgroup/cpu.max); "
-    "else echo $(cat /sys/fs/cgroup/memory/memory.limit_in_bytes) $(cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us) "
-    "$(cat /sys/fs/cgroup/cpu/cpu.cfs_period_us); fi"
+V2 = "echo $(cat /sys/fs/cgroup/memory.max) $(cat /sys/fs/cgroup/cpu.max)"
+V1 = (
+    "echo $(cat /sys/fs/cgroup/memory/memory.limit_in_bytes)"
+    " $(cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us) $(cat /sys/fs/cgroup/cpu/cpu.cfs_period_us)"
 )
+CGROUP = f"if [ -f /sys/fs/cgroup/memory.max ]; then {V2}; else {V1}; fi"
 
-PASSES_WITH_DONE = (
-    '#!/bin/bash\nif [ -f /app/done ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi\n'
-)
+REWARD = "/logs/verifier/reward.txt"
+PASSES_WITH_DONE = f"#!/bin/bash\nif [ -f /app/done ]; then echo 1 > {REWARD}; else echo 0 > {REWARD}; fi\n"
 NEVER_ENDS = "#!/bin/bash\nsleep 60\necho 1 > /logs/verifier/reward.txt\n"
 
 TASKS = {
-    "a-roomy": ('[environment]\ncpus = 0.5\nmemory = "300M"\n\n[agent]\ntimeout_sec = 12\n', PASSES_WITH_DONE),
+    "a-roomy": (
+        '[environment]\ncpus = 0.5\nmemory = "300M"\n\n[agent]\ntimeout_sec = 12\n',
+        PASSES_WITH_DONE,
+    ),
     "b-slow-tests": ("[verifier]\ntimeout_sec = 2\n\n[environment]\nmemory_mb = 256\n", NEVER_ENDS),
     "c-greedy": (
         "[verifier]\ntimeout_sec = 600\n\n[environment]\ncpus = 64\nmemory_mb = 1048576\n",
