@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -74,9 +73,10 @@ class Episode:
     state: dict[str, Any] | None = None
     """The episode's changes to the spec's state document (``envbuilder.world.Changes``);
     None until a tool first reads it."""
-    started: float = field(default_factory=time.time)
-    """When the episode began (seconds since the epoch, any replica's clock): a `sandbox:` time
-    limit (Harbor's `[agent] timeout_sec`) counts from it."""
+    started: float | None = None
+    """When the episode's first call came (seconds since the epoch, any replica's clock), kept
+    when a `sandbox:` time limit (Harbor's `[agent] timeout_sec`) counts from it. Not its
+    creation: a create retried after its answer was lost must store the same record."""
 
     @property
     def leaves_resources(self) -> bool:

@@ -144,12 +144,14 @@ class Toolbox:
         if episode.finished:
             return finished_error(name)
         limit = self.time_limit(episode)
+        if limit is not None and episode.started is None:
+            episode.started = time.time()  # the clock starts with the first call
         if len(episode.transcript) >= MAX_TRANSCRIPT:
             result: RunToolSuccess | RunToolError = _error_output(
                 f"this episode has made {MAX_TRANSCRIPT} tool calls, the most it may make", finished=True
             )
             episode.finished = True
-        elif limit is not None and time.time() >= episode.started + limit:
+        elif limit is not None and episode.started is not None and time.time() >= episode.started + limit:
             result = RunToolSuccess(output=await self._out_of_time(episode, limit))
             tool_input = {}
         elif declared is None:
@@ -262,7 +264,8 @@ class Toolbox:
         if make and episode.sandbox is None:
             episode.sandbox = new_name()
         limit = self.time_limit(episode)
-        deadline = episode.started + limit if limit is not None else None
+        started = episode.started
+        deadline = started + limit if limit is not None and started is not None else None
         return Workspace(self.containers, episode.sandbox, episode.task, deadline)
 
     def time_limit(self, episode: Episode) -> float | None:

@@ -78,7 +78,7 @@ class ContainerSpec(ConfigModel):
     """Disk the container may write, in MiB (default: no bound; enforced where the engine's
     storage driver can: overlay2 on xfs with project quotas, btrfs, zfs, devicemapper)."""
     time_limit: float | None = Field(default=None, gt=0, le=604_800)
-    """Seconds an episode may run from its creation (Harbor's `[agent] timeout_sec`): a call
+    """Seconds an episode may run from its first call (Harbor's `[agent] timeout_sec`): a call
     after it ends the episode, graded as it stands; a call running at it is cut short."""
     limits_field: str | None = None
     """A task field holding the task's own limits, JSON of `{cpus, memory_mb, storage_mb,

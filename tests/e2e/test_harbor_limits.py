@@ -76,7 +76,7 @@ def spec(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _episode(env: Environment, index: int) -> LocalEpisode:
     task = env.split("test").task(index)
     assert env.containers is not None
-    asyncio.run(env.containers.image(task))  # the image first: the episode's clock starts after it
+    asyncio.run(env.containers.image(task))  # the image first (built once per content)
     return LocalEpisode(env, task)
 
 
