@@ -161,6 +161,7 @@ class SessionContainers:
         self.maxima = Maxima.from_env()
         """The operator's bounds on a task's own limits (see :mod:`._limits`)."""
         self._storage: bool | None = None  # whether the engine can bound a container's disk
+        self._storage_kind = ""  # the engine's storage driver and filesystem, until a warning said it
         self._lowered: set[str] = set()  # tasks whose limits were lowered (logged once each)
         self._image = image or spec.image
         self._task_images: dict[str, str] = {}  # a task's build context → its image's tag
@@ -255,11 +256,7 @@ class SessionContainers:
             self._storage = driver in ("btrfs", "zfs", "devicemapper") or (
                 driver in ("overlay2", "overlay") and backing == "xfs"
             )
-            if not self._storage and (self.spec.limits_field or self.spec.storage_mb):
-                log.warning(
-                    "the container engine's storage (%s on %s) cannot bound a container's disk: "
-                    "storage_mb is not enforced", driver or "?", backing or "?",
-                )  # fmt: skip
+            self._storage_kind = f"{driver or '?'} on {backing or '?'}"
         return self._storage
 
     def config(
@@ -273,6 +270,12 @@ class SessionContainers:
         host: dict[str, Any] = {}
         if limits.storage_mb is not None and self._storage:
             host["StorageOpt"] = {"size": f"{limits.storage_mb}m"}
+        elif limits.storage_mb is not None and self._storage is False and self._storage_kind:
+            log.warning(
+                "the container engine's storage (%s) cannot bound a container's disk: "
+                "storage_mb is not enforced", self._storage_kind,
+            )  # fmt: skip
+            self._storage_kind = ""  # (said once)
         return {
             "Image": image,
             "Entrypoint": ["sleep"],
