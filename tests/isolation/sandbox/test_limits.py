@@ -3,11 +3,23 @@ to the operator's maxima (``$ENVBUILDER_MAX_*``)."""
 
 from __future__ import annotations
 
+import asyncio
+import uuid
+from pathlib import Path
+
 import pytest
 
 from envbuilder.errors import SandboxError
-from envbuilder.isolation.sandbox import EffectiveLimits, Maxima, check_limits, task_limits
+from envbuilder.isolation.sandbox import (
+    ContainerPool,
+    EffectiveLimits,
+    Maxima,
+    SessionContainers,
+    check_limits,
+    task_limits,
+)
 from envbuilder.spec import ContainerSpec
+from tests.sandboxes import BASE_IMAGE, needs_base_image
 
 SPEC = ContainerSpec(image="x", memory_mb=512, cpus=1.0, limits_field="limits")
 ROOMY = Maxima(cpus=8, memory_mb=16_384, storage_mb=65_536, agent_timeout_sec=3600, verifier_timeout_sec=600)
@@ -60,3 +72,32 @@ def test_bad_limits_are_named(value: str, message: str) -> None:
     with pytest.raises(SandboxError) as refused:
         task_limits(SPEC, {"limits": value}, ROOMY)
     assert refused.value.message == f"the task's `limits` is not limits: {message}"
+
+
+def test_a_warm_container_gets_the_task_s_own_limits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A warm container is made with the spec's limits before any task is known; the session
+    that takes it gets its task's own cpus and memory (the engine's update), as its cgroup shows."""
+    needs_base_image()
+    monkeypatch.setenv("ENVBUILDER_SERVER_ID", f"test-{uuid.uuid4().hex[:8]}")
+    spec = ContainerSpec(image=BASE_IMAGE, workdir="/app", memory_mb=512, cpus=1.0, limits_field="limits")
+    containers = SessionContainers(spec, Path("."))
+    task = {"limits": '{"memory_mb": 300, "cpus": 0.5}'}
+    memory = "cat /sys/fs/cgroup/memory.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.limit_in_bytes"
+
+    async def run() -> tuple[str, str]:
+        containers.pool = ContainerPool(warm=1)
+        try:
+            containers.start_warming()
+            while containers.warm < 1:
+                await asyncio.sleep(0.1)
+            name = containers.take_name()
+            before = await containers.exec(name, ["sh", "-c", memory])
+            await containers.ensure(name, None, task)
+            after = await containers.exec(name, ["sh", "-c", memory])
+            return before.stdout.strip(), after.stdout.strip()
+        finally:
+            containers.pool = None
+            await containers.aclose()
+
+    before, after = asyncio.run(run())
+    assert (int(before), int(after)) == (512 * 1024 * 1024, 300 * 1024 * 1024)
