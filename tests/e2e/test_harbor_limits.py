@@ -40,7 +40,7 @@ NEVER_ENDS = "#!/bin/bash\nsleep 60\necho 1 > /logs/verifier/reward.txt\n"
 
 TASKS = {
     "a-roomy": (
-        '[environment]\ncpus = 0.5\nmemory = "300M"\n\n[agent]\ntimeout_sec = 12\n',
+        '[environment]\ncpus = 0.5\nmemory = "300M"\n\n[agent]\ntimeout_sec = 20\n',
         PASSES_WITH_DONE,
     ),
     "b-slow-tests": ("[verifier]\ntimeout_sec = 2\n\n[environment]\nmemory_mb = 256\n", NEVER_ENDS),
@@ -117,8 +117,8 @@ def test_the_agent_s_time_limit_ends_the_episode_graded_as_it_stands(spec: Path)
         assert isinstance(cut, ToolOutput) and not cut.finished and "slept" not in _text(cut)
         late = episode.call("bash", {"code": "rm /app/done"})  # past the limit: not run
         assert isinstance(late, ToolOutput)
-        assert (late.finished, late.reward, late.metadata["time_limit"]) == (True, 1.0, 12.0)
-        assert _text(late).startswith("[The episode's time limit of 12 s has passed")
+        assert (late.finished, late.reward, late.metadata["time_limit"]) == (True, 1.0, 20.0)
+        assert _text(late).startswith("[The episode's time limit of 20 s has passed")
         assert episode.reward == 1.0 and sum(r or 0 for r in episode.rewards) == 1.0
     finally:
         episode.end()
