@@ -152,10 +152,12 @@ def test_sandbox_api() -> None:
         "ContainerPool",
         "ContainerSpec",
         "DockerBackend",
+        "EffectiveLimits",
         "ImageBuild",
         "ImageBuildSpec",
         "ImageRecipe",
         "Limits",
+        "Maxima",
         "RepositorySpec",
         "RunResult",
         "SessionContainers",
@@ -166,6 +168,7 @@ def test_sandbox_api() -> None:
         "backend_from_name",
         "base_image",
         "build_image",
+        "check_limits",
         "default_backend",
         "default_concurrency",
         "default_image",
@@ -175,6 +178,7 @@ def test_sandbox_api() -> None:
         "server_id",
         "shared_slots",
         "strip_git",
+        "task_limits",
     ]
     assert {"unit_tests", "repo_tests"} <= set(envbuilder.graders.graders.names())
 

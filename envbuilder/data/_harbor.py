@@ -19,7 +19,11 @@ Each task directory becomes one row (directories sorted by name):
 - ``oracle``: JSON text of the gold calls that solve the task (``gold_actions: oracle``): one
   ``bash`` call running ``solve.sh`` (the solution folder's other files unpacked beside it);
 - ``solution``: the solution folder as a tar, base64 text; ``config``: task.toml's text;
-- ``agent_timeout_sec``: ``[agent] timeout_sec`` (null when not given).
+- ``agent_timeout_sec``: ``[agent] timeout_sec`` (null when not given);
+- ``limits``: JSON text of the task's own limits, ``{cpus, memory_mb, storage_mb,
+  agent_timeout_sec}`` from ``[environment]`` (``memory``/``storage`` as Harbor reads them:
+  ``"2G"``, ``"512M"``) and ``[agent]``, each present only when the task gives it
+  (``sandbox: limits_field: limits`` applies them; see :mod:`envbuilder.isolation.sandbox._limits`).
 
 ``tests``, ``verifier``, ``oracle``, ``solution`` and ``config`` belong in the spec's
 ``task: private:``. Multi-step tasks (``[[steps]]``) and tasks without an
@@ -121,6 +125,67 @@ def _number(table: dict[str, Any], key: str, where: str) -> float | None:
     return float(value)
 
 
+def _size_mb(text: Any, where: str) -> int:
+    """A size as Harbor's ``memory``/``storage`` give it (``"2G"``, ``"512M"``, ``"1024K"``) in MB."""
+    units = {"G": 1024.0, "M": 1.0, "K": 1 / 1024}
+    raw = text.strip().upper() if isinstance(text, str) else ""
+    try:
+        value = float(raw[:-1]) * units[raw[-1:]] if raw else -1.0
+    except (KeyError, ValueError):
+        value = -1.0
+    if not 0 < value < float("inf") or int(value) < 1:
+        raise DataError(
+            f"{where}: expected a size such as '2G' or '512M', got {text!r}",
+            hint="Or give the number of MB as an integer in the `_mb` key",
+            code="data_unreadable",
+        )
+    return int(value)
+
+
+def _limits(config: dict[str, Any], config_path: Path) -> dict[str, float]:
+    """The task's own limits from ``[environment]`` and ``[agent]`` (see the module docstring).
+
+    Raises:
+        DataError: a value that is no positive number (or size), or ``memory`` and ``memory_mb``
+            that disagree, naming the file, the key and the value.
+    """
+    environment = config.get("environment") or {}
+    where = f"{config_path}: [environment]"
+    if not isinstance(environment, dict):
+        raise DataError(f"{where}: expected a table, got {environment!r}", code="data_unreadable")
+    out: dict[str, float] = {}
+    cpus = environment.get("cpus")
+    if cpus is not None:
+        if isinstance(cpus, bool) or not isinstance(cpus, int | float) or not 0 < cpus < float("inf"):
+            raise DataError(
+                f"{where}.cpus: expected a positive number of CPUs, got {cpus!r}", code="data_unreadable"
+            )
+        out["cpus"] = cpus
+    for key in ("memory", "storage"):
+        given = environment.get(f"{key}_mb")
+        if given is not None and (isinstance(given, bool) or not isinstance(given, int) or given < 1):
+            raise DataError(
+                f"{where}.{key}_mb: expected a positive whole number of MB, got {given!r}",
+                code="data_unreadable",
+            )
+        if environment.get(key) is not None:
+            size = _size_mb(environment[key], f"{where}.{key}")
+            if given is not None and given != size:
+                raise DataError(
+                    f"{where}.{key}: {environment[key]!r} ({size} MB) disagrees with {key}_mb = {given}",
+                    hint=f"Give one of `{key}` and `{key}_mb`",
+                    code="data_unreadable",
+                )
+            given = size
+        if given is not None:
+            out[f"{key}_mb"] = given
+    agent = config.get("agent") or {}
+    timeout = _number(agent, "timeout_sec", f"{config_path}: [agent]")
+    if timeout is not None:
+        out["agent_timeout_sec"] = timeout
+    return out
+
+
 def read_task(folder: Path, base_dir: Path) -> Row:
     """One Harbor task directory as a row (see the module docstring).
 
@@ -182,6 +247,7 @@ def read_task(folder: Path, base_dir: Path) -> Row:
         "solution": base64.b64encode(solution).decode(),
         "config": config_path.read_text(encoding="utf-8"),
         "agent_timeout_sec": _number(agent, "timeout_sec", f"{config_path}: [agent]"),
+        "limits": json.dumps(_limits(config, config_path)),
     }
 
 

@@ -73,6 +73,10 @@ class Episode:
     state: dict[str, Any] | None = None
     """The episode's changes to the spec's state document (``envbuilder.world.Changes``);
     None until a tool first reads it."""
+    started: float | None = None
+    """When the episode's first call came (seconds since the epoch, any replica's clock), kept
+    when a `sandbox:` time limit (Harbor's `[agent] timeout_sec`) counts from it. Not its
+    creation: a create retried after its answer was lost must store the same record."""
 
     @property
     def leaves_resources(self) -> bool:

@@ -13,6 +13,7 @@ recorded with ``by: "user"``, and graders see both sides' calls.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -21,7 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 from envbuilder.episode import Episode, SubmitTool, finished_error
 from envbuilder.episode.simulated_user import UserCall
-from envbuilder.errors import ToolError
+from envbuilder.errors import SandboxError, ToolError
 from envbuilder.graders import Trajectory
 from envbuilder.graders._trajectory import BROKE
 from envbuilder.isolation.sandbox import SessionContainers, Workspace, new_name
@@ -142,11 +143,17 @@ class Toolbox:
             return RunToolError(error=f"{name!r} is not a valid tool", reason="not_found")
         if episode.finished:
             return finished_error(name)
+        limit = self.time_limit(episode)
+        if limit is not None and episode.started is None:
+            episode.started = time.time()  # the clock starts with the first call
         if len(episode.transcript) >= MAX_TRANSCRIPT:
             result: RunToolSuccess | RunToolError = _error_output(
                 f"this episode has made {MAX_TRANSCRIPT} tool calls, the most it may make", finished=True
             )
             episode.finished = True
+        elif limit is not None and episode.started is not None and time.time() >= episode.started + limit:
+            result = RunToolSuccess(output=await self._out_of_time(episode, limit))
+            tool_input = {}
         elif declared is None:
             result = await self.submit.call(episode, name, tool_input)
             field = self.submit.spec.answer_field
@@ -256,7 +263,33 @@ class Toolbox:
             return None
         if make and episode.sandbox is None:
             episode.sandbox = new_name()
-        return Workspace(self.containers, episode.sandbox, episode.task)
+        limit = self.time_limit(episode)
+        started = episode.started
+        deadline = started + limit if limit is not None and started is not None else None
+        return Workspace(self.containers, episode.sandbox, episode.task, deadline)
+
+    def time_limit(self, episode: Episode) -> float | None:
+        """Seconds ``episode`` may run (its task's own ``agent_timeout_sec``, else the
+        sandbox's ``time_limit``, within the operator's maximum); None: no limit."""
+        if self.containers is None:
+            return None
+        try:
+            return self.containers.limits(episode.task).time_limit
+        except SandboxError:
+            return None  # a task whose limits are unreadable: its container refuses to start
+
+    async def _out_of_time(self, episode: Episode, limit: float) -> ToolOutput:
+        """The end of an episode past its time limit, as Harbor ends an agent that timed out:
+        the call is not run, and the work is graded as it stands (an answer of nothing)."""
+        output = await self.submit.conclude(episode, "")
+        metadata = dict(output.metadata or {}, time_limit=limit)
+        reward = output.reward
+        if not output.finished:  # attempts were left, but the time is up
+            episode.finished = True
+            reward = self.submit.charge(episode, metadata.pop("attempt_reward", None), metadata)
+        said = "\n".join(b.text for b in output.blocks if isinstance(b, TextBlock))
+        text = f"[The episode's time limit of {limit:g} s has passed: your work was graded as it is.] {said}"
+        return ToolOutput(blocks=[TextBlock(text=text)], metadata=metadata, reward=reward, finished=True)
 
     def trajectory(
         self, episode: Episode, message: str | None = None, reply: str | None = None

@@ -81,7 +81,7 @@ class HarborTestsGrader(Grader):
             tree = await containers.snapshot(workspace.name) if workspace.name else None
             run = await run_verifier(
                 containers, image, tree, tests, ["bash", "/tests/test.sh"],
-                user=user, timeout=timeout, env=env,
+                user=user, timeout=timeout, env=env, task=task,
             )  # fmt: skip
         except SandboxError as exc:
             return Grade.failed(f"the tests could not run: {exc.message}")

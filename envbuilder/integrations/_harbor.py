@@ -39,7 +39,7 @@ from envbuilder.graders._code import extract_code
 from envbuilder.graders._repo_tests import RepoTestsGrader, _tests
 from envbuilder.graders._unit_tests import UnitTestsGrader
 from envbuilder.integrations._export import require_empty_folder
-from envbuilder.isolation.sandbox import repository_tree
+from envbuilder.isolation.sandbox import check_limits, repository_tree
 from envbuilder.protocol import TextBlock
 from envbuilder.templating import Template
 
@@ -164,8 +164,13 @@ def _toml_value(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def _task_toml(env: Environment, where: tuple[str, int], task_id: str, *, verifier_timeout: float) -> str:
+def _task_toml(
+    env: Environment, where: tuple[str, int], task: dict[str, Any], *, verifier_timeout: float
+) -> str:
+    """task.toml of an exported task: its sandbox's limits (the task's own when the spec has a
+    `limits_field`) as `[environment]` cpus/memory_mb/storage_mb and `[agent] timeout_sec`."""
     sandbox = env.spec.sandbox
+    task_id = _task_id(env, task, where[1])
     lines = [
         'schema_version = "1.4"',
         "",
@@ -182,7 +187,21 @@ def _task_toml(env: Environment, where: tuple[str, int], task_id: str, *, verifi
         'network_mode = "no-network"',
     ]
     if sandbox is not None:
-        lines += [f"cpus = {sandbox.cpus}", f"memory_mb = {sandbox.memory_mb}"]
+        try:
+            own = check_limits(task.get(sandbox.limits_field)) if sandbox.limits_field else {}
+        except ValueError as exc:
+            raise DataError(
+                f"task {task_id!r}: its `{sandbox.limits_field}` is not limits: {exc}", code="data_unreadable"
+            ) from None
+        storage = own.get("storage_mb", sandbox.storage_mb)
+        lines += [
+            f"cpus = {own.get('cpus', sandbox.cpus):g}",
+            f"memory_mb = {int(own.get('memory_mb', sandbox.memory_mb))}",
+            *([f"storage_mb = {int(storage)}"] if storage is not None else []),
+        ]
+        agent = own.get("agent_timeout_sec", sandbox.time_limit)
+        if agent is not None:
+            lines += ["", "[agent]", f"timeout_sec = {float(agent)}"]
     return "\n".join(lines) + "\n"
 
 
@@ -280,7 +299,7 @@ def _unit_tests_task(
         "to `/app/solution.py`.\n"
     )
     _write(target / "instruction.md", instruction)
-    _write(target / "task.toml", _task_toml(env, where, _task_id(env, task, where[1]), verifier_timeout=120))
+    _write(target / "task.toml", _task_toml(env, where, task, verifier_timeout=120))
     _write(target / "environment" / "Dockerfile", f"FROM {_BASE}\n\nWORKDIR /app\n")
     _write(target / "tests" / "program.json", json.dumps(program, indent=1) + "\n")
     _write(target / "tests" / "run_program.py", _UNIT_RUNNER)
@@ -357,7 +376,7 @@ def _repo_task(
     _write(target / "instruction.md", instruction)
     _write(
         target / "task.toml",
-        _task_toml(env, where, _task_id(env, task, where[1]), verifier_timeout=cfg.timeout_seconds),
+        _task_toml(env, where, task, verifier_timeout=cfg.timeout_seconds),
     )
     gold = _gold(env, grader, task)
     _write(target / "solution" / "gold.patch", gold if gold.endswith("\n") else gold + "\n")

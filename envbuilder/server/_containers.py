@@ -7,6 +7,11 @@ the server's :class:`~envbuilder.isolation.sandbox.ContainerPool` (``--max-conta
 turns) and names the session's container, a warm one when one is ready. No place within the
 pool's wait: 503 with Retry-After and a JSON ``detail``, never a container more than the bound.
 
+**Places across replicas.** With a shared store the bound holds over every worker and replica
+(:mod:`envbuilder.server._places`): a session takes this process's place (its clients' turns),
+then a place in the store for its container's name, leased and renewed by the sweep below.
+With the memory store a server is one process, and its pool is the whole bound.
+
 **Reaping with a shared store** (``--store redis://``). A session there outlives the process
 that made its container (any replica serves it; a killed server's sessions go on), so a start
 does not reap by server id. Instead each container is bound to its session in the store
@@ -30,6 +35,7 @@ import asyncio
 import contextlib
 import logging
 import secrets
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -38,6 +44,7 @@ from envbuilder.errors import EnvbuilderError, RequestRejected
 from envbuilder.isolation.sandbox import ContainerPool, SessionContainers
 from envbuilder.isolation.sandbox._docker import OWNER_LABEL, owner
 from envbuilder.isolation.sandbox._pool import RETRY_AFTER
+from envbuilder.server._places import SharedPlaces, SharedPool
 from envbuilder.server._redis import PREFIX, RedisStore
 from envbuilder.server._sessions import Sessions
 
@@ -68,9 +75,15 @@ class ContainerKeeper:
         interval: float,
     ):
         self.containers = [e.containers for e in envs if e.containers is not None]
-        self.pool = ContainerPool(size, warm=warm, wait=wait)
         self.store = sessions if isinstance(sessions, RedisStore) else None
         self.interval = interval
+        self.places: SharedPlaces | None = None
+        """With a shared store and a bound: the places of every worker and replica."""
+        if self.store is not None and size is not None:
+            self.places = SharedPlaces(self.store, size, lease=self._alive_ms / 1000)
+            self.pool: ContainerPool = SharedPool(self.places, warm=warm, wait=wait)
+        else:
+            self.pool = ContainerPool(size, warm=warm, wait=wait)
         self.store_id: str | None = None
         for containers in self.containers:
             containers.pool = self.pool
@@ -88,7 +101,18 @@ class ContainerKeeper:
         """
         containers = env.containers
         assert containers is not None
+        started = time.monotonic()
         name = await containers.admit(client)
+        if name is not None and self.places is not None:
+            try:
+                shared = await self.places.wait(name, max(self.pool.wait - (time.monotonic() - started), 0))
+            except BaseException:
+                self.forget(env, name)
+                raise
+            if not shared:  # every worker's and replica's places are taken
+                self.pool.refused += 1
+                self.forget(env, name)
+                name = None
         if name is None:
             pool = self.pool
             raise RequestRejected(
@@ -200,6 +224,9 @@ class ContainerKeeper:
         for name in self.pool.held(older_than=UNBOUND_GRACE):
             if name not in boxes:
                 self.pool.release(name)  # its session was deleted and unbound by another server
+        if self.places is not None and isinstance(self.pool, SharedPool):
+            kept = {name for name, key in boxes.items() if key in live} | self.pool.leased()
+            await self.places.renew(kept)  # (a place of a container removed above was given back)
         if removed:
             log.info("removed %d session container(s) whose session or maker is gone", removed)
         return removed

@@ -74,6 +74,16 @@ class ContainerSpec(ConfigModel):
     """CPUs the container may use."""
     processes: int = Field(default=256, ge=8, le=65_536)
     """Processes and threads the container may hold at once."""
+    storage_mb: int | None = Field(default=None, ge=64, le=16_777_216)
+    """Disk the container may write, in MiB (default: no bound; enforced where the engine's
+    storage driver can: overlay2 on xfs with project quotas, btrfs, zfs, devicemapper)."""
+    time_limit: float | None = Field(default=None, gt=0, le=604_800)
+    """Seconds an episode may run from its first call (Harbor's `[agent] timeout_sec`): a call
+    after it ends the episode, graded as it stands; a call running at it is cut short."""
+    limits_field: str | None = None
+    """A task field holding the task's own limits, JSON of `{cpus, memory_mb, storage_mb,
+    agent_timeout_sec}` (the `harbor` dataset's `limits`): each value given replaces the one
+    above for that task, up to the operator's maxima (`$ENVBUILDER_MAX_CPUS`, ...)."""
     setup: str | None = None
     """A bash command run as root once the repository is in place (`pip install -e .`)."""
     repository: RepositorySpec | None = None

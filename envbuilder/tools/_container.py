@@ -53,7 +53,7 @@ async def run_in_container(workspace: Workspace, command: list[str], limits: Lim
         return await workspace.containers.exec(
             name,
             command,
-            timeout=limits.wall_seconds,
+            timeout=workspace.wall_seconds(limits.wall_seconds),
             output_bytes=limits.output_bytes,
             workdir=workspace.spec.workdir,
         )

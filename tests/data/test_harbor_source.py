@@ -36,6 +36,7 @@ def test_each_task_directory_is_a_row_with_its_parts() -> None:
     assert set(_names(hello["tests"])) == {"test.sh"}
     assert json.loads(hello["verifier"]) == {"timeout_sec": 60.0, "user": 0, "env": {}}
     assert hello["agent_timeout_sec"] == 120.0
+    assert json.loads(hello["limits"]) == {"cpus": 1, "memory_mb": 512, "agent_timeout_sec": 120.0}
     (oracle,) = json.loads(hello["oracle"])
     assert oracle == {
         "name": "bash",
@@ -80,6 +81,32 @@ def _copy(tmp_path: Path) -> Path:
             lambda d: (d / "tasks/hello-file/task.toml").write_text('[[steps]]\nname = "one"\n'),
             "a multi-step task ([[steps]]) cannot be read",
         ),
+        (
+            lambda d: (d / "tasks/hello-file/task.toml").write_text("[environment]\ncpus = -2\n"),
+            "hello-file/task.toml: [environment].cpus: expected a positive number of CPUs, got -2",
+        ),
+        (
+            lambda d: (d / "tasks/hello-file/task.toml").write_text('[environment]\nmemory = "lots"\n'),
+            "[environment].memory: expected a size such as '2G' or '512M', got 'lots'",
+        ),
+        (
+            lambda d: (d / "tasks/hello-file/task.toml").write_text("[environment]\nmemory_mb = 1.5\n"),
+            "[environment].memory_mb: expected a positive whole number of MB, got 1.5",
+        ),
+        (
+            lambda d: (d / "tasks/hello-file/task.toml").write_text(
+                '[environment]\nmemory = "1G"\nmemory_mb = 512\n'
+            ),
+            "[environment].memory: '1G' (1024 MB) disagrees with memory_mb = 512",
+        ),
+        (
+            lambda d: (d / "tasks/hello-file/task.toml").write_text('[environment]\nstorage = "10T"\n'),
+            "[environment].storage: expected a size such as '2G' or '512M', got '10T'",
+        ),
+        (
+            lambda d: (d / "tasks/hello-file/task.toml").write_text("[agent]\ntimeout_sec = 0\n"),
+            "[agent].timeout_sec: expected a positive number of seconds, got 0",
+        ),
     ],
 )
 def test_a_broken_task_directory_is_named_with_what_is_wrong(tmp_path: Path, change, message: str) -> None:  # type: ignore[no-untyped-def]
@@ -97,3 +124,21 @@ def test_a_missing_folder_is_located_at_its_key(tmp_path: Path) -> None:
     with pytest.raises(SpecError) as caught:
         load_environment(spec)
     assert "dataset.folders.test" in str(caught.value) and "is not a folder" in str(caught.value)
+
+
+def test_harbor_sizes_are_read_as_harbor_reads_them(tmp_path: Path) -> None:
+    """`memory`/`storage` (Harbor's older keys) in G, M or K, beside the `_mb` keys Harbor now
+    writes; only the values a task gives are in its limits."""
+    folder = _copy(tmp_path)
+    (folder / "tasks/hello-file/task.toml").write_text(
+        '[environment]\ncpus = 0.5\nmemory = "1.5G"\nstorage = "2048M"\n\n[agent]\ntimeout_sec = 30\n'
+    )
+    (folder / "tasks/fix-wordcount/task.toml").write_text("[verifier]\ntimeout_sec = 5\n")
+    view = load_environment(folder / "harbor.yaml").split("test")
+    assert json.loads(view.task(1)["limits"]) == {
+        "cpus": 0.5,
+        "memory_mb": 1536,
+        "storage_mb": 2048,
+        "agent_timeout_sec": 30.0,
+    }
+    assert json.loads(view.task(0)["limits"]) == {}

@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -85,6 +86,47 @@ def test_swe_tomli_exports_the_repository_the_test_patch_and_the_gold_patch(tmp_
     test_sh = (task / "tests" / "test.sh").read_text()
     assert all(t in test_sh for t in [*row["FAIL_TO_PASS"], *row["PASS_TO_PASS"]])
     assert (task / "solution" / "gold.patch").read_text().strip() == row["patch"].strip()
+
+
+def test_a_spec_s_limits_go_out_as_task_toml_and_come_back_as_the_task_s_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sandbox's cpus, memory, storage and time limit are written as Harbor's
+    `[environment]` and `[agent]` keys, and a `harbor` dataset reads them back as the task's
+    own limits."""
+    spec = tmp_path / "limited.yaml"
+    (tmp_path / "data").symlink_to(ROOT / "envs" / "data")  # (the base's files, found from here)
+    monkeypatch.setenv("ENVBUILDER_REPOSITORIES", str(ROOT / "envs" / "data"))
+    spec.write_text(
+        f"extends: {ROOT / 'envs' / 'swe_tomli.yaml'}\n"
+        "sandbox:\n  cpus: 1.5\n  memory_mb: 3072\n  storage_mb: 4096\n  time_limit: 900\n"
+    )
+    info = export_harbor(spec, tmp_path / "out" / "tasks", limit=1)
+    config = tomllib.loads((info.path / info.tasks[0] / "task.toml").read_text())
+    assert config["environment"] == {
+        "network_mode": "no-network",
+        "cpus": 1.5,
+        "memory_mb": 3072,
+        "storage_mb": 4096,
+    }
+    assert config["agent"] == {"timeout_sec": 900.0}
+    if HARBOR_PYTHON:  # Harbor's own loader reads the same limits (its warnings are failures)
+        done = subprocess.run(
+            [HARBOR_PYTHON, str(ROOT / "tests" / "harbor_loader.py"), str(info.path / info.tasks[0])],
+            capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+        read = json.loads(done.stdout)["config"]
+        assert (read["agent"]["timeout_sec"], read["environment"]["cpus"]) == (900.0, 1.5)
+        assert (read["environment"]["memory_mb"], read["environment"]["storage_mb"]) == (3072, 4096)
+    shutil.copy(FIXTURES / "harbor.yaml", tmp_path / "out" / "harbor.yaml")
+    back = load_environment(tmp_path / "out" / "harbor.yaml").split("test").task(0)
+    assert json.loads(back["limits"]) == {
+        "cpus": 1.5,
+        "memory_mb": 3072,
+        "storage_mb": 4096,
+        "agent_timeout_sec": 900.0,
+    }
 
 
 def test_a_grader_harbor_tests_cannot_express_is_refused(tmp_path: Path) -> None:

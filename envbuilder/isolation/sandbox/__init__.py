@@ -5,6 +5,7 @@ from envbuilder.isolation.sandbox._bwrap import BubblewrapBackend
 from envbuilder.isolation.sandbox._containers import SessionContainers, new_name, server_id
 from envbuilder.isolation.sandbox._docker import DockerBackend
 from envbuilder.isolation.sandbox._images import ImageBuild, ImageRecipe, build_image, default_image
+from envbuilder.isolation.sandbox._limits import EffectiveLimits, Maxima, check_limits, task_limits
 from envbuilder.isolation.sandbox._pool import ContainerPool
 from envbuilder.isolation.sandbox._repos import repository_tree, strip_git
 from envbuilder.isolation.sandbox._result import Limits, RunResult, Status
@@ -23,10 +24,12 @@ __all__ = [
     "ContainerPool",
     "ContainerSpec",
     "DockerBackend",
+    "EffectiveLimits",
     "ImageBuild",
     "ImageBuildSpec",
     "ImageRecipe",
     "Limits",
+    "Maxima",
     "RepositorySpec",
     "RunResult",
     "SessionContainers",
@@ -37,6 +40,7 @@ __all__ = [
     "backend_from_name",
     "base_image",
     "build_image",
+    "check_limits",
     "default_backend",
     "default_concurrency",
     "default_image",
@@ -46,4 +50,5 @@ __all__ = [
     "server_id",
     "shared_slots",
     "strip_git",
+    "task_limits",
 ]

@@ -51,6 +51,7 @@ from typing import Any
 from envbuilder.errors import SandboxError
 from envbuilder.isolation.sandbox._docker import LABEL, OWNER_LABEL, owner
 from envbuilder.isolation.sandbox._engine import STDERR, STDOUT, Engine, EngineAddress, EngineClient
+from envbuilder.isolation.sandbox._limits import EffectiveLimits, Maxima, task_limits
 from envbuilder.isolation.sandbox._pool import ContainerPool
 from envbuilder.isolation.sandbox._process import Output
 from envbuilder.isolation.sandbox._repos import committed_tree
@@ -157,6 +158,11 @@ class SessionContainers:
         self.environment = environment
         self.server = server_id()
         self.costs = Costs()
+        self.maxima = Maxima.from_env()
+        """The operator's bounds on a task's own limits (see :mod:`._limits`)."""
+        self._storage: bool | None = None  # whether the engine can bound a container's disk
+        self._storage_kind = ""  # the engine's storage driver and filesystem, until a warning said it
+        self._lowered: set[str] = set()  # tasks whose limits were lowered (logged once each)
         self._image = image or spec.image
         self._task_images: dict[str, str] = {}  # a task's build context → its image's tag
         self._locks: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Lock]] = {}
@@ -220,9 +226,56 @@ class SessionContainers:
             **self.extra_labels,
         }
 
-    def config(self, image: str, name: str, *, network: bool) -> dict[str, Any]:
+    def limits(self, task: Mapping[str, Any] | None = None) -> EffectiveLimits:
+        """The limits of ``task``'s containers: its own (``limits_field``), else the spec's,
+        within the operator's maxima.
+
+        Raises:
+            SandboxError: the task's limits field holds something that is not limits.
+        """
+        limits = task_limits(self.spec, task, self.maxima)
+        if limits.lowered:
+            key = str((task or {}).get("id", ""))
+            if key not in self._lowered:
+                self._lowered.add(key)
+                log.warning(
+                    "task %r asks for more than the operator allows: %s lowered to the maxima",
+                    key, ", ".join(limits.lowered),
+                )  # fmt: skip
+        return limits
+
+    async def can_limit_storage(self, api: EngineClient) -> bool:
+        """Whether the engine's storage driver bounds a container's disk (``StorageOpt``):
+        overlay2 on xfs (with project quotas), btrfs, zfs, devicemapper; asked once."""
+        if self._storage is None:
+            response = await api.request("GET", "/info")
+            info = dict(response.json()) if response is not None else {}
+            driver = str(info.get("Driver") or "")
+            status = {str(k): str(v) for k, v in (info.get("DriverStatus") or []) if k}
+            backing = status.get("Backing Filesystem", "")
+            self._storage = driver in ("btrfs", "zfs", "devicemapper") or (
+                driver in ("overlay2", "overlay") and backing == "xfs"
+            )
+            self._storage_kind = f"{driver or '?'} on {backing or '?'}"
+        return self._storage
+
+    def config(
+        self, image: str, name: str, *, network: bool, task: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """The engine's create body for a container of ``task`` (its own limits; see
+        :meth:`limits`)."""
         spec = self.spec
-        memory = spec.memory_mb * _MB
+        limits = self.limits(task)
+        memory = limits.memory_mb * _MB
+        host: dict[str, Any] = {}
+        if limits.storage_mb is not None and self._storage:
+            host["StorageOpt"] = {"size": f"{limits.storage_mb}m"}
+        elif limits.storage_mb is not None and self._storage is False and self._storage_kind:
+            log.warning(
+                "the container engine's storage (%s) cannot bound a container's disk: "
+                "storage_mb is not enforced", self._storage_kind,
+            )  # fmt: skip
+            self._storage_kind = ""  # (said once)
         return {
             "Image": image,
             "Entrypoint": ["sleep"],
@@ -241,10 +294,11 @@ class SessionContainers:
                 "SecurityOpt": ["no-new-privileges"],
                 "Memory": memory,
                 "MemorySwap": memory,
-                "NanoCpus": int(spec.cpus * 1e9),
+                "NanoCpus": int(limits.cpus * 1e9),
                 "PidsLimit": spec.processes,
-                "ShmSize": 64 * _MB,
+                "ShmSize": min(64, limits.memory_mb // 2) * _MB,
                 "LogConfig": {"Type": "none", "Config": {}},
+                **host,
             },
         }
 
@@ -274,7 +328,9 @@ class SessionContainers:
                 if state is None:
                     try:
                         image = await self.image(task)
-                        await api.create(self.config(image, name, network=self.spec.network), name=name)
+                        await self.can_limit_storage(api)
+                        config = self.config(image, name, network=self.spec.network, task=task)
+                        await api.create(config, name=name)
                     except SandboxError as exc:
                         if "Conflict" not in str(exc) and "already in use" not in str(exc):
                             raise
@@ -282,6 +338,8 @@ class SessionContainers:
                     state = await _inspect(api, name) or {}
                 if not state.get("Running"):
                     await api.start(name)
+                if warm and self.spec.limits_field is not None:
+                    await self._fit(api, name, task)  # a warm one was made with the spec's limits
                 if not made and not warm and await self._is_ready(api, name):
                     self._ready.add(name)
                     return
@@ -311,6 +369,12 @@ class SessionContainers:
                     self.costs.created += 1
                     self.costs.start_seconds += took
                 self._ready.add(name)
+
+    async def _fit(self, api: EngineClient, name: str, task: Mapping[str, Any] | None) -> None:
+        """Give a running container ``task``'s own CPU and memory limits (the engine's update)."""
+        host = self.config("", name, network=False, task=task)["HostConfig"]
+        body = {k: host[k] for k in ("Memory", "MemorySwap", "NanoCpus")}
+        await api.request("POST", f"/containers/{name}/update", body=body)
 
     async def _claim(self, api: EngineClient, name: str) -> bool:
         """Claim the container's set-up (an atomic ``mkdir`` as root) and prepare its folders;
@@ -534,6 +598,7 @@ class SessionContainers:
             **self.costs.as_dict(len(self._ready)),
             "warm": len(self._warm),
             "memory_mb_each": self.spec.memory_mb,
+            "storage_limited": self._storage,
             "image": self._image,
             "engine": str(self.address),
         }

@@ -30,6 +30,7 @@ import shlex
 import tarfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from envbuilder.errors import SandboxError
 from envbuilder.isolation.sandbox._containers import SessionContainers, _put, new_name
@@ -65,10 +66,13 @@ async def run_verifier(
     tests_dir: str = "/tests",
     verdict_dir: str = "/logs/verifier",
     output_bytes: int = 1024 * 1024,
+    task: Mapping[str, Any] | None = None,
 ) -> VerifierRun:
     """Run ``command`` in a fresh container of ``image`` holding ``tree`` (a tar of the agent's
     working folder; None: the image's own) and the ``tests`` tar at ``tests_dir``; then stop it
-    and read the regular files of ``verdict_dir`` (see the module docstring).
+    and read the regular files of ``verdict_dir`` (see the module docstring). The container has
+    ``task``'s own limits (:meth:`SessionContainers.limits`); ``timeout`` is lowered to the
+    operator's maximum for a test run.
 
     Raises:
         SandboxError: the engine failed (a failing script is a result, not an error).
@@ -85,8 +89,10 @@ async def run_verifier(
     work = shlex.quote(spec.workdir)
     uid = spec.user
     tdir, vdir = shlex.quote(tests_dir), shlex.quote(verdict_dir)
+    timeout = min(timeout, containers.maxima.verifier_timeout_sec)
     async with containers.engine.connect() as api:
-        config = containers.config(image, name, network=False)
+        await containers.can_limit_storage(api)
+        config = containers.config(image, name, network=False, task=task)
         config["Labels"][LABEL] = "grading"
         await api.create(config, name=name)
         try:

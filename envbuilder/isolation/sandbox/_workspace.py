@@ -8,6 +8,7 @@ task's repository in its working folder.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +25,15 @@ class Workspace:
     name: str | None
     """The container's name from the session record (None: the session never made one)."""
     task: Mapping[str, Any]
+    deadline: float | None = None
+    """When the episode's time limit ends (seconds since the epoch; None: no limit): a call
+    running then is cut short."""
+
+    def wall_seconds(self, seconds: float) -> float:
+        """A call's wall time ``seconds``, cut to what is left before :attr:`deadline`."""
+        if self.deadline is None:
+            return seconds
+        return max(min(seconds, self.deadline - time.time()), 0.01)
 
     @property
     def spec(self) -> Any:
