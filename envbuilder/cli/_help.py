@@ -39,7 +39,7 @@ def plain(text: str) -> str:
 _Formatter: Any = typer.Context.formatter_class
 
 
-class HelpFormatter(_Formatter):  # type: ignore[misc]
+class HelpFormatter(_Formatter):
     """click's help formatter, as wide as the terminal (as rich was; click stops at 80 columns),
     with Markdown code spans shown as their text."""
 
@@ -62,9 +62,9 @@ class HelpContext(typer.Context):
     formatter_class = HelpFormatter
 
 
-def summary(command: Any) -> str:
-    """A command's first paragraph on one line (its `short_help` when it sets one)."""
-    text = command.short_help or command.help or ""
+def summary(help_text: str | None, short_help: str | None = None) -> str:
+    """The line a group lists for a command: its `short_help`, else its help's first paragraph."""
+    text = short_help or help_text or ""
     return " ".join(inspect.cleandoc(text).partition("\f")[0].split("\n\n", 1)[0].split())
 
 
@@ -104,12 +104,17 @@ class Group(typer.core.TyperGroup):
     def format_help(self, ctx: Any, formatter: Any) -> None:
         super(typer.core.TyperGroup, self).format_help(ctx, formatter)
 
-    def format_commands(self, ctx: Any, formatter: Any) -> None:
+    def summaries(self, ctx: Any) -> list[tuple[str, str]]:
+        """(name, summary) of each command the help lists, in order."""
         rows = []
         for name in self.list_commands(ctx):
             command = self.get_command(ctx, name)
             if command is not None and not command.hidden:
-                rows.append((name, summary(command)))
+                rows.append((name, summary(command.help, command.short_help)))
+        return rows
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        rows = self.summaries(ctx)
         if rows:
             with formatter.section("Commands"):
                 formatter.write_dl(rows)

@@ -7,19 +7,22 @@ looking one up imports that module and builds the click command exactly as
 (typer's own builder, through a throwaway app with the root's settings). So
 `envbuilder serve …` imports the serve command's module only, and `envbuilder --help` imports
 each command's module, whose top level is kept light, to list its summary. click allows a
-group's ``commands`` to be any mutable mapping for this purpose.
+group's ``commands`` to be any mutable mapping for this purpose. The root's help lists each
+command's summary from its definition (its docstring, or its sub-app's help) without building it.
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import Iterator, Mapping, MutableMapping
 from typing import Any
 
 import typer
 import typer.main
+import typer.models
 
-from envbuilder.cli._help import Command, Group
+from envbuilder.cli._help import Command, Group, summary
 
 
 def build(name: str, target: Any, *, rich_markup_mode: Any) -> Any:
@@ -40,12 +43,27 @@ class LazyCommands(MutableMapping[str, Any]):
         self._built: dict[str, Any] = {}
         self._markup = rich_markup_mode
 
+    def target(self, name: str) -> Any:
+        """The command function or sub-app ``name`` names (its module imported)."""
+        module, _, attribute = self._targets[name].partition(":")
+        return getattr(importlib.import_module(module), attribute)
+
     def __getitem__(self, name: str) -> Any:
         if name not in self._built:
-            module, _, attribute = self._targets[name].partition(":")
-            target = getattr(importlib.import_module(module), attribute)
-            self._built[name] = build(name, target, rich_markup_mode=self._markup)
+            self._built[name] = build(name, self.target(name), rich_markup_mode=self._markup)
         return self._built[name]
+
+    def describe(self, name: str) -> tuple[str, bool]:
+        """(summary, hidden) of command ``name``, read from its definition as typer reads it,
+        without building the command (which evaluates every parameter's annotation)."""
+        if name in self._built:
+            command = self._built[name]
+            return summary(command.help, command.short_help), bool(command.hidden)
+        target = self.target(name)
+        if isinstance(target, typer.Typer):  # what add_typer(target, name=name) would set
+            info = typer.main.solve_typer_info_defaults(typer.models.TyperInfo(target, name=name))
+            return summary(info.help, info.short_help), bool(info.hidden)
+        return summary(inspect.getdoc(target)), False  # what command(name)(target) would set
 
     def __setitem__(self, name: str, command: Any) -> None:
         self._targets.setdefault(name, "")
@@ -75,10 +93,18 @@ class LazyGroup(Group):
         table = LazyCommands(self.lazy_commands, rich_markup_mode=self.rich_markup_mode)
         for name, command in dict(commands or {}).items():  # commands registered on the app itself
             table[name] = command
-        self.commands = table
+        self.commands = self.table = table
 
     def list_commands(self, ctx: Any) -> list[str]:
         return list(self.commands)  # the names, without building the commands (typer's reads items)
+
+    def summaries(self, ctx: Any) -> list[tuple[str, str]]:
+        rows = []
+        for name in self.list_commands(ctx):
+            line, hidden = self.table.describe(name)
+            if not hidden:
+                rows.append((name, line))
+        return rows
 
 
 __all__ = ["LazyCommands", "LazyGroup", "build"]
