@@ -2,7 +2,7 @@
 
 What is measured, each in a fresh interpreter (medians of the rounds):
 
-- `envbuilder --help` until it exits;
+- `envbuilder --help` until it exits, and `envbuilder serve --help` (a command's own help);
 - `import envbuilder.spec` until it returns;
 - `envbuilder serve envs/gsm8k.yaml` until `/health` answers 200;
 - `envbuilder serve` of a spec whose train split is a 10-million-row Parquet file, with an empty
@@ -15,6 +15,7 @@ commit's own entry points (plugins register through them). The 10M-row file is m
 (`--big`, default /tmp/envbuilder-bench/rows_10m.parquet): GSM8K-shaped rows, pyarrow only.
 
     python bench/startup.py --base 7ac90a5 --base main --rounds 5
+    python bench/startup.py --base main --case=--help --case="serve --help" --rounds 7
 """
 
 from __future__ import annotations
@@ -110,6 +111,7 @@ class Checkout:
         env["PYTHONPATH"] = os.pathsep.join([str(self.root), str(self.meta)])
         env["HF_HUB_OFFLINE"] = env["HF_DATASETS_OFFLINE"] = "1"
         env.pop("ENVBUILDER_CACHE_DIR", None)
+        env.pop("PYTHONDONTWRITEBYTECODE", None)  # the warm-up byte-compiles, as an install does
         if cache is not None:
             env["ENVBUILDER_CACHE_DIR"] = str(cache)
         return env
@@ -207,12 +209,12 @@ def time_to_health(checkout: Checkout, spec: Path, cache: Path, timeout: float =
             proc.wait()
 
 
-CASES = ["--help", "import envbuilder.spec", "serve gsm8k", "serve 10M rows"]
+CASES = ["--help", "serve --help", "import envbuilder.spec", "serve gsm8k", "serve 10M rows"]
 
 
 def measure(checkout: Checkout, case: str, big_spec: Path, work: Path) -> float:
-    if case == "--help":
-        return timed_run(checkout, ["-m", "envbuilder", "--help"])
+    if case.endswith("--help"):
+        return timed_run(checkout, ["-m", "envbuilder", *case.split()])
     if case == "import envbuilder.spec":
         return timed_run(checkout, ["-c", "import envbuilder.spec"])
     cache = Path(tempfile.mkdtemp(dir=work))  # fresh caches: the first start a user sees
@@ -232,27 +234,34 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--big", type=Path, default=Path("/tmp/envbuilder-bench/rows_10m.parquet"))
     parser.add_argument("--write", action="store_true", help="put the table in bench/README.md")
+    parser.add_argument(
+        "--case", action="append", choices=CASES, default=None, help="measure only these (repeatable)"
+    )
     args = parser.parse_args()
+    cases = args.case or CASES
+    if args.write and args.case:
+        parser.error("--write puts the whole table in bench/README.md: measure every case")
     bases = args.base or ["7ac90a5", "main"]
-    if not args.big.exists():
+    if "serve 10M rows" in cases and not args.big.exists():
         print(f"making {args.big} ({ROWS:,} rows)…", file=sys.stderr)
         make_big_parquet(args.big)
     work = Path(tempfile.mkdtemp(prefix="envbuilder-startup-"))
     try:
         big_spec = args.big.parent / "big.yaml"  # beside its data, as a spec's data must be
+        big_spec.parent.mkdir(parents=True, exist_ok=True)
         big_spec.write_text(BIG_SPEC.format(path=args.big.name))
         times: dict[tuple[str, str], list[float]] = {}
         with checkouts(bases, work) as trees:
             for tree in trees:  # one warm-up each: byte-compile, page cache
-                for case in CASES:
+                for case in cases:
                     measure(tree, case, big_spec, work)
             for r in range(args.rounds):
-                for case in CASES:
+                for case in cases:
                     for tree in trees if r % 2 == 0 else list(reversed(trees)):
                         times.setdefault((tree.label, case), []).append(measure(tree, case, big_spec, work))
                 print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
             labels = [t.label for t in trees]
-        table = render(labels, times, args.rounds)
+        table = render(labels, times, args.rounds, cases)
         print(table)
         if args.write:
             readme = HERE / "bench" / "README.md"
@@ -265,7 +274,9 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def render(labels: list[str], times: dict[tuple[str, str], list[float]], rounds: int) -> str:
+def render(
+    labels: list[str], times: dict[tuple[str, str], list[float]], rounds: int, cases: list[str]
+) -> str:
     load = os.getloadavg()
     lines = [
         f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {platform.machine()}, "
@@ -273,12 +284,12 @@ def render(labels: list[str], times: dict[tuple[str, str], list[float]], rounds:
         f"seconds, median [min–max] of {rounds} interleaved rounds, each a fresh process (serve: until "
         "`/health` answers, fresh cache).",
         "",
-        "| checkout | " + " | ".join(CASES) + " |",
-        "|---|" + "---|" * len(CASES),
+        "| checkout | " + " | ".join(cases) + " |",
+        "|---|" + "---|" * len(cases),
     ]
     for label in labels:
         cells = []
-        for case in CASES:
+        for case in cases:
             xs = times[(label, case)]
             cells.append(f"{statistics.median(xs):.2f} [{min(xs):.2f}–{max(xs):.2f}]")
         lines.append(f"| {label} | " + " | ".join(cells) + " |")

@@ -10,25 +10,29 @@ import typer
 import typer.core
 
 from envbuilder._version import __version__
-from envbuilder.cli import (
-    _cache,
-    _catalog,
-    _check,
-    _eval_group,
-    _export,
-    _init,
-    _mcp,
-    _pack,
-    _preview,
-    _profile,
-    _publish,
-    _pull,
-    _sandbox,
-    _schema,
-    _serve,
-    _validate,
-    _view,
-)
+from envbuilder.cli._lazy import LazyGroup
+
+# Each command's module is imported when the command runs or a help page lists it (cli/_lazy.py);
+# the order is the order `envbuilder --help` lists them in.
+COMMANDS = {
+    "serve": "envbuilder.cli._serve:serve",
+    "catalog": "envbuilder.cli._catalog:catalog",
+    "pack": "envbuilder.cli._pack:pack",
+    "publish": "envbuilder.cli._publish:publish",
+    "pull": "envbuilder.cli._pull:pull",
+    "validate": "envbuilder.cli._validate:validate",
+    "preview": "envbuilder.cli._preview:preview",
+    "check": "envbuilder.cli._check:check",
+    "mcp": "envbuilder.cli._mcp:mcp",
+    "schema": "envbuilder.cli._schema:schema",
+    "init": "envbuilder.cli._init:init",
+    "view": "envbuilder.cli._view:view",
+    "profile": "envbuilder.cli._profile:profile",
+    "eval": "envbuilder.cli._eval_group:eval_app",
+    "sandbox": "envbuilder.cli._sandbox:sandbox_app",
+    "export": "envbuilder.cli._export:export_app",
+    "cache": "envbuilder.cli._cache:cache_app",
+}
 
 
 def _flag_type(display_type_rich: Callable[[Any, Any], str | None]) -> Callable[[Any, Any], str | None]:
@@ -47,31 +51,20 @@ _Option: Any = getattr(typer.core, "TyperOption", None)
 if hasattr(_Option, "display_type_rich") and not hasattr(_Option.display_type_rich, "__wrapped__"):
     _Option.display_type_rich = _flag_type(_Option.display_type_rich)
 
+
+class _Commands(LazyGroup):
+    lazy_commands = COMMANDS
+
+
 app = typer.Typer(
     name="envbuilder",
+    cls=_Commands,
     help="Declare LLM-agent environments in YAML and serve them over ORS.",
     no_args_is_help=True,
     rich_markup_mode="markdown",  # paragraphs reflow: docstrings wrap at 110 columns, help at the terminal
     pretty_exceptions_show_locals=False,  # locals may hold secrets
     add_completion=False,
 )
-app.command("serve")(_serve.serve)
-app.command("catalog")(_catalog.catalog)
-app.command("pack")(_pack.pack)
-app.command("publish")(_publish.publish)
-app.command("pull")(_pull.pull)
-app.command("validate")(_validate.validate)
-app.command("preview")(_preview.preview)
-app.command("check")(_check.check)
-app.command("mcp")(_mcp.mcp)
-app.command("schema")(_schema.schema)
-app.command("init")(_init.init)
-app.add_typer(_eval_group.eval_app, name="eval")
-app.command("view")(_view.view)
-app.command("profile")(_profile.profile)
-app.add_typer(_sandbox.sandbox_app, name="sandbox")
-app.add_typer(_export.export_app, name="export")
-app.add_typer(_cache.cache_app, name="cache")
 
 
 def _version(value: bool) -> None:

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import typer
 
+from envbuilder.cli._help import Command, Group
+
 cache_app = typer.Typer(
+    cls=Group,
     no_args_is_help=True,
     help="The reply cache of the simulated user and the judge: where it is, how big, clear it.",
 )
 
 
-@cache_app.command("show")
+@cache_app.command("show", cls=Command)
 def show() -> None:
     """Where the reply cache lives, what it keys on, and how many replies it holds.
 
@@ -28,7 +31,7 @@ def show() -> None:
     typer.echo(f"{cache.path}: {cache.count():,} replies, {size / 1e6:.1f} MB")
 
 
-@cache_app.command("clear")
+@cache_app.command("clear", cls=Command)
 def clear() -> None:
     """Delete every cached reply (the judge's verdicts and the simulated user's turns)."""
     from envbuilder.llm import open_cache

@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import typer
-from typer.core import TyperGroup
 
 from envbuilder.cli import _compare, _eval, _regrade
+from envbuilder.cli._help import Command, Group
 
 
-class _RunByDefault(TyperGroup):
+class _RunByDefault(Group):
     """``eval SPEC …`` means ``eval run SPEC …``: anything that is not a subcommand's name runs."""
 
     def resolve_command(self, ctx: Any, args: list[str]) -> tuple[Any, Any, list[str]]:
@@ -28,6 +28,6 @@ eval_app = typer.Typer(
         "re-grade a run (`eval regrade RUN --spec NEW`)."
     ),
 )
-eval_app.command("run")(_eval.eval_command)
-eval_app.command("compare")(_compare.compare)
-eval_app.command("regrade")(_regrade.regrade)
+eval_app.command("run", cls=Command)(_eval.eval_command)
+eval_app.command("compare", cls=Command)(_compare.compare)
+eval_app.command("regrade", cls=Command)(_regrade.regrade)

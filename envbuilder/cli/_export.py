@@ -7,16 +7,18 @@ from typing import Annotated
 
 import typer
 
+from envbuilder.cli._help import Command, Group
 from envbuilder.cli._output import fail_on_errors
 from envbuilder.cli._pull import TrustCodeOption
 
 export_app = typer.Typer(
+    cls=Group,
     no_args_is_help=True,
     help="Write a spec in another harness's package format.",
 )
 
 
-@export_app.command("verifiers")
+@export_app.command("verifiers", cls=Command)
 def verifiers(
     spec: Annotated[Path, typer.Argument(help="The spec file (YAML) to export.")],
     out: Annotated[Path, typer.Argument(help="The package folder to write (new or empty).")],
@@ -42,7 +44,7 @@ def verifiers(
     )
 
 
-@export_app.command("harbor")
+@export_app.command("harbor", cls=Command)
 def harbor(
     spec: Annotated[Path, typer.Argument(help="The spec file (YAML) to export.")],
     out: Annotated[Path, typer.Argument(help="The folder to write the task directories in (new or empty).")],

@@ -6,15 +6,17 @@ from typing import Annotated
 
 import typer
 
+from envbuilder.cli._help import Command, Group
 from envbuilder.cli._output import fail_on_errors
 
 sandbox_app = typer.Typer(
+    cls=Group,
     no_args_is_help=True,
     help="The code sandbox's container image (`ENVBUILDER_SANDBOX=docker`).",
 )
 
 
-@sandbox_app.command("build-image")
+@sandbox_app.command("build-image", cls=Command)
 def build_image(
     suite: Annotated[str, typer.Option(help="The Debian release to build from.")] = "bookworm",
     mirror: Annotated[
