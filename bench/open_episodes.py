@@ -231,6 +231,8 @@ class Episode:
     env: str
     steps: collections.deque[tuple[str, Any]]
     expected: float
+    target: str = ""
+    """The gold answer (math500: what the grader compares with)."""
     reward: float | None = None
     outcome: str = ""
 
@@ -258,7 +260,7 @@ def make_episode(i: int, gsm: list[str], math: list[str]) -> Episode:
         ("final", {"name": "submit", "input": {"answer": answer}}),
         ("delete", None),
     ]
-    return Episode(sid, "math500", collections.deque(steps), 1.0 if right else 0.0)
+    return Episode(sid, "math500", collections.deque(steps), 1.0 if right else 0.0, math[index].strip())
 
 
 def kind_of(ep: Episode, kind: str, body: Any) -> str:
@@ -266,7 +268,13 @@ def kind_of(ep: Episode, kind: str, body: Any) -> str:
     if kind in ("create", "delete"):
         return kind
     if ep.env == "math500":
-        return "math"
+        answer = body["input"]["answer"]
+        if plain_decides(answer, ep.target):
+            return "math:server"
+        if (answer, ep.target) in _SENT:
+            return "math:known"
+        _SENT.add((answer, ep.target))
+        return "math:checker"
     return "calculator" if body["name"] == "calculator" else "submit"
 
 
@@ -290,9 +298,22 @@ class Void(Exception):
     """The episode cannot finish: its session is gone, or the server says so."""
 
 
-KINDS = ("create", "calculator", "submit", "math", "delete")
-"""Call kinds, timed apart: a math check (a fresh checker process) and a calculator call are
-two distributions, and one p99 over both says only how many checks the mix holds."""
+KINDS = ("create", "calculator", "submit", "math:server", "math:checker", "math:known", "delete")
+"""Call kinds, timed apart: a math answer that needs SymPy (a fresh checker process) and a
+calculator call are two distributions, and one p99 over both says only how many checks the mix
+holds. ``math:server``: an answer the grader decides without SymPy in the server (the same text,
+plain numbers: its own ``_plain``); ``math:checker``: the first time an answer goes to a checker
+process; ``math:known``: an answer sent before for the same task (its verdict remembered, or its
+check in flight)."""
+_SENT: set[tuple[str, str]] = set()
+"""(answer, target) pairs of math answers sent so far in this run of the script."""
+
+
+def plain_decides(answer: str, target: str) -> bool:
+    """Whether the math grader decides ``answer`` without a checker process (its own test)."""
+    from envbuilder.graders._math import _checker
+
+    return _checker("latex_and_expr", 6)._plain(answer, target) is not None
 
 
 @dataclass
@@ -631,7 +652,12 @@ async def run_open(
 
 
 async def run_baseline(
-    server: Server, size: int, episodes: int, connections: int, gold: tuple[list[str], list[str]]
+    server: Server,
+    size: int,
+    episodes: int,
+    connections: int,
+    gold: tuple[list[str], list[str]],
+    offset: int = 0,
 ) -> dict[str, Any]:
     """``size`` episodes open at once, run to their end, again and again: ``episodes`` in all."""
     tally = Tally()
@@ -639,7 +665,7 @@ async def run_baseline(
     load0 = load()
     t0 = time.perf_counter()
     async with Generator(server.url, connections, tally) as gen:
-        stream = (make_episode(i, *gold) for i in range(episodes))
+        stream = (make_episode(offset + i, *gold) for i in range(episodes))
         await gen.drive([ep for _, ep in zip(range(size), stream, strict=False)], None, stream)
     wall = time.perf_counter() - t0
     lat = sorted(tally.latencies)
@@ -822,10 +848,12 @@ def main() -> None:
             asyncio.run(run_baseline(server, 16, 64, 16, gold))  # warm-up
             results["commandstats"] = commandstats(store, server, args.sessions, gold)
         else:
-            asyncio.run(run_baseline(server, 64, 640, args.connections, gold))  # warm-up
+            asyncio.run(run_baseline(server, 64, 640, args.connections, gold, 5 * 10**6))  # warm-up
             if args.baseline:
                 results["baseline"] = asyncio.run(
-                    run_baseline(server, args.baseline, args.baseline_episodes, args.connections, gold)
+                    run_baseline(
+                        server, args.baseline, args.baseline_episodes, args.connections, gold, 2 * 10**6
+                    )
                 )
                 print(json.dumps(results["baseline"]), file=sys.stderr, flush=True)
             results["open"] = asyncio.run(
@@ -846,7 +874,9 @@ def main() -> None:
                 # The same generator and connections again, after: the machine's load drifts, so
                 # the ratio is to the mean of the baselines either side of the run.
                 results["baseline_after"] = asyncio.run(
-                    run_baseline(server, args.baseline, args.baseline_episodes, args.connections, gold)
+                    run_baseline(
+                        server, args.baseline, args.baseline_episodes, args.connections, gold, 3 * 10**6
+                    )
                 )
                 print(json.dumps(results["baseline_after"]), file=sys.stderr, flush=True)
                 either = [results[k]["episodes_per_s"] for k in ("baseline", "baseline_after")]
