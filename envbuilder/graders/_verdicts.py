@@ -17,6 +17,7 @@ per event loop (a test or a trainer's adapter may run several loops).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import weakref
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable
@@ -54,7 +55,8 @@ class Verdicts(Generic[V]):
             return await run()
         done = self._done.get(key, _MISSING)
         if done is not _MISSING:
-            self._done.move_to_end(key)
+            with contextlib.suppress(KeyError):  # (dropped meanwhile by a loop in another thread)
+                self._done.move_to_end(key)
             self.hits += 1
             return done  # type: ignore[return-value]
         loop = asyncio.get_running_loop()
@@ -76,8 +78,9 @@ class Verdicts(Generic[V]):
         finally:
             del running[key]
         self._done[key] = verdict
-        if len(self._done) > self.size:
-            self._done.popitem(last=False)
+        while len(self._done) > self.size:
+            with contextlib.suppress(KeyError):
+                self._done.popitem(last=False)
         return verdict
 
 
