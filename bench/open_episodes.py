@@ -51,6 +51,7 @@ import threading
 import time
 import urllib.request
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -230,6 +231,8 @@ class Episode:
     env: str
     steps: collections.deque[tuple[str, Any]]
     expected: float
+    target: str = ""
+    """The gold answer (math500: what the grader compares with)."""
     reward: float | None = None
     outcome: str = ""
 
@@ -249,22 +252,74 @@ def make_episode(i: int, gsm: list[str], math: list[str]) -> Episode:
         return Episode(sid, "gsm8k-tools", collections.deque(steps), 1.0)
     index = (i // 16) % len(math)
     right = (i // 4) % 2 == 0
-    answer = math[index] if right else "-123456789"
+    # The right samples of a group agree on the gold; every wrong one is its own number, so the
+    # checker's remembered verdicts save only what a real group's agreeing samples would.
+    answer = math[index] if right else str(-123456789 - i)
     steps = [
         ("create", {"env_name": "math500", "split": "test", "index": index}),
         ("final", {"name": "submit", "input": {"answer": answer}}),
         ("delete", None),
     ]
-    return Episode(sid, "math500", collections.deque(steps), 1.0 if right else 0.0)
+    return Episode(sid, "math500", collections.deque(steps), 1.0 if right else 0.0, math[index].strip())
+
+
+def kind_of(ep: Episode, kind: str, body: Any) -> str:
+    """The call kind a step is timed under (:data:`KINDS`)."""
+    if kind in ("create", "delete"):
+        return kind
+    if ep.env == "math500":
+        answer = body["input"]["answer"]
+        if plain_decides(answer, ep.target):
+            return "math:server"
+        if (answer, ep.target) in _SENT:
+            return "math:known"
+        _SENT.add((answer, ep.target))
+        return "math:checker"
+    return "calculator" if body["name"] == "calculator" else "submit"
+
+
+def kinds(tally: Tally, since: dict[str, int] | None = None) -> dict[str, dict[str, float]]:
+    """p50/p99 (ms) and count of each call kind (from ``since``'s counts on, when given)."""
+    out = {}
+    for k, xs in tally.by_kind.items():
+        window = sorted(xs[(since or {}).get(k, 0) :])
+        if window:
+            p50, p99 = pct(window, 0.5), pct(window, 0.99)
+            out[k] = {
+                "n": len(window),
+                "p50_ms": round(p50, 1),
+                "p99_ms": round(p99, 1),
+                "p99/p50": round(p99 / p50, 2),
+            }
+    return out
 
 
 class Void(Exception):
     """The episode cannot finish: its session is gone, or the server says so."""
 
 
+KINDS = ("create", "calculator", "submit", "math:server", "math:checker", "math:known", "delete")
+"""Call kinds, timed apart: a math answer that needs SymPy (a fresh checker process) and a
+calculator call are two distributions, and one p99 over both says only how many checks the mix
+holds. ``math:server``: an answer the grader decides without SymPy in the server (the same text,
+plain numbers: its own ``_plain``); ``math:checker``: the first time an answer goes to a checker
+process; ``math:known``: an answer sent before for the same task (its verdict remembered, or its
+check in flight)."""
+_SENT: set[tuple[str, str]] = set()
+"""(answer, target) pairs of math answers sent so far in this run of the script."""
+
+
+def plain_decides(answer: str, target: str) -> bool:
+    """Whether the math grader decides ``answer`` without a checker process (its own test)."""
+    from envbuilder.graders._math import _checker
+
+    return _checker("latex_and_expr", 6)._plain(answer, target) is not None
+
+
 @dataclass
 class Tally:
     latencies: list[float] = field(default_factory=list)
+    by_kind: dict[str, list[float]] = field(default_factory=lambda: {k: [] for k in KINDS})
     retries: int = 0
     reattached: int = 0
     errors: list[str] = field(default_factory=list)
@@ -355,6 +410,7 @@ class Generator:
     async def step(self, ep: Episode) -> None:
         """Run the episode's next step (the whole episode is void after a 404)."""
         kind, body = ep.steps.popleft()
+        label = kind_of(ep, kind, body)
         t = time.perf_counter()
         try:
             if kind == "create":
@@ -378,7 +434,9 @@ class Generator:
             ep.steps.clear()
             self.tally.errors.append(f"{type(exc).__name__}: {exc}"[:200])
         finally:
-            self.tally.latencies.append(time.perf_counter() - t)
+            took = time.perf_counter() - t
+            self.tally.latencies.append(took)
+            self.tally.by_kind[label].append(took)
         if not ep.steps:
             self.finish(ep)
 
@@ -399,9 +457,12 @@ class Generator:
         elif ep.outcome == "void":
             t.void += 1
 
-    async def drive(self, episodes: list[Episode], steps_each: int | None) -> None:
+    async def drive(
+        self, episodes: list[Episode], steps_each: int | None, more: Iterator[Episode] | None = None
+    ) -> None:
         """Advance ``episodes`` in random order over the connections: ``steps_each`` steps of
-        each (None: to the end)."""
+        each (None: to the end). ``more``: each episode that ends is replaced by the next of
+        these (as many open at once the whole time, not a batch that drains to its slowest)."""
         left = {id(ep): steps_each for ep in episodes}
         ready = list(episodes)
         rng = random.Random(len(episodes))
@@ -417,6 +478,11 @@ class Generator:
                     left[id(ep)] = n = n - 1
                 if ep.steps and (n is None or n > 0):
                     ready.append(ep)
+                elif not ep.steps and more is not None:
+                    nxt = next(more, None)
+                    if nxt is not None:
+                        left[id(nxt)] = steps_each
+                        ready.append(nxt)
 
         await asyncio.gather(*(lane() for _ in range(self.connections)))
 
@@ -438,6 +504,7 @@ async def run_open(
     faults: bool,
     profile: float,
     offset: int,
+    fault_plan: str = "0.2:kill,0.45:redis,0.7:kill",
 ) -> dict[str, Any]:
     """Open ``sessions`` episodes in waves, then advance them all in random order."""
     tally = Tally()
@@ -476,7 +543,7 @@ async def run_open(
 
         async def chaos() -> None:
             assert store is not None
-            plan = [(0.20, "kill"), (0.45, "redis"), (0.70, "kill")]
+            plan = [(float(at), what) for at, what in (p.split(":") for p in fault_plan.split(","))]
             for at, what in plan:
                 while tally.done < at * sessions:
                     await asyncio.sleep(0.1)
@@ -504,6 +571,7 @@ async def run_open(
 
         async def progress() -> None:
             seen, t_last = len(tally.latencies), time.perf_counter()
+            seen_kind = {k: len(v) for k, v in tally.by_kind.items()}
             while True:
                 await asyncio.sleep(60)
                 now, window = time.perf_counter(), sorted(tally.latencies[seen:])
@@ -511,6 +579,7 @@ async def run_open(
                     "requests_per_s": round(len(window) / (now - t_last), 1),
                     "p50_ms": round(pct(window, 0.5)) if window else None,
                     "p99_ms": round(pct(window, 0.99)) if window else None,
+                    "kinds": kinds(tally, seen_kind),
                     "server_rss_mb": round(server.rss() / 2**20),
                     "done": tally.done,
                     "right": tally.right,
@@ -523,8 +592,10 @@ async def run_open(
                 }
                 print(json.dumps(row), file=sys.stderr, flush=True)
                 seen, t_last = seen + len(window), now
+                seen_kind = {k: len(v) for k, v in tally.by_kind.items()}
 
         t_adv = time.perf_counter()
+        adv_seen, adv_kind = len(tally.latencies), {k: len(v) for k, v in tally.by_kind.items()}
         side = []
         if faults and store is not None:
             side.append(asyncio.create_task(chaos()))
@@ -550,6 +621,9 @@ async def run_open(
         "requests": len(lat),
         "call_p50_ms": pct(lat, 0.5),
         "call_p99_ms": pct(lat, 0.99),
+        "kinds": kinds(tally),
+        "advance_kinds": kinds(tally, adv_kind),
+        "advance_requests_per_s": (len(lat) - adv_seen) / (t_end - t_adv),
         "server_cpu_ms_per_episode": 1000 * cpu / sessions,
         "server_kb_per_open_session": (rss_open - rss0) / 1024 / sessions,
         "right": tally.right,
@@ -578,15 +652,21 @@ async def run_open(
 
 
 async def run_baseline(
-    server: Server, size: int, episodes: int, connections: int, gold: tuple[list[str], list[str]]
+    server: Server,
+    size: int,
+    episodes: int,
+    connections: int,
+    gold: tuple[list[str], list[str]],
+    offset: int = 0,
 ) -> dict[str, Any]:
     """``size`` episodes open at once, run to their end, again and again: ``episodes`` in all."""
     tally = Tally()
     cpu0 = server.cpu()
+    load0 = load()
     t0 = time.perf_counter()
     async with Generator(server.url, connections, tally) as gen:
-        for start in range(0, episodes, size):
-            await gen.drive([make_episode(start + i, *gold) for i in range(size)], None)
+        stream = (make_episode(offset + i, *gold) for i in range(episodes))
+        await gen.drive([ep for _, ep in zip(range(size), stream, strict=False)], None, stream)
     wall = time.perf_counter() - t0
     lat = sorted(tally.latencies)
     return {
@@ -599,12 +679,14 @@ async def run_baseline(
         "requests_per_s": len(lat) / wall,
         "call_p50_ms": pct(lat, 0.5),
         "call_p99_ms": pct(lat, 0.99),
+        "kinds": kinds(tally),
         "server_cpu_ms_per_episode": 1000 * (server.cpu() - cpu0) / episodes,
         "right": tally.right,
         "void": tally.void,
         "wrong": tally.wrong,
         "errors": len(tally.errors) - tally.void,
         "error_samples": tally.errors[:5],
+        "load_start": load0,
         "load_end": load(),
     }
 
@@ -735,6 +817,11 @@ def main() -> None:
     )
     ap.add_argument("--baseline-episodes", type=int, default=4096)
     ap.add_argument("--faults", action="store_true", help="kill a worker twice and restart Redis once")
+    ap.add_argument(
+        "--fault-plan",
+        default="0.2:kill,0.45:redis,0.7:kill",
+        help="with --faults: at which share of the episodes done to kill a worker or restart Redis",
+    )
     ap.add_argument("--profile", type=float, default=0, help="seconds of py-spy samples at full load")
     ap.add_argument("--commandstats", action="store_true", help="only count Redis commands per episode")
     ap.add_argument(
@@ -761,10 +848,12 @@ def main() -> None:
             asyncio.run(run_baseline(server, 16, 64, 16, gold))  # warm-up
             results["commandstats"] = commandstats(store, server, args.sessions, gold)
         else:
-            asyncio.run(run_baseline(server, 64, 640, args.connections, gold))  # warm-up
+            asyncio.run(run_baseline(server, 64, 640, args.connections, gold, 5 * 10**6))  # warm-up
             if args.baseline:
                 results["baseline"] = asyncio.run(
-                    run_baseline(server, args.baseline, args.baseline_episodes, args.connections, gold)
+                    run_baseline(
+                        server, args.baseline, args.baseline_episodes, args.connections, gold, 2 * 10**6
+                    )
                 )
                 print(json.dumps(results["baseline"]), file=sys.stderr, flush=True)
             results["open"] = asyncio.run(
@@ -778,12 +867,24 @@ def main() -> None:
                     args.faults,
                     args.profile,
                     10**6,
+                    args.fault_plan,
                 )
             )
             if args.baseline:
-                results["ratio_throughput"] = (
-                    results["open"]["episodes_per_s"] / results["baseline"]["episodes_per_s"]
+                # The same generator and connections again, after: the machine's load drifts, so
+                # the ratio is to the mean of the baselines either side of the run.
+                results["baseline_after"] = asyncio.run(
+                    run_baseline(
+                        server, args.baseline, args.baseline_episodes, args.connections, gold, 3 * 10**6
+                    )
                 )
+                print(json.dumps(results["baseline_after"]), file=sys.stderr, flush=True)
+                either = [results[k]["episodes_per_s"] for k in ("baseline", "baseline_after")]
+                results["ratio_throughput"] = results["open"]["episodes_per_s"] / (sum(either) / 2)
+                results["ratio_throughput_range"] = [
+                    results["open"]["episodes_per_s"] / max(either),
+                    results["open"]["episodes_per_s"] / min(either),
+                ]
             results["open"]["p99_over_p50"] = results["open"]["call_p99_ms"] / results["open"]["call_p50_ms"]
     finally:
         server.stop()

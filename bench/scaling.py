@@ -229,6 +229,7 @@ def main() -> None:
             for grader, store, n in configs:
                 print(f"[scaling] round {rnd + 1}: {grader} {store} x{n}", file=sys.stderr, flush=True)
                 loads.append(machine_busy())
+                load_start = os.getloadavg()[0]
                 code = base if store.startswith("memory@") else None
                 with serve(specs[grader], redis_url if store == "redis" else "memory", n, code) as (
                     url,
@@ -239,6 +240,8 @@ def main() -> None:
                     cpu = tree_cpu(proc, redis_proc if store == "redis" else None) - before
                 done = sum(e["n"] for e in eps)
                 row = {"cpu ms/episode": 1000 * cpu / max(done, 1)}
+                # The machine's load (1 min) as this configuration started and ended: each figure's own.
+                row["load start"], row["load end"] = load_start, os.getloadavg()[0]
                 for e in eps:
                     c = e["concurrency"]
                     row[f"episodes/s c={c}"] = e["episodes_per_s"]

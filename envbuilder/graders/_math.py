@@ -18,6 +18,9 @@ off. An answer decided without SymPy (the same text, plain numbers) is graded in
 any other goes to a grading process (``envbuilder.isolation.processes``) that is killed at
 ``timeout``: one C call of
 SymPy on ``9^{9^{9^{9}}}`` holds the interpreter for minutes, which no thread could interrupt.
+A process's verdict is remembered for the same answer and target (``_verdicts``: the last
+4,096), and a sample whose check is already running waits for it, so a GRPO group whose samples
+agree costs one process, not sixteen.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ from envbuilder.graders._latex import (
     solution_sets,
     text_key,
 )
+from envbuilder.graders._verdicts import Verdicts
 from envbuilder.isolation import processes
 from envbuilder.templating import Template
 
@@ -62,6 +66,8 @@ _NUMBERS = re.compile(r"[-+]?\d+(?:\.\d+)?(?:/\d+)?")
 MAX_SPAN_CHARS = 1000
 #: Answers up to this long are tried without SymPy in the server (cleaning is linear-time).
 MAX_INLINE_CHARS = 2000
+#: Verdicts of checker processes remembered (answer and target up to MAX_INLINE_CHARS together).
+VERDICTS = 4096
 
 
 class MathConfig(GraderConfig):
@@ -116,6 +122,8 @@ class MathGrader(Grader):
             config.extract
         ]
         self._latex_only, self._expr_only = [latex], [expr]
+        # A prompt's samples often end on the same answer: one checker process per distinct one.
+        self.verdicts: Verdicts[tuple[bool | None, str, str]] = Verdicts(VERDICTS, MAX_INLINE_CHARS)
 
     @property
     def fields(self) -> frozenset[str]:
@@ -281,14 +289,17 @@ class MathGrader(Grader):
         decided = self._plain(answer, target) if len(answer) <= MAX_INLINE_CHARS else None
         try:
             if decided is None:
-                decided = await processes.run_checked(
-                    check,
-                    cfg.extract,
-                    cfg.float_rounding,
-                    answer,
-                    target,
-                    timeout=cfg.timeout,
-                    prepare=[(warm, cfg.extract, cfg.float_rounding)],
+                decided = await self.verdicts.check(
+                    (answer, target),
+                    lambda: processes.run_checked(
+                        check,
+                        cfg.extract,
+                        cfg.float_rounding,
+                        answer,
+                        target,
+                        timeout=cfg.timeout,
+                        prepare=[(warm, cfg.extract, cfg.float_rounding)],
+                    ),
                 )
         except processes.CheckTimeout:
             return Grade.ungradeable(f"checking the answer took over {cfg.timeout:g} s", target=target)
