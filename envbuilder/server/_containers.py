@@ -30,7 +30,7 @@ import asyncio
 import contextlib
 import logging
 import secrets
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from envbuilder.environment import Environment
@@ -80,15 +80,16 @@ class ContainerKeeper:
 
     # -- /create -----------------------------------------------------------------------------
 
-    async def admit(self, env: Environment, client: str) -> str:
-        """A place for a new session of ``client`` on ``env`` and its container's name.
+    async def admit(self, env: Environment, client: str, task: Mapping[str, Any] | None = None) -> str:
+        """A place for a new session of ``client`` on ``env`` (for ``task``) and its container's
+        name: a warm container made for the task's image and tree when one is ready.
 
         Raises:
             RequestRejected: 503 with Retry-After when no place came free in time.
         """
         containers = env.containers
         assert containers is not None
-        name = await containers.admit(client)
+        name = await containers.admit(client, task)
         if name is None:
             pool = self.pool
             raise RequestRejected(
