@@ -12,7 +12,14 @@ from pathlib import Path
 import pytest
 
 from envbuilder.isolation.sandbox import ContainerPool, RepositorySpec, Workspace
-from envbuilder.isolation.sandbox._warm import BLANK, KEYS_PER_CLIENT, MAX_CLIENTS, WarmKey, WarmPlan, tree_key
+from envbuilder.isolation.sandbox._warm import (
+    BLANK,
+    KEYS_PER_CLIENT,
+    MAX_CLIENTS,
+    WarmKey,
+    WarmPlan,
+    tree_key,
+)
 from tests.sandboxes import needs_base_image
 
 ROOT = Path(__file__).resolve().parents[3]
