@@ -27,8 +27,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import io
 import os
 import statistics
+import tarfile
 import time
 import uuid
 from pathlib import Path
@@ -59,7 +61,15 @@ async def main(args: argparse.Namespace) -> None:
     task = env.split("test").task(0)
     await containers.image()  # the image is built (or found) once, outside the figures
 
-    if not args.starts:  # only the episodes (and --served, --hold)
+    bare = SessionContainers(
+        containers.spec.model_copy(update={"repository": None}),
+        containers.base_dir,
+        image=await containers.image(),
+        environment="bench-bare",
+    )
+    if not args.starts:  # only --hold, --served and the episodes
+        if args.hold:
+            await _hold(bare, args.hold)
         await _episodes(args, env, containers)
         return
     starts: list[float] = []
@@ -99,12 +109,6 @@ async def main(args: argparse.Namespace) -> None:
     for name in names:
         await containers.remove(name)
 
-    bare = SessionContainers(
-        containers.spec.model_copy(update={"repository": None}),
-        containers.base_dir,
-        image=await containers.image(),
-        environment="bench-bare",
-    )
     for label, owner, blank in (
         ("repository, made for the task's tree", containers, False),
         ("repository, blank (the tree put in on claim)", containers, True),
@@ -129,6 +133,7 @@ async def _episodes(args: argparse.Namespace, env, containers) -> None:  # type:
 
     if args.served:
         await asyncio.to_thread(_served, args.served)
+    _tests_tree_cost(env)
     stages: dict[str, list[float]] = {"first call (container made)": [], "submit (graded)": []}
 
     async def episode(index: int) -> float | None:
@@ -146,7 +151,7 @@ async def _episodes(args: argparse.Namespace, env, containers) -> None:  # type:
             await env.end_session(ep)
         return result.output.reward if isinstance(result, RunToolSuccess) else None
 
-    for concurrency in (int(c) for c in str(args.concurrency).split(",")):
+    for concurrency in (int(c) for c in str(args.concurrency).split(",") if c.strip() not in ("", "0")):
         sem = asyncio.Semaphore(concurrency)
         for values in stages.values():
             values.clear()
@@ -329,6 +334,46 @@ class _CpuMeter:
             "engine daemons (shared)": self._daemons() - self.daemons0,
             "this process (server side)": time.process_time() - self.own0,
         }
+
+
+def _tests_tree_cost(env, rounds: int = 20) -> None:  # type: ignore[no-untyped-def]
+    """CPU of the tree a grading run gets (task 0's base, its gold patch and test patch, the
+    report's nonce file): the nonce put in while the tree is written (now), against the tree
+    written, then read and written again to add it (before), in this process, same run."""
+    from envbuilder.graders._repo_tree import build_tree
+    from envbuilder.isolation.sandbox import repository_tree
+
+    containers = env.containers
+    row = env.split("test").task(0)
+    base = repository_tree(containers.spec.repository, row, containers.base_dir)
+    nonce = {".envbuilder-report-nonce": b"0" * 32}
+
+    def now() -> None:
+        build_tree(base, None, row["patch"], row["test_patch"], files=nonce)
+
+    def before() -> None:  # (the grader before: a copy of the tree's archive with the file added)
+        built = build_tree(base, None, row["patch"], row["test_patch"])
+        out = io.BytesIO()
+        with (
+            tarfile.open(fileobj=io.BytesIO(built.tar), mode="r:") as src,
+            tarfile.open(fileobj=out, mode="w", format=tarfile.GNU_FORMAT) as dst,
+        ):
+            for member in src:
+                dst.addfile(member, src.extractfile(member) if member.isfile() else None)
+            for name, data in nonce.items():
+                info = tarfile.TarInfo(name)
+                info.size, info.mode = len(data), 0o600
+                dst.addfile(info, io.BytesIO(data))
+
+    cost: dict[str, list[float]] = {"before": [], "now": []}
+    for _ in range(rounds):  # interleaved, so the machine's load falls on both alike
+        for label, work in (("before", before), ("now", now)):
+            began = time.process_time()
+            work()
+            cost[label].append((time.process_time() - began) * 1000)
+    print(f"the tests' tree per grading (CPU, n={rounds}): nonce added by re-writing the tree "
+          f"median {statistics.median(cost['before']):.0f} ms, written with it "
+          f"{statistics.median(cost['now']):.0f} ms")  # fmt: skip
 
 
 def _available_mib() -> float:
