@@ -336,7 +336,7 @@ class _CpuMeter:
         }
 
 
-def _tests_tree_cost(env, rounds: int = 20) -> None:  # type: ignore[no-untyped-def]
+def _tests_tree_cost(env, rounds: int = 6) -> None:  # type: ignore[no-untyped-def]
     """CPU of the tree a grading run gets (task 0's base, its gold patch and test patch, the
     report's nonce file): the nonce put in while the tree is written (now), against the tree
     written, then read and written again to add it (before), in this process, same run."""
