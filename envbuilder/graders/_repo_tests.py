@@ -23,10 +23,8 @@ runner that never started) is ungradeable (void), never 0.
 from __future__ import annotations
 
 import asyncio
-import io
 import json
 import secrets
-import tarfile
 from importlib import resources
 from typing import Any, Literal
 
@@ -98,6 +96,7 @@ class RepoTestsGrader(Grader):
             return Grade.ungradeable(str(exc))
         test_patch = str(task.get(self.config.test_patch) or "")
         containers = workspace.containers
+        nonce = secrets.token_hex(16)
         try:
             base = await workspace.base_tree()
             assert base is not None
@@ -106,20 +105,20 @@ class RepoTestsGrader(Grader):
             return Grade.ungradeable(f"the repository or the session's container failed: {exc.message}")
         try:
             built = await asyncio.to_thread(
-                build_tree, base, agent, _patch_of(answer), test_patch, self.config.protected
-            )
+                build_tree, base, agent, _patch_of(answer), test_patch, self.config.protected,
+                {_NONCE_FILE: nonce.encode()},
+            )  # fmt: skip
         except PatchFailed as exc:
             if exc.code == "test_patch":
                 return Grade.ungradeable(f"the task is broken: {exc.message}")
             return Grade.incorrect(exc.message, tests={})
         except GraderError as exc:
             return Grade.ungradeable(exc.message)
-        nonce = secrets.token_hex(16)
         files = sorted({t.split("::", 1)[0] for t in [*f2p, *p2p]})
         plugin = resources.files("envbuilder.graders").joinpath("_report_plugin.py").read_bytes()
         try:
             result = await containers.run_fresh(
-                _with_file(built.tar, _NONCE_FILE, nonce.encode()),
+                built.tar,
                 [
                     "sh",
                     "-c",
@@ -188,20 +187,6 @@ def _patch_of(answer: str) -> str:
     if "diff --git" not in text and not ("--- " in text and "+++ " in text):
         return ""
     return text + "\n"
-
-
-def _with_file(tar: bytes, name: str, data: bytes) -> bytes:
-    out = io.BytesIO()
-    with (
-        tarfile.open(fileobj=io.BytesIO(tar), mode="r:") as src,
-        tarfile.open(fileobj=out, mode="w", format=tarfile.GNU_FORMAT) as dst,
-    ):
-        for member in src:
-            dst.addfile(member, src.extractfile(member) if member.isfile() else None)
-        info = tarfile.TarInfo(name)
-        info.size, info.mode = len(data), 0o600
-        dst.addfile(info, io.BytesIO(data))
-    return out.getvalue()
 
 
 def _read_report(stdout: str, nonce: str) -> tuple[bool, dict[str, str]]:

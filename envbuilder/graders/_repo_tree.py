@@ -20,6 +20,7 @@ import stat
 import subprocess
 import tarfile
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -192,6 +193,7 @@ def build_tree(
     answer_patch: str,
     test_patch: str,
     protected: tuple[str, ...] | list[str] = PROTECTED,
+    files: Mapping[str, bytes] | None = None,
 ) -> Built:
     """The tree the tests run on (blocking: call it on a thread).
 
@@ -233,4 +235,6 @@ def build_tree(
         tree = apply_patch(tree, test_patch, "task's test patch")
     except PatchFailed as exc:
         raise PatchFailed(exc.message, code="test_patch") from None
+    for path, data in (files or {}).items():  # the grader's own (mode 0600), in the same archive
+        tree[path] = ("f", data, 0o600)
     return Built(to_tar(tree), changed, sorted(reverted))

@@ -36,7 +36,7 @@ import contextlib
 import logging
 import secrets
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from envbuilder.environment import Environment
@@ -93,8 +93,9 @@ class ContainerKeeper:
 
     # -- /create -----------------------------------------------------------------------------
 
-    async def admit(self, env: Environment, client: str) -> str:
-        """A place for a new session of ``client`` on ``env`` and its container's name.
+    async def admit(self, env: Environment, client: str, task: Mapping[str, Any] | None = None) -> str:
+        """A place for a new session of ``client`` on ``env`` (for ``task``) and its container's
+        name: a warm container made for the task's image and tree when one is ready.
 
         Raises:
             RequestRejected: 503 with Retry-After when no place came free in time.
@@ -102,7 +103,7 @@ class ContainerKeeper:
         containers = env.containers
         assert containers is not None
         started = time.monotonic()
-        name = await containers.admit(client)
+        name = await containers.admit(client, task)
         if name is not None and self.places is not None:
             try:
                 shared = await self.places.wait(name, max(self.pool.wait - (time.monotonic() - started), 0))

@@ -239,7 +239,7 @@ async def create(
         return Reply(orjson.dumps({"sid": sid}))
     # A place for its container first (503 when the pool stays full), bound to the session
     # before the session exists, so that no container is ever made that a reaper cannot place.
-    episode.sandbox = await keeper.admit(env, client)
+    episode.sandbox = await keeper.admit(env, client, task)
     added = False
     try:
         await keeper.bind(episode.sandbox, session.key)

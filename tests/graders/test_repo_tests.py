@@ -140,3 +140,11 @@ def test_protected_paths_keep_their_base_content() -> None:
     assert built.reverted == ["pkg/conftest.py", "pytest.py", "tests/test_mod.py"]
     assert patch_paths(test_patch) == {"tests/test_new.py"}
     assert is_protected("docs/anything.txt", [], {"docs/anything.txt"})
+    # the grader's own file goes into the same archive (read-only to others), over any file the
+    # agent made with its name
+    forged = tar({"./.nonce": b"forged\n", "./pkg/mod.py": b"x = 2\n"})
+    built = build_tree(base, forged, "", "", files={".nonce": b"n0nce"})
+    with tarfile.open(fileobj=io.BytesIO(built.tar)) as archive:
+        member = archive.getmember(".nonce")
+        assert member.mode == 0o600 and archive.extractfile(member).read() == b"n0nce"  # type: ignore[union-attr]
+        assert archive.getnames().count(".nonce") == 1

@@ -96,9 +96,13 @@ def test_the_pool_bounds_containers_keeps_warm_ones_and_never_reuses_them(
         health = client.get("/health").json()
         assert health["containers"]["swe_tomli"]["from_warm"] == 1  # session a got the warm one
         assert health["container_pool"]["in_use"] == 1
-        # the warm one is refilled (a second place is free), then b takes it
+        # the warm one is refilled (a second place is free), now for the task a asked for (its
+        # tree in, set up), then b, a session of the same task, takes it as it is
         assert _wait_for(lambda: client.get("/health").json()["container_pool"]["warm"] == 1)
         assert _create(client, "b").status_code == 200
+        containers = client.get("/health").json()["containers"]["swe_tomli"]
+        assert (containers["warm_hits"], containers["warm_misses"]) == (1, 1)
+        assert _bash(client, "b", "git log --format=%s; ls note.txt 2>&1 || true").startswith("base\n")
         # two places, both taken: the third session is refused with Retry-After, not queued forever
         refused = _create(client, "c")
         assert refused.status_code == 503 and refused.headers["retry-after"] == "5"

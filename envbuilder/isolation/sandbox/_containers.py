@@ -19,10 +19,12 @@ repository and a set-up command. :class:`SessionContainers` is what a server hol
   the call's wall time.
 * **Warm containers, and places.** With a :class:`~._pool.ContainerPool` (a server's
   ``--max-containers`` and ``--warm-containers``), :meth:`admit` takes a place for a new
-  session, fairly between clients, and names its container: a warm one (created and started
-  ahead, refilled in the background) when there is one, else a new name made on first use.
-  Whoever first *claims* a container (an atomic ``mkdir`` in it, as root) sets it up; the
-  others wait for its ready mark, so a replica that did not make it can serve it.
+  session, fairly between clients, and names its container: a warm one made for the task's
+  image and tree (:mod:`._warm`: set up ahead, repository and ready mark in, so the session
+  takes it as is), else a blank warm one (created and started; the set-up is left), else a new
+  name made on first use. Whoever first *claims* a container (an atomic ``mkdir`` in it, as
+  root) sets it up; the others wait for its ready mark, so a replica that did not make it can
+  serve it.
 * **Grading never trusts the container.** :meth:`snapshot` stops the container first (every
   process the agent started is gone), then copies the working folder out;
   :meth:`run_fresh` runs a command in a *new* container of the same image with a tree the
@@ -54,8 +56,9 @@ from envbuilder.isolation.sandbox._engine import STDERR, STDOUT, Engine, EngineA
 from envbuilder.isolation.sandbox._limits import EffectiveLimits, Maxima, task_limits
 from envbuilder.isolation.sandbox._pool import ContainerPool
 from envbuilder.isolation.sandbox._process import Output
-from envbuilder.isolation.sandbox._repos import committed_tree
+from envbuilder.isolation.sandbox._repos import committed_tree, repository_tree
 from envbuilder.isolation.sandbox._result import RunResult, Status
+from envbuilder.isolation.sandbox._warm import BLANK, WarmKey, WarmPlan, tree_key
 from envbuilder.spec import ContainerSpec
 
 log = logging.getLogger("envbuilder.isolation.sandbox")
@@ -176,8 +179,11 @@ class SessionContainers:
         """Whether a start reaps what an earlier process of this server's id left. Off with a
         shared store: a session there outlives its server, and the store's reaper removes a
         container only once its session is gone."""
-        self._warm: deque[str] = deque()  # warm containers of this process, oldest first
-        self._claimed: set[str] = set()  # warm ones handed to sessions, not yet set up
+        self._warm: dict[WarmKey, deque[str]] = {}  # warm containers of this process by key, oldest first
+        self._making: dict[WarmKey, int] = {}  # warm containers being made, by key
+        self.plan = WarmPlan()
+        """Which keys to keep warm (the clients' recent asks)."""
+        self._claimed: set[str] = set()  # blank warm ones handed to sessions, not yet set up
         self._filler: asyncio.Task[None] | None = None
         self._background: set[asyncio.Task[None]] = set()
         self._closed = False
@@ -456,37 +462,73 @@ class SessionContainers:
 
     # -- places and warm containers ----------------------------------------------------------
 
-    async def admit(self, client: Hashable) -> str | None:
-        """A place for a new session of ``client`` and its container's name (a warm container
-        when one is ready), or None when the pool's places stayed taken (:class:`ContainerPool`).
+    def warm_key(self, task: Mapping[str, Any] | None) -> WarmKey:
+        """What a ready container for ``task`` holds: its image (the task's build context when
+        each task has its own) and its tree (the repository at its commit)."""
+        task = task or {}
+        build = self.spec.build
+        image = ""
+        if build is not None and build.context_field is not None:
+            image = str(task.get(build.context_field) or "")
+        return WarmKey(image, tree_key(self.spec.repository, task))
+
+    def _default_key(self) -> WarmKey | None:
+        """What to keep warm before any client asked: the spec's image set up with its own
+        working folder; blank containers when the tree is each task's; nothing when the image is."""
+        build = self.spec.build
+        if build is not None and build.context_field is not None:
+            return None
+        return BLANK if self.spec.repository is not None else WarmKey()
+
+    async def admit(self, client: Hashable, task: Mapping[str, Any] | None = None) -> str | None:
+        """A place for a new session of ``client`` on ``task`` and its container's name (a warm
+        container made for the task's image and tree when one is ready, else a blank one),
+        or None when the pool's places stayed taken (:class:`ContainerPool`).
         Without a pool: a new name, at once."""
         pool = self.pool
         if pool is None:
             return new_name()
         if not await pool.admit(client):
             return None
-        name = self.take_name()
+        key = self.warm_key(task)
+        if pool.warm:
+            self.plan.ask(client, key, task or {})
+        name = self.take_name(key)
         pool.hold(name)
-        if name not in self._claimed:
+        if name not in self._claimed and name not in self._ready:
             pool.make_room()  # a cold one: a warm container of another image may give its place
         self.start_warming()
         return name
 
-    def take_name(self) -> str:
-        """A warm container's name (it is no longer warm: only this session gets it), or a new
-        name (its container is made on first use)."""
-        if self._warm:
-            name = self._warm.popleft()
-            if self.pool is not None:
-                self.pool.take_warm(name)
-            self._claimed.add(name)
-            return name
+    def take_name(self, key: WarmKey | None = None) -> str:
+        """The name of a warm container for ``key`` (default: the environment's default key)
+        that is ready as it is, else of a blank warm one of the spec's image (set up on first
+        use), else a new name (its container is made on first use). A warm container taken is
+        no longer warm: only this session gets it."""
+        key = self._default_key() if key is None else key
+        kinds = [key] if key is not None else []
+        if key is None or not key.image:
+            kinds.append(BLANK)  # (a blank container is of the spec's image)
+        for kind in kinds:
+            queue = self._warm.get(kind)
+            if queue:
+                name = queue.popleft()
+                if self.pool is not None:
+                    self.pool.take_warm(name)
+                if kind == BLANK:
+                    self._claimed.add(name)
+                    self.plan.misses += 1
+                else:
+                    self.plan.hits += 1
+                return name
+        self.plan.misses += 1
         return new_name()
 
     def drop_warm(self, name: str) -> None:
         """Remove the warm container ``name`` (its place is needed), in the background."""
-        with contextlib.suppress(ValueError):
-            self._warm.remove(name)
+        for queue in self._warm.values():
+            with contextlib.suppress(ValueError):
+                queue.remove(name)
         self._spawn(self._remove_quietly(name))
 
     async def _remove_quietly(self, name: str) -> None:
@@ -503,43 +545,96 @@ class SessionContainers:
     @property
     def warm(self) -> int:
         """Warm containers ready now."""
-        return len(self._warm)
+        return sum(len(q) for q in self._warm.values())
+
+    def warm_for(self, key: WarmKey) -> int:
+        """Warm containers ready now for ``key``."""
+        return len(self._warm.get(key) or ())
 
     def start_warming(self) -> None:
         """Refill the warm containers in the background, up to the pool's ``warm`` while it
         has room (a running refill is left alone)."""
         pool = self.pool
-        per_task = self.spec.build is not None and self.spec.build.context_field is not None
-        if pool is None or not pool.warm or self._closed or per_task:  # a task's own image: none warm
+        if pool is None or not pool.warm or self._closed:
             return
         if self._filler is None or self._filler.done():
             self._filler = asyncio.get_running_loop().create_task(self._fill(pool))
 
+    def _next_key(self, pool: ContainerPool) -> WarmKey | None:
+        """The key the next warm container is for (the one furthest below its target), after
+        dropping a warm container of a key over its target when the budget is spent; None:
+        every key has its share (or there is no room)."""
+        targets = self.plan.targets(pool.warm, self._default_key())
+        have = {k: len(q) + self._making.get(k, 0) for k, q in self._warm.items()}
+        for k, n in self._making.items():
+            have.setdefault(k, n)
+        short = [k for k, n in targets.items() if have.get(k, 0) < n]
+        if not short:
+            return None
+        key = max(short, key=lambda k: targets[k] - have.get(k, 0))
+        if sum(have.values()) >= pool.warm:
+            over = [k for k, q in self._warm.items() if q and have[k] > targets.get(k, 0)]
+            if not over:
+                return None
+            victim = max(over, key=lambda k: have[k] - targets.get(k, 0))
+            name = self._warm[victim].popleft()
+            pool.take_warm(name)
+            self._spawn(self._remove_quietly(name))
+        return key if pool.room() else None
+
     async def _fill(self, pool: ContainerPool) -> None:
-        while not self._closed and len(self._warm) < pool.warm and pool.room():
+        while not self._closed:
+            key = self._next_key(pool)
+            if key is None:
+                return
+            task = self.plan.task(key) if key.per_task else None
             name = new_name()
             pool.filling(1)
+            self._making[key] = self._making.get(key, 0) + 1
             started = time.monotonic()
             try:
-                image = await self.image()
-                async with self.engine.connect() as api:
-                    try:
-                        await api.create(self.config(image, name, network=self.spec.network), name=name)
-                        await api.start(name)
-                    except BaseException:
-                        with contextlib.suppress(SandboxError):
-                            await asyncio.shield(api.remove(name))
-                        raise
+                await self._make_warm(name, key, task)
             except SandboxError as exc:
                 log.warning("could not make a warm container (tried again later): %s", exc.message)
                 await asyncio.sleep(_WARM_RETRY)
                 return
             finally:
                 pool.filling(-1)
+                self._making[key] -= 1
+                if not self._making[key]:
+                    del self._making[key]
             self.costs.warmed += 1
             self.costs.warm_seconds += time.monotonic() - started
-            self._warm.append(name)
+            if self._closed:
+                await self._remove_quietly(name)
+                return
+            self._warm.setdefault(key, deque()).append(name)
             pool.add_warm(name, self)
+
+    async def _make_warm(self, name: str, key: WarmKey, task: Mapping[str, Any] | None) -> None:
+        """Create and start a warm container for ``key``; unless it is blank, set it up as a
+        session's (claimed, the task's tree in, the set-up command run, the ready mark last)."""
+        if key.per_task and task is None:
+            raise SandboxError("no client asks for this warm container's task any more")
+        image = await self.image(task if key.image else None)
+        tree = None
+        if key.tree and self.spec.repository is not None:
+            assert task is not None
+            tree = await asyncio.to_thread(repository_tree, self.spec.repository, task, self.base_dir)
+        async with self.engine.connect() as api:
+            try:
+                await api.create(self.config(image, name, network=self.spec.network), name=name)
+                await api.start(name)
+                if key != BLANK:
+                    if not await self._claim(api, name):
+                        raise SandboxError(f"the warm container {name} was claimed by another process")
+                    await self._set_up(api, name, tree)
+                    self._ready.add(name)
+            except BaseException:
+                self._ready.discard(name)
+                with contextlib.suppress(SandboxError):
+                    await asyncio.shield(api.remove(name))
+                raise
 
     async def reap_once(self) -> None:
         """:meth:`reap`, the first time it is asked (a failure is logged, not raised)."""
@@ -580,9 +675,10 @@ class SessionContainers:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        for name in self._warm:
-            if self.pool is not None:
-                self.pool.take_warm(name)
+        for queue in self._warm.values():
+            for name in queue:
+                if self.pool is not None:
+                    self.pool.take_warm(name)
         self._warm.clear()
         with contextlib.suppress(SandboxError):
             async with self.engine.connect() as api:
@@ -596,7 +692,9 @@ class SessionContainers:
         made, removed, reaped, calls, the mean create-to-ready time, and what each may hold."""
         return {
             **self.costs.as_dict(len(self._ready)),
-            "warm": len(self._warm),
+            "warm": self.warm,
+            "warm_keys": sum(1 for q in self._warm.values() if q),
+            **{f"warm_{k}": v for k, v in self.plan.report().items()},
             "memory_mb_each": self.spec.memory_mb,
             "storage_limited": self._storage,
             "image": self._image,

@@ -9,11 +9,12 @@ how many ready ones it keeps warm.
   once does not starve another's single session. A wait is bounded (``wait`` seconds): past it
   the server answers 503 with Retry-After instead of queueing without end (back-pressure).
 * **Warm containers.** Each environment's :class:`~._containers.SessionContainers` keeps up to
-  ``warm`` containers of its image created and started ahead of need, refilled in the
-  background while places are free. A session takes one by name when it is admitted (no
-  create, no start on its path), and it is never handed to a second session: the session's end
-  removes it. A session that finds no warm one while warm ones of *another* image hold the
-  last places evicts one of them, so warm containers never make the pool pass ``size``.
+  ``warm`` containers ready ahead of need, keyed by image and tree (:mod:`._warm`: which tasks,
+  from the clients' recent asks), refilled in the background while places are free. A session
+  takes one made for its task by name when it is admitted (nothing left to do on its path), and
+  it is never handed to a second session: the session's end removes it. A session that finds
+  no warm one while warm ones of *another* key hold the last places evicts one of them, so warm
+  containers never make the pool pass ``size``.
 """
 
 from __future__ import annotations
