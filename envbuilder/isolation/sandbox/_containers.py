@@ -184,6 +184,7 @@ class SessionContainers:
         self.plan = WarmPlan()
         """Which keys to keep warm (the clients' recent asks)."""
         self._claimed: set[str] = set()  # blank warm ones handed to sessions, not yet set up
+        self._handed: dict[str, WarmKey] = {}  # ready warm ones handed to sessions, not yet used
         self._filler: asyncio.Task[None] | None = None
         self._background: set[asyncio.Task[None]] = set()
         self._closed = False
@@ -320,6 +321,10 @@ class SessionContainers:
         Raises:
             SandboxError: the engine cannot make it, or the set-up failed.
         """
+        made_for = self._handed.pop(name, None)
+        if made_for is not None and made_for.limits != self._limits_key(task):
+            async with self.engine.connect() as api:  # a ready one made for other limits
+                await self._fit(api, name, task)
         if name in self._ready:
             return
         async with self._lock(name):
@@ -450,6 +455,7 @@ class SessionContainers:
         """Remove the session's container (gone already is fine), and give back its place."""
         self._ready.discard(name)
         self._claimed.discard(name)
+        self._handed.pop(name, None)
         self._locks.pop(name, None)
         try:
             async with self.engine.connect() as api:
@@ -470,7 +476,19 @@ class SessionContainers:
         image = ""
         if build is not None and build.context_field is not None:
             image = str(task.get(build.context_field) or "")
-        return WarmKey(image, tree_key(self.spec.repository, task))
+        return WarmKey(image, tree_key(self.spec.repository, task), limits=self._limits_key(task))
+
+    def _limits_key(self, task: Mapping[str, Any] | None) -> str:
+        """The task's own CPU and memory limits as a warm key's part (``""``: the spec's)."""
+        if self.spec.limits_field is None or not task:
+            return ""
+        try:
+            own, spec = self.limits(task), self.limits(None)
+        except SandboxError:
+            return ""  # (reported when its container is made)
+        if (own.cpus, own.memory_mb) == (spec.cpus, spec.memory_mb):
+            return ""
+        return f"{own.cpus:g}cpu/{own.memory_mb}mb"
 
     def _default_key(self) -> WarmKey | None:
         """What to keep warm before any client asked: the spec's image set up with its own
@@ -519,6 +537,7 @@ class SessionContainers:
                     self._claimed.add(name)
                     self.plan.misses += 1
                 else:
+                    self._handed[name] = kind
                     self.plan.hits += 1
                 return name
         self.plan.misses += 1
@@ -623,7 +642,8 @@ class SessionContainers:
             tree = await asyncio.to_thread(repository_tree, self.spec.repository, task, self.base_dir)
         async with self.engine.connect() as api:
             try:
-                await api.create(self.config(image, name, network=self.spec.network), name=name)
+                limited = task if key.limits else None  # made with the task's own limits
+                await api.create(self.config(image, name, network=self.spec.network, task=limited), name=name)
                 await api.start(name)
                 if key != BLANK:
                     if not await self._claim(api, name):

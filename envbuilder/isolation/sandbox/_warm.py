@@ -50,11 +50,13 @@ class WarmKey:
     tree: str = ""
     blank: bool = False
     """Created and started only: nothing set up (serves any tree of the spec's image)."""
+    limits: str = ""
+    """The task's own CPU and memory limits (``""``: the spec's), which a container is made with."""
 
     @property
     def per_task(self) -> bool:
-        """Whether making it needs a task (its image or its tree is the task's)."""
-        return bool(self.image or self.tree)
+        """Whether making it needs a task (its image, its tree or its limits are the task's)."""
+        return bool(self.image or self.tree or self.limits)
 
 
 BLANK = WarmKey(blank=True)

@@ -35,6 +35,18 @@ def test_a_task_key_names_its_image_and_tree_without_reading_it() -> None:
     assert tree_key(None, {"repo": "tomli"}) == ""
 
 
+def test_a_task_with_its_own_limits_has_a_key_of_its_own() -> None:
+    # A container is made with its task's CPU and memory: it never serves a task of other limits.
+    from envbuilder.isolation.sandbox import ContainerSpec, SessionContainers
+
+    spec = ContainerSpec(image="x", workdir="/app", memory_mb=512, cpus=1.0, limits_field="limits")
+    containers = SessionContainers(spec, Path("."))
+    plain, same = containers.warm_key({}), containers.warm_key({"limits": '{"memory_mb": 512}'})
+    small = containers.warm_key({"limits": '{"memory_mb": 300, "cpus": 0.5}'})
+    assert plain == same == WarmKey() and not plain.per_task
+    assert small.limits == "0.5cpu/300mb" and small.per_task and small != plain
+
+
 def test_before_any_ask_the_budget_goes_to_the_default_key() -> None:
     plan = WarmPlan()
     assert plan.targets(4, WarmKey()) == {WarmKey(): 4}
