@@ -18,8 +18,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from envbuilder.data._base import Source, SourceConfig, Table
-from envbuilder.data._ipc import ArrowTable
-from envbuilder.data._parquet import ParquetTable
 from envbuilder.data._remote import fetch, is_url
 from envbuilder.errors import DataError
 
@@ -110,6 +108,8 @@ class HuggingFaceSource(Source):
                 import datasets
 
                 local = datasets.DownloadManager().download(self._files[split])
+                from envbuilder.data._parquet import ParquetTable  # pyarrow: only when read
+
                 return ParquetTable([Path(p) for p in local])
             except DataError:
                 raise
@@ -119,6 +119,8 @@ class HuggingFaceSource(Source):
                 ) from None
         try:
             builder.download_and_prepare()
+            from envbuilder.data._ipc import ArrowTable
+
             return ArrowTable(builder.as_dataset(split=split).data.table)
         except Exception as exc:
             raise DataError(
