@@ -91,7 +91,8 @@ def test_under_uvicorn_the_build_starts_with_the_server(gsm8k: Environment) -> N
         assert httpx.get(url + "/health").json() == {"status": "ok"}
         lazy.built.result(timeout=120)  # started by the lifespan, not by a request
         document = httpx.get(url + "/openapi.json").json()
-        created = httpx.post(url + "/create", headers={"X-Session-ID": "s1"}, json={"split": "test", "index": 0})
+        task = {"split": "test", "index": 0}
+        created = httpx.post(url + "/create", headers={"X-Session-ID": "s1"}, json=task)
         assert created.status_code == 200 and len(lazy.ctx.sessions) == 1
     assert document == create_app([gsm8k]).openapi()
 
