@@ -73,6 +73,9 @@ def instructions(checkout: Path, args: argparse.Namespace, out: Path) -> int:
     proc = subprocess.Popen(argv, cwd=checkout, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         _wait_ready(args.port, proc, 900)
+        # `serve` builds its FastAPI application after it listens: the OpenAPI document waits
+        # for it, so no build is counted among the episodes' instructions.
+        urllib.request.urlopen(f"http://127.0.0.1:{args.port}/openapi.json", timeout=900).close()
         _orsbench(args.shared, args.port, 50, args.concurrency)  # warm up: caches, lazy imports
         subprocess.run(["callgrind_control", "-i", "on", str(proc.pid)], check=True, capture_output=True)
         _orsbench(args.shared, args.port, args.episodes, args.concurrency)

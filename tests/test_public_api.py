@@ -191,6 +191,7 @@ def test_server_api() -> None:
         "check_store_url",
         "create_app",
         "read_api_keys",
+        "serving_app",
         "set_protocol_limits",
         "uvicorn_options",
     ]

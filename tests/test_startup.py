@@ -112,3 +112,39 @@ def test_the_load_time_sample_of_a_large_parquet_split_decodes_few_row_groups(tm
         Environment(parse_spec(spec, file=str(tmp_path / "big.yaml"), base_dir=tmp_path))
     assert 0 in decoded
     assert len(set(decoded)) <= SAMPLE_BLOCKS
+
+
+def test_serving_imports_fastapi_only_after_it_listens():
+    """`serve` builds its application without FastAPI or Starlette (they are imported by the
+    build that starts once the server listens); a Parquet spec imports pyarrow, not datasets."""
+    modules = _modules(
+        "from envbuilder.environment import load_environment\n"
+        "from envbuilder.server import ServerSettings, serving_app\n"
+        "app = serving_app([load_environment('envs/gsm8k.yaml')], ServerSettings())\n"
+        "assert not app.built.done()\n"
+    )
+    assert {m for m in ("fastapi", "starlette", "pydantic.v1", "datasets", "httpx") if m in modules} == set()
+    assert "pyarrow" in modules
+
+
+GENERATED_SPEC = """\
+name: sums
+dataset: {type: generator, generator: arithmetic, num_tasks: 1000, seed: 1}
+splits: {test: {}}
+prompt: {template: "{{ question }}"}
+grader: {type: exact_match, target: "{{ answer }}", extract: number}
+"""
+
+
+def test_a_spec_without_files_never_imports_pyarrow(tmp_path: Path):
+    """A spec whose tasks are generated reads no table: neither pyarrow (nor numpy under it)
+    nor FastAPI is imported to load and serve it."""
+    (tmp_path / "sums.yaml").write_text(GENERATED_SPEC)
+    modules = _modules(
+        "from envbuilder.environment import load_environment\n"
+        "from envbuilder.server import ServerSettings, serving_app\n"
+        f"env = load_environment({str(tmp_path / 'sums.yaml')!r})\n"
+        "assert len(env.split('test')) == 1000 and env.split('test').task(3)['question']\n"
+        "serving_app([env], ServerSettings())\n"
+    )
+    assert {m for m in ("pyarrow", "numpy", "datasets", "fastapi", "starlette") if m in modules} == set()

@@ -304,13 +304,13 @@ def _listen(
     import uvicorn
 
     from envbuilder.cli._workers import run_workers
-    from envbuilder.server import check_doors, create_app, uvicorn_options
+    from envbuilder.server import check_doors, serving_app, uvicorn_options
 
     with fail_on_errors():
         doors = check_doors(settings.doors, envs)  # before the workers start: one message, once
         confinement = _confinement(envs, settings)
         if workers == 1:
-            app = create_app(envs, settings)
+            app = serving_app(envs, settings)  # listens before FastAPI is built
     shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
     for env in envs:
         typer.echo(f"envbuilder: serving {env.name} ({env.summary()} tasks)")

@@ -69,7 +69,7 @@ def run_workers(
 def worker_app() -> Any:
     """The app of one worker (uvicorn's factory)."""
     from envbuilder.cli._catalog import load_or_exit
-    from envbuilder.server import ServerSettings, create_app, set_protocol_limits
+    from envbuilder.server import ServerSettings, serving_app, set_protocol_limits
 
     config = json.loads(os.environ[CONFIG_VAR])
     cache_dir = Path(config["cache_dir"]) if config["cache_dir"] else None
@@ -82,4 +82,4 @@ def worker_app() -> Any:
     )
     settings = ServerSettings(**config["settings"])
     set_protocol_limits(settings)
-    return create_app(envs, settings)
+    return serving_app(envs, settings)

@@ -26,6 +26,7 @@ from pydantic import Field, field_validator
 
 from envbuilder.data._base import Source, SourceConfig, Table
 from envbuilder.data._cache import cache_key, cache_path, file_identity
+from envbuilder.data._encoding import detect_encoding, first_undecodable
 from envbuilder.data._ipc import IpcTable, write_ipc
 from envbuilder.data._parquet import PathOrPaths, resolve_paths
 from envbuilder.errors import DataError
@@ -255,31 +256,6 @@ def _not_text(paths: list[Path], encoding: str) -> DataError | None:
             code="data_encoding",
         )
     return None
-
-
-def first_undecodable(path: Path, encoding: str) -> tuple[int, int] | None:
-    """The offset and value of the first byte of ``path`` that is not valid ``encoding`` text."""
-    decoder = codecs.getincrementaldecoder(encoding)()
-    offset = 0
-    with open(path, "rb") as f:
-        while True:
-            chunk = f.read(1 << 20)
-            try:
-                decoder.decode(chunk, final=not chunk)
-            except UnicodeDecodeError as exc:
-                at = max(0, offset + exc.start - len(exc.object) + len(chunk))
-                return at, exc.object[exc.start]
-            if not chunk:
-                return None
-            offset += len(chunk)
-
-
-def detect_encoding(paths: list[Path]) -> str | None:
-    """None when every file is UTF-8 text; else the legacy encoding they all read as: Windows-1252
-    (what spreadsheet programs export), else Latin-1 (which reads any bytes)."""
-    if all(first_undecodable(p, "utf-8") is None for p in paths):
-        return None
-    return "cp1252" if all(first_undecodable(p, "cp1252") is None for p in paths) else "latin-1"
 
 
 def _line_blocks(path: Path, size: int) -> Iterator[bytes]:

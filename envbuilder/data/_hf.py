@@ -11,15 +11,11 @@ with ``HF_HUB_OFFLINE=1`` everything comes from the local cache.
 from __future__ import annotations
 
 import os
-import socket
-import urllib.parse
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
 from envbuilder.data._base import Source, SourceConfig, Table
-from envbuilder.data._ipc import ArrowTable
-from envbuilder.data._parquet import ParquetTable
 from envbuilder.data._remote import fetch, is_url
 from envbuilder.errors import DataError
 
@@ -110,6 +106,8 @@ class HuggingFaceSource(Source):
                 import datasets
 
                 local = datasets.DownloadManager().download(self._files[split])
+                from envbuilder.data._parquet import ParquetTable  # pyarrow: only when read
+
                 return ParquetTable([Path(p) for p in local])
             except DataError:
                 raise
@@ -119,6 +117,8 @@ class HuggingFaceSource(Source):
                 ) from None
         try:
             builder.download_and_prepare()
+            from envbuilder.data._ipc import ArrowTable
+
             return ArrowTable(builder.as_dataset(split=split).data.table)
         except Exception as exc:
             raise DataError(
@@ -146,21 +146,6 @@ def _fetched(files: DataFiles | None) -> DataFiles | None:
     if isinstance(files, list):
         return [str(fetch(f)) if is_url(f) else f for f in files]
     return str(fetch(files)) if is_url(files) else files
-
-
-def hub_unreachable(timeout: float = 3.0) -> str | None:
-    """Why the hub cannot be reached (offline mode, no name resolution, no connection), or None.
-
-    A quick probe, so that a hub id fails in seconds rather than after ``datasets``'s retries."""
-    if os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0", "false", "False"):
-        return "HF_HUB_OFFLINE is set"
-    url = urllib.parse.urlsplit(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
-    host, port = url.hostname or "huggingface.co", url.port or (443 if url.scheme == "https" else 80)
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return None
-    except OSError as exc:
-        return f"cannot connect to {host}:{port}: {exc.strerror or exc}"
 
 
 def _offline_note() -> str:

@@ -31,6 +31,8 @@ import logging
 import os
 import re
 import shutil
+import socket
+import urllib.parse
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -205,3 +207,18 @@ def _last_copy(url: str) -> Path | None:
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return path if path.is_file() else None
+
+
+def hub_unreachable(timeout: float = 3.0) -> str | None:
+    """Why the hub cannot be reached (offline mode, no name resolution, no connection), or None.
+
+    A quick probe, so that a hub id fails in seconds rather than after ``datasets``'s retries."""
+    if os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0", "false", "False"):
+        return "HF_HUB_OFFLINE is set"
+    url = urllib.parse.urlsplit(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    host, port = url.hostname or "huggingface.co", url.port or (443 if url.scheme == "https" else 80)
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return None
+    except OSError as exc:
+        return f"cannot connect to {host}:{port}: {exc.strerror or exc}"

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import gc
 import inspect
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Header, Request
@@ -25,6 +22,7 @@ from envbuilder.server._context import ServerContext, ServerSettings
 from envbuilder.server._doors import open_doors
 from envbuilder.server._fast import FastFront
 from envbuilder.server._headers import require_sid
+from envbuilder.server._lifespan import server_lifespan
 from envbuilder.server._reply import CLOSE, internal_error
 from envbuilder.server._responses import ReplyResponse, json_response
 from envbuilder.server._routes import MEANING, NO_HEADERS, ROUTES, Route
@@ -57,55 +55,24 @@ def _located(error: Any) -> dict[str, Any]:
 
 def create_app(envs: list[Environment], settings: ServerSettings | None = None) -> FastAPI:
     """The ORS application for ``envs`` (the first is the default environment)."""
-    ctx = ServerContext(envs, settings or ServerSettings())
+    return build_app(ServerContext(envs, settings or ServerSettings()))
+
+
+def build_app(ctx: ServerContext) -> ORSApp:
+    """The FastAPI application over ``ctx``, with the lean door in front (``app.front``).
+    ``serve`` builds it while the lean door already answers (``_lazy``)."""
     app = ORSApp(
         title="envbuilder",
         version=__version__,
         description="Environments served over the Open Reward Standard (ORS). "
         f"Environments: {', '.join(ctx.envs)}.",
-        lifespan=_lifespan(ctx),
+        lifespan=server_lifespan(ctx),
     )
     app.state.context = ctx
     _add_error_handlers(app)
     _add_routes(app, ctx)
     app.openapi = _openapi(app, ctx)  # type: ignore[method-assign]
     return app
-
-
-def _lifespan(ctx: ServerContext) -> Callable[[FastAPI], contextlib.AbstractAsyncContextManager[None]]:
-    """Start the reaper; on shutdown stop it, finish the calls in flight and close everything."""
-
-    @contextlib.asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async def reaper() -> None:
-            while True:
-                await asyncio.sleep(ctx.settings.reap_interval)
-                ctx.reap()
-
-        # Everything built so far lives as long as the server: keep it out of the GC's scans.
-        gc.collect()
-        gc.freeze()
-        task = asyncio.create_task(reaper())
-        # Containers a crashed server of the same id left (in the background: an engine that is
-        # down must not stop the server from starting).
-        left = [asyncio.create_task(e.containers.reap_once()) for e in ctx.envs.values() if e.containers]
-        if ctx.keeper is not None:  # warm containers, and a shared store's reaper
-            await ctx.keeper.prepare()
-            left.append(asyncio.create_task(ctx.keeper.run()))
-        try:
-            yield
-        finally:
-            task.cancel()
-            for reap in left:
-                reap.cancel()
-            if ctx.keeper is not None:
-                await ctx.keeper.aclose()
-            await ctx.drain()
-            for env in ctx.envs.values():
-                await env.aclose()
-            await ctx.sessions.aclose()
-
-    return lifespan
 
 
 def _add_error_handlers(app: FastAPI) -> None:
@@ -151,7 +118,7 @@ def _add_routes(app: ORSApp, ctx: ServerContext) -> None:
     for router in doors:
         app.include_router(router)
     routes = [*app.routes, *(route for router in doors for route in router.routes)]
-    app.front = FastFront(ctx, app.fastapi_call, ROUTES, routes)
+    app.front = FastFront(ctx, app.fastapi_call, ROUTES, [getattr(r, "path", "") for r in routes])
 
 
 async def _sid(x_session_id: Annotated[str | None, Header()] = None) -> str:

@@ -16,11 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-
-from fastapi import APIRouter
+from typing import TYPE_CHECKING
 
 from envbuilder.environment import Environment
 from envbuilder.errors import EnvbuilderError, did_you_mean
+
+if TYPE_CHECKING:  # (FastAPI is imported with the routes: `check_doors` runs before it)
+    from fastapi import APIRouter
 
 
 @dataclass(frozen=True)

@@ -18,19 +18,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from pydantic import ValidationError
-from starlette.routing import BaseRoute
 
 from envbuilder.errors import RequestRejected
 from envbuilder.server import _access, _owners
 from envbuilder.server._context import ServerContext
 from envbuilder.server._headers import require_sid
 from envbuilder.server._reply import CLOSE, Reply, error_reply, internal_error
-from envbuilder.server._responses import reply_headers, send_reply, stream_reply
 from envbuilder.server._routes import NO_HEADERS, Route
+from envbuilder.server._send import reply_headers, send_reply, stream_reply
 
 ASGIApp = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
 
@@ -50,12 +49,10 @@ class _TooLarge(Exception):
 class FastFront:
     """ASGI callable placed in front of the FastAPI app (see :func:`create_app`)."""
 
-    def __init__(
-        self, ctx: ServerContext, app: ASGIApp, routes: Sequence[Route], fastapi_routes: Sequence[BaseRoute]
-    ):
+    def __init__(self, ctx: ServerContext, app: ASGIApp, routes: Sequence[Route], paths: Iterable[str]):
         self.ctx = ctx
         self.app = app
-        self.roots = _roots(fastapi_routes)
+        self.roots = _roots(paths)
         """First path segments of the fixed routes: never redirected to the default environment."""
         self.served = 0
         """Requests answered here (the rest went to FastAPI): a cheap health signal."""
@@ -168,10 +165,11 @@ class _Disconnected(Exception):
     """The client went away while sending its body."""
 
 
-def _roots(routes: Sequence[BaseRoute]) -> frozenset[str]:
-    """Like the reference servers: the first segments of all non-parameterised routes."""
-    paths = (getattr(r, "path", "").strip("/") for r in routes)
-    return frozenset(p.split("/")[0] for p in paths if p and not p.startswith("{"))
+def _roots(paths: Iterable[str]) -> frozenset[str]:
+    """Like the reference servers: the first segments of all non-parameterised routes (``paths``:
+    those of every route the FastAPI application has)."""
+    stripped = (p.strip("/") for p in paths)
+    return frozenset(p.split("/")[0] for p in stripped if p and not p.startswith("{"))
 
 
 def _headers(scope: dict[str, Any]) -> dict[bytes, bytes]:

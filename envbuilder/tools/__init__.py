@@ -6,9 +6,15 @@ per-session state, blocking, end-of-session cleanup) and how a package registers
 whoever makes the call (:mod:`envbuilder.tools._steps`).
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from envbuilder.spec import ParamSpec, input_model
 from envbuilder.tools._base import Tool, ToolCall, ToolConfig, ToolContext, ToolReply, tools
-from envbuilder.tools._steps import Step, Steps
+
+if TYPE_CHECKING:
+    from envbuilder.tools._steps import Step, Steps
 
 __all__ = [
     "ParamSpec",
@@ -22,3 +28,15 @@ __all__ = [
     "input_model",
     "tools",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``Step`` and ``Steps`` on first use: their models cost every start-up, and only a spec
+    with a ``state`` tool (which imports them itself) uses them."""
+    if name not in ("Step", "Steps"):
+        raise AttributeError(f"module 'envbuilder.tools' has no attribute {name!r}")
+    from envbuilder.tools import _steps
+
+    value = getattr(_steps, name)
+    globals()[name] = value
+    return value
