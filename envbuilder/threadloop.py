@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import threading
+from collections import deque
 from collections.abc import Coroutine
 from concurrent.futures import Future
 from typing import Any, TypeVar
@@ -94,12 +95,18 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
 def _run_eager(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T]) -> T:
     """Run ``coro`` as a task of ``loop`` (not running, owned by this thread), its first step
     at once; the loop runs only if the coroutine waits or leaves callbacks to run."""
-    ready = getattr(loop, "_ready", None)  # BaseEventLoop's queue of callbacks ready to run
+    # BaseEventLoop's queue of callbacks ready to run (another loop, uvloop's, has none: it
+    # runs the task as ever)
+    ready: deque[asyncio.Handle] | None = getattr(loop, "_ready", None)
     task = loop.create_task(coro)
     # The task scheduled its first step with call_soon: the last handle of the queue, unless
     # another thread's call_soon_threadsafe came in between (then the loop runs it, as ever).
     handle = ready[-1] if ready else None
-    if handle is None or getattr(handle._callback, "__self__", None) is not task:
+    if (
+        ready is None
+        or handle is None
+        or getattr(getattr(handle, "_callback", None), "__self__", None) is not task
+    ):
         return loop.run_until_complete(task)
     ready.remove(handle)  # by identity; atomic against other threads' appends
     hooks = sys.get_asyncgen_hooks()
