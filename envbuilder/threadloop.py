@@ -29,7 +29,7 @@ import threading
 from collections import deque
 from collections.abc import Coroutine
 from concurrent.futures import Future
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 __all__ = ["LoopThread", "run_sync", "shared_loop"]
 
@@ -37,19 +37,10 @@ T = TypeVar("T")
 
 
 class LoopThread:
-    """An event loop running in its own daemon thread until :meth:`close`.
-
-    :meth:`run` is built for thousands of threads calling at once (the synchronous client with
-    a thread per request in flight): a call puts its coroutine on an inbox and wakes the loop
-    only when no wake-up is pending already (one write to the loop's self-pipe per batch, not
-    per call: each write is a system call that hands the interpreter lock to another thread),
-    and waits on a lock of its own that the loop releases when the task is done (no
-    ``concurrent.futures.Future`` and its condition per call)."""
+    """An event loop running in its own daemon thread until :meth:`close`."""
 
     def __init__(self, name: str):
         self.loop = asyncio.new_event_loop()
-        self._inbox: deque[_Call[Any]] = deque()
-        self._wake_pending = False
         self.thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
         self.thread.start()
 
@@ -63,29 +54,7 @@ class LoopThread:
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run ``coro`` on the loop and wait for its result (never from the loop's own thread)."""
-        if self.loop.is_closed():
-            coro.close()
-            raise RuntimeError("the loop thread is closed")
-        call = _Call(coro)
-        self._inbox.append(call)  # before the flag is read: see _drain
-        if not self._wake_pending:
-            self._wake_pending = True  # two callers may both wake it: one drain finds nothing
-            self.loop.call_soon_threadsafe(self._drain)
-        return call.wait()
-
-    def _drain(self) -> None:
-        """On the loop: start every call in the inbox. The flag is cleared before the inbox is
-        read, so a call appended after the last pop sees it clear and wakes the loop again."""
-        self._wake_pending = False
-        inbox, loop = self._inbox, self.loop
-        while inbox:
-            call = inbox.popleft()
-            try:
-                task = loop.create_task(call.coro)
-            except BaseException as exc:  # a closing loop: the caller gets the error
-                call.fail(exc)
-                continue
-            task.add_done_callback(call.done)
+        return self.submit(coro).result()
 
     def close(self) -> None:
         """Stop the loop, wait for its thread, close it (idempotent)."""
@@ -94,44 +63,6 @@ class LoopThread:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join()
         self.loop.close()
-        while self._inbox:  # calls that came in after the last drain: never run
-            self._inbox.popleft().fail(RuntimeError("the loop thread is closed"))
-
-
-class _Call(Generic[T]):
-    """One :meth:`LoopThread.run`: the coroutine, then its outcome; the caller waits on a lock
-    the loop releases once."""
-
-    __slots__ = ("_error", "_lock", "_value", "coro")
-
-    def __init__(self, coro: Coroutine[Any, Any, T]):
-        self.coro = coro
-        self._lock = threading.Lock()
-        self._lock.acquire()
-        self._value: T | None = None
-        self._error: BaseException | None = None
-
-    def done(self, task: asyncio.Task[T]) -> None:
-        if task.cancelled():
-            self._error = asyncio.CancelledError()
-        elif (error := task.exception()) is not None:
-            self._error = error
-        else:
-            self._value = task.result()
-        self._lock.release()
-
-    def fail(self, error: BaseException) -> None:
-        if isinstance(self.coro, Coroutine):
-            self.coro.close()
-        self._error = error
-        self._lock.release()
-
-    def wait(self) -> T:
-        self._lock.acquire()
-        if self._error is not None:
-            error, self._error = self._error, None  # no reference cycle through the traceback
-            raise error
-        return self._value  # type: ignore[return-value]
 
 
 _lock = threading.Lock()

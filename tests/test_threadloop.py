@@ -203,37 +203,3 @@ def test_run_sync_inside_an_eager_step_goes_to_the_shared_thread() -> None:
 
     ident, loop = run_sync(outer())
     assert ident == shared_loop().thread.ident and loop is shared_loop().loop
-
-
-def test_many_threads_calling_a_loop_thread_at_once_each_get_their_own_outcome() -> None:
-    portal = LoopThread("test-many")
-    results: dict[int, object] = {}
-    start = threading.Barrier(501)
-
-    async def answer(i: int) -> int:
-        await asyncio.sleep(0.001 * (i % 7))
-        if i % 50 == 0:
-            raise _Mine(str(i))
-        return i * 2
-
-    def call(i: int) -> None:
-        start.wait()
-        try:
-            results[i] = portal.run(answer(i))
-        except _Mine as exc:
-            results[i] = f"raised {exc}"
-
-    threads = [threading.Thread(target=call, args=(i,)) for i in range(500)]
-    for t in threads:
-        t.start()
-    start.wait()
-    for t in threads:
-        t.join()
-    assert results == {i: f"raised {i}" if i % 50 == 0 else i * 2 for i in range(500)}
-    portal.close()
-    try:
-        portal.run(answer(1))
-    except RuntimeError:
-        pass
-    else:
-        raise AssertionError("a closed loop thread ran a call")
