@@ -311,6 +311,13 @@ def inproc(count: int) -> str:
             rollout.reset(task_index=i)
             rollout.submit(answer=f"The answer is {gold[i]}.")
 
+    def via_trl_group(samples: int = 8) -> None:
+        # GRPO's shape: each task reset once per sample of its group (the prompt renders once)
+        rollout = trl.TRLSpec(spec, num_tasks=count).environment_factory()
+        for i in range(count):
+            rollout.reset(task_index=i // samples)
+            rollout.submit(answer=f"The answer is {gold[i // samples]}.")
+
     def via_skyrl() -> None:
         for i in range(count):
             e = skyrl.EnvbuilderTextEnv(extras={"spec": str(spec), "split": "train", "task_index": i})
@@ -326,6 +333,7 @@ def inproc(count: int) -> str:
 
     paths: list[tuple[str, Any]] = [
         ("TRL environment_factory (reset + submit)", via_trl),
+        ("TRL, a group of 8 samples per task", via_trl_group),
         ("SkyRL BaseTextEnv (init + step + close)", via_skyrl),
         ("verl compute_score", via_verl),
     ]

@@ -38,6 +38,7 @@ class LocalEpisode:
     rewards: list[float | None] = field(default_factory=list)
     """Each call's reward, in order (None for calls that carry none, and for refused calls)."""
     outputs: list[ToolOutput | RunToolError] = field(default_factory=list)
+    _last_reward: float | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.state = Episode(task=self.task, secrets=dict(self.secrets))
@@ -68,15 +69,16 @@ class LocalEpisode:
 
     @property
     def reward(self) -> float | None:
-        """The episode's reward: the last non-null step reward (None before one is given)."""
-        return next((r for r in reversed(self.rewards) if r is not None), None)
+        """The episode's reward: the last non-null step reward (None before one is given),
+        kept as each call is recorded (trainers read it once per answer)."""
+        return self._last_reward
 
     @property
     def void(self) -> str | None:
         """Why the episode is void (it ended ungraded for a reason outside the agent's answer: a
         judge that is down, a sandbox that cannot start), None otherwise. A void episode has no
         reward, and each integration hands it to its trainer as a skipped sample, never as 0."""
-        if not self.finished or self.reward is not None:
+        if not self.state.finished or self._last_reward is not None:
             return None
         for out in reversed(self.outputs):
             if isinstance(out, ToolOutput) and out.finished:
@@ -89,7 +91,10 @@ class LocalEpisode:
         result = await self.env.call_tool(self.state, name, tool_input)
         out = result.output if isinstance(result, RunToolSuccess) else result
         self.outputs.append(out)
-        self.rewards.append(out.reward if isinstance(out, ToolOutput) else None)
+        reward = out.reward if isinstance(out, ToolOutput) else None
+        self.rewards.append(reward)
+        if reward is not None:
+            self._last_reward = reward
         return result
 
     async def acall(self, name: str, tool_input: dict[str, Any]) -> ToolOutput | RunToolError:
@@ -102,7 +107,9 @@ class LocalEpisode:
         return run_sync(self.acall(name, tool_input))
 
     async def aend(self) -> None:
-        await self.env.end_session(self.state)
+        """:meth:`end` from async code (nothing to await when the tools hold nothing)."""
+        if self.env.cleanup:
+            await self.env.end_session(self.state)
 
     def end(self) -> None:
         """Release what this episode's tools hold (a sandbox folder, a browser page). A spec

@@ -8,12 +8,25 @@ episodes of the trainers' adapters share one for callers that are inside a runni
 coroutine on an event loop kept for that thread (no thread hop on the hot path, and connections
 opened by a judge stay on the loop that opened them); a thread inside a running loop hands it to
 the shared :class:`LoopThread`, so no loop is ever nested.
+
+Most in-process episode calls (an exact-match grade, a calculator) never wait for anything, so
+:func:`run_sync` starts the coroutine's task eagerly: it takes the task's first step off the
+loop's ready queue and runs it at once, on this thread, with the loop set as the running loop
+(what Python 3.12's eager tasks do inside a running loop). A coroutine that finishes in that
+step costs no turn of the loop (no selector poll, no run/stop of ``run_forever``); one that
+waits (a judge's HTTP call, a sandbox) goes on in the same task under
+``loop.run_until_complete``. The task is a real :class:`asyncio.Task` from the start, so
+``asyncio.current_task()``, ``asyncio.timeout``, cancellation and the task's copy of the
+caller's context variables behave exactly as under ``run_until_complete``; only the task's own
+step ever sends into the coroutine.
 """
 
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
+from collections import deque
 from collections.abc import Coroutine
 from concurrent.futures import Future
 from typing import Any, TypeVar
@@ -75,5 +88,40 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
         loop = getattr(_local, "loop", None)
         if loop is None or loop.is_closed():
             loop = _local.loop = asyncio.new_event_loop()
-        return loop.run_until_complete(coro)
+        return _run_eager(loop, coro)
     return shared_loop().run(coro)
+
+
+def _run_eager(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` as a task of ``loop`` (not running, owned by this thread), its first step
+    at once; the loop runs only if the coroutine waits or leaves callbacks to run."""
+    # BaseEventLoop's queue of callbacks ready to run (another loop, uvloop's, has none: it
+    # runs the task as ever)
+    ready: deque[asyncio.Handle] | None = getattr(loop, "_ready", None)
+    task = loop.create_task(coro)
+    # The task scheduled its first step with call_soon: the last handle of the queue, unless
+    # another thread's call_soon_threadsafe came in between (then the loop runs it, as ever).
+    handle = ready[-1] if ready else None
+    if (
+        ready is None
+        or handle is None
+        or getattr(getattr(handle, "_callback", None), "__self__", None) is not task
+    ):
+        return loop.run_until_complete(task)
+    ready.remove(handle)  # by identity; atomic against other threads' appends
+    hooks = sys.get_asyncgen_hooks()
+    asyncio.events._set_running_loop(loop)
+    sys.set_asyncgen_hooks(  # as run_forever sets them: async generators finalised on this loop
+        firstiter=loop._asyncgen_firstiter_hook,  # type: ignore[attr-defined]
+        finalizer=loop._asyncgen_finalizer_hook,  # type: ignore[attr-defined]
+    )
+    try:
+        handle._run()  # Task.__step: enters the task, sends into the coroutine, leaves it
+    finally:
+        asyncio.events._set_running_loop(None)
+        sys.set_asyncgen_hooks(*hooks)
+    if task.done() and not ready:
+        return task.result()  # the value, or the coroutine's exception with its own type
+    # It waits for something (or left callbacks, such as a finished future's, to run): the
+    # same task goes on under the loop.
+    return loop.run_until_complete(task)

@@ -4,6 +4,7 @@ on the shared loop thread when it is inside a running loop already (never a nest
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import threading
 
 from envbuilder.threadloop import LoopThread, run_sync, shared_loop
@@ -37,3 +38,168 @@ def test_a_loop_thread_runs_submits_and_closes_once() -> None:
     portal.close()
     portal.close()  # idempotent
     assert portal.closed and not portal.thread.is_alive()
+
+
+# -- the eager start: a coroutine that never waits costs no turn of the loop ------------------
+
+
+def _thread_loop() -> asyncio.AbstractEventLoop:
+    return run_sync(_where())[1]
+
+
+def test_a_coroutine_that_never_waits_runs_no_turn_of_the_loop() -> None:
+    loop = _thread_loop()
+    ran: list[str] = []
+    handle = loop.call_at(loop.time(), ran.append, "timer")  # due now: any turn would run it
+
+    async def immediate() -> asyncio.Task[object] | None:
+        return asyncio.current_task()
+
+    task = run_sync(immediate())
+    assert ran == []  # no turn of the loop ran it
+    assert isinstance(task, asyncio.Task) and task.done()  # a real task was current all along
+    handle.cancel()
+
+
+def test_a_coroutine_that_waits_goes_on_in_the_same_task_under_the_loop() -> None:
+    def later(fut: asyncio.Future[int]) -> None:
+        fut.get_loop().call_soon_threadsafe(fut.set_result, 41)
+
+    async def waits() -> tuple[bool, int]:
+        before = asyncio.current_task()
+        await asyncio.sleep(0)  # a bare yield
+        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        threading.Thread(target=later, args=(fut,)).start()
+        value = await fut  # a real wait, ended by another thread
+        return asyncio.current_task() is before, value + 1
+
+    assert run_sync(waits()) == (True, 42)
+
+
+class _Mine(ValueError):
+    pass
+
+
+def test_exceptions_propagate_with_their_own_type_before_and_after_a_wait() -> None:
+    async def fails_at_once() -> None:
+        raise _Mine("at once")
+
+    async def fails_later() -> None:
+        await asyncio.sleep(0.001)
+        raise _Mine("later")
+
+    for coro, message in ((fails_at_once(), "at once"), (fails_later(), "later")):
+        try:
+            run_sync(coro)
+        except _Mine as exc:
+            assert str(exc) == message
+        else:
+            raise AssertionError("no exception")
+    assert run_sync(_where())[0] == threading.get_ident()  # the loop is still usable after
+
+
+def test_a_deadline_fires_in_a_timeout_entered_during_the_eager_step() -> None:
+    async def too_slow() -> None:
+        async with asyncio.timeout(0.05):  # needs a current task: the eager step has one
+            await asyncio.sleep(30)
+
+    try:
+        run_sync(too_slow())
+    except TimeoutError:
+        pass
+    else:
+        raise AssertionError("the timeout did not fire")
+
+
+def test_a_watchdog_deadline_stops_a_coroutine_that_never_waits() -> None:
+    from envbuilder.deadlines import Overrun, deadline
+
+    async def spins() -> None:
+        with deadline(0.05):
+            while True:
+                pass
+
+    try:
+        run_sync(spins())
+    except Overrun:
+        pass
+    else:
+        raise AssertionError("the deadline did not fire")
+
+
+def test_cancellation_before_and_after_a_wait_raises_cancelled_error() -> None:
+    async def cancels_itself(wait_first: bool) -> None:
+        if wait_first:
+            await asyncio.sleep(0)
+        task = asyncio.current_task()
+        assert task is not None
+        task.cancel()
+        await asyncio.sleep(0)
+
+    for wait_first in (False, True):
+        try:
+            run_sync(cancels_itself(wait_first))
+        except asyncio.CancelledError:
+            pass
+        else:
+            raise AssertionError("not cancelled")
+
+
+_var: contextvars.ContextVar[str] = contextvars.ContextVar("_var", default="unset")
+
+
+def test_context_variables_are_the_callers_and_changes_stay_in_the_task() -> None:
+    async def reads_and_sets() -> str:
+        seen = _var.get()
+        _var.set("inside")
+        return seen
+
+    token = _var.set("caller")
+    try:
+        assert run_sync(reads_and_sets()) == "caller"
+        assert _var.get() == "caller"  # the task ran in a copy, as under run_until_complete
+    finally:
+        _var.reset(token)
+
+
+def test_callbacks_the_coroutine_scheduled_run_before_the_result_is_returned() -> None:
+    ran: list[str] = []
+
+    async def schedules() -> str:
+        asyncio.get_running_loop().call_soon(ran.append, "callback")
+        return "done"
+
+    assert run_sync(schedules()) == "done"
+    assert ran == ["callback"]
+
+
+def test_calls_while_other_threads_post_to_the_loop_keep_their_results() -> None:
+    loop = _thread_loop()
+    stop = threading.Event()
+    posted: list[int] = []
+
+    def post() -> None:
+        while not stop.is_set():
+            loop.call_soon_threadsafe(posted.append, 1)
+
+    async def echo(i: int) -> int:
+        return i
+
+    poster = threading.Thread(target=post)
+    poster.start()
+    try:
+        results = [run_sync(echo(i)) for i in range(2000)]
+    finally:
+        stop.set()
+        poster.join()
+    assert results == list(range(2000))
+    run_sync(asyncio.sleep(0))  # what the poster queued last runs on the next turn
+    assert posted  # its callbacks ran on the loop's turns, none was lost to the eager start
+
+
+def test_run_sync_inside_an_eager_step_goes_to_the_shared_thread() -> None:
+    async def outer() -> tuple[int, asyncio.AbstractEventLoop]:
+        return run_sync(_where())
+
+    ident, loop = run_sync(outer())
+    assert ident == shared_loop().thread.ident and loop is shared_loop().loop
