@@ -18,8 +18,9 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -191,3 +192,14 @@ def needs_base_image() -> str:
     if problem:
         _skip(f"needs a container engine with the base image: {problem}")
     return host
+
+
+def wait_for(condition: Callable[[], Any], seconds: float = 60) -> bool:
+    """Whether ``condition()`` became true within ``seconds`` (asked every 0.2 s, and once more
+    at the end): for what an engine or a server does in the background."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.2)
+    return bool(condition())

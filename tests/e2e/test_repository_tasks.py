@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +18,7 @@ import pytest
 from envbuilder.environment import Environment, load_environment
 from envbuilder.isolation.sandbox._engine import Engine, EngineAddress
 from tests.processes import serve_process
-from tests.sandboxes import needs_base_image
+from tests.sandboxes import needs_base_image, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = str(ROOT / "envs" / "swe_tomli.yaml")
@@ -40,7 +39,7 @@ def server_id() -> str:
 def served(swe: Environment, server_id: str) -> Iterator[tuple[str, str]]:
     with serve_process(SPEC, env={"ENVBUILDER_SERVER_ID": server_id}) as (url, _):
         yield url, server_id
-    assert _wait_for(lambda: not _containers(server_id))  # shutdown removed them
+    assert wait_for(lambda: not _containers(server_id))  # shutdown removed them
 
 
 def _containers(server: str) -> list[str]:
@@ -52,15 +51,6 @@ def _containers(server: str) -> list[str]:
         return [str(c["Id"]) for c in found]
 
     return asyncio.run(query())
-
-
-def _wait_for(condition, seconds: float = 60) -> bool:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.2)
-    return bool(condition())
 
 
 def test_ors_sdk_fixes_a_bug_in_the_container(served: tuple[str, str], swe: Environment) -> None:
@@ -94,7 +84,7 @@ def test_ors_sdk_fixes_a_bug_in_the_container(served: tuple[str, str], swe: Envi
             assert out.metadata["tests"] == dict.fromkeys(
                 [*task["FAIL_TO_PASS"], *task["PASS_TO_PASS"]], "passed"
             )
-    assert _wait_for(lambda: not _containers(server))  # the deleted session's container went with it
+    assert wait_for(lambda: not _containers(server))  # the deleted session's container went with it
 
 
 def test_openreward_gold_and_empty_patches(served: tuple[str, str], swe: Environment) -> None:
@@ -132,5 +122,5 @@ def test_a_server_killed_with_sigkill_leaves_containers_the_next_one_reaps(
     left = _containers(server_id)
     assert len(left) == 1  # the crash left it
     with serve_process(SPEC, env={"ENVBUILDER_SERVER_ID": server_id}) as (url, _):
-        assert _wait_for(lambda: not _containers(server_id))
+        assert wait_for(lambda: not _containers(server_id))
         assert httpx.get(f"{url}/health").json()["containers"]["swe_tomli"]["reaped"] == 1

@@ -10,9 +10,8 @@ import json
 import os
 import signal
 import threading
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ from envbuilder.server._places import PLACES, SharedPlaces
 from envbuilder.server._redis import RedisStore
 from tests.processes import serve_process
 from tests.redisd import redis_server
-from tests.sandboxes import needs_base_image
+from tests.sandboxes import needs_base_image, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = str(ROOT / "tests" / "fixtures" / "harbor" / "harbor.yaml")
@@ -68,15 +67,6 @@ def _containers(labels: dict[str, str]) -> set[str]:
             return await api.containers(labels)
 
     return {str(c["Names"][0]).lstrip("/") for c in asyncio.run(query())}
-
-
-def _wait_for(condition: Callable[[], Any], seconds: float = 60) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.2)
-    return bool(condition())
 
 
 @contextlib.contextmanager
@@ -170,7 +160,7 @@ def test_two_replicas_share_the_bound_and_a_killed_one_s_places_come_back() -> N
             assert on_b.post("/delete", headers={"X-Session-ID": first}).status_code == 200
             assert _create(on_b, "c1").status_code == 200
             _bash(on_b, "c1", "true")
-            assert _wait_for(lambda: _create(on_b, "c2").status_code == 200, 60)  # rest expired
+            assert wait_for(lambda: _create(on_b, "c2").status_code == 200, 60)  # rest expired
             _bash(on_b, "c2", "true")
             assert _create(on_b, "c3").status_code == 503
             assert on_b.get("/health").json()["container_pool"]["shared_in_use"] == 2
@@ -180,4 +170,4 @@ def test_two_replicas_share_the_bound_and_a_killed_one_s_places_come_back() -> N
         assert most[0] == 2  # (the count saw the containers at all)
     # b removed what it made at its end, and what a made once a's sessions ended: nothing is left
     ours = ({"envbuilder.server": a}, {"envbuilder.server": b})
-    assert _wait_for(lambda: not set().union(*map(_containers, ours)))
+    assert wait_for(lambda: not set().union(*map(_containers, ours)))

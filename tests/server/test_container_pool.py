@@ -12,9 +12,8 @@ import json
 import os
 import signal
 import threading
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ import pytest
 from envbuilder.isolation.sandbox._engine import Engine, EngineAddress
 from tests.processes import serve_process
 from tests.redisd import redis_server
-from tests.sandboxes import needs_base_image
+from tests.sandboxes import needs_base_image, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = str(ROOT / "envs" / "swe_tomli.yaml")
@@ -53,15 +52,6 @@ def _names(labels: dict[str, str]) -> set[str]:
     return {str(c["Names"][0]).lstrip("/") for c in _containers(labels)}
 
 
-def _wait_for(condition: Callable[[], Any], seconds: float = 60) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.2)
-    return bool(condition())
-
-
 def _create(client: httpx.Client, sid: str) -> httpx.Response:
     body = {"env_name": "swe_tomli", "split": "test", "index": 0}
     return client.post("/create", json=body, headers={"X-Session-ID": sid})
@@ -88,7 +78,7 @@ def test_the_pool_bounds_containers_keeps_warm_ones_and_never_reuses_them(
     with serve_process(*args, env={"ENVBUILDER_SERVER_ID": server}) as (url, _):
         client = httpx.Client(base_url=url, timeout=60)
         cleanup.callback(client.close)
-        assert _wait_for(lambda: client.get("/health").json()["container_pool"]["warm"] == 1)
+        assert wait_for(lambda: client.get("/health").json()["container_pool"]["warm"] == 1)
         warm = _names(mine)
         assert len(warm) == 1  # made ahead, before any session
         assert _create(client, "a").status_code == 200
@@ -98,7 +88,7 @@ def test_the_pool_bounds_containers_keeps_warm_ones_and_never_reuses_them(
         assert health["container_pool"]["in_use"] == 1
         # the warm one is refilled (a second place is free), now for the task a asked for (its
         # tree in, set up), then b, a session of the same task, takes it as it is
-        assert _wait_for(lambda: client.get("/health").json()["container_pool"]["warm"] == 1)
+        assert wait_for(lambda: client.get("/health").json()["container_pool"]["warm"] == 1)
         assert _create(client, "b").status_code == 200
         containers = client.get("/health").json()["containers"]["swe_tomli"]
         assert (containers["warm_hits"], containers["warm_misses"]) == (1, 1)
@@ -113,12 +103,12 @@ def test_the_pool_bounds_containers_keeps_warm_ones_and_never_reuses_them(
         assert len(before) == 2 and warm <= before
         # a's end frees its place; its container goes and is never handed to another session
         assert client.post("/delete", headers={"X-Session-ID": "a"}).status_code == 200
-        assert _wait_for(lambda: len(_names(mine)) <= 2 and not (warm & _names(mine)))
+        assert wait_for(lambda: len(_names(mine)) <= 2 and not (warm & _names(mine)))
         assert _create(client, "c").status_code == 200
         assert _bash(client, "c", "ls note.txt 2>&1 || true").endswith("No such file or directory")
         assert not warm & _names(mine)
         assert len(_names(mine)) <= 2
-    assert _wait_for(lambda: not _names(mine))  # shutdown removed them all, warm ones included
+    assert wait_for(lambda: not _names(mine))  # shutdown removed them all, warm ones included
 
 
 @contextlib.contextmanager
@@ -176,7 +166,7 @@ def test_a_replica_or_a_restarted_server_reaps_containers_of_sessions_that_are_g
             _bash(on_b, "s2", "true")
             s2 = _names({"envbuilder.server": b})
             assert len(s2) == 1
-            assert _wait_for(lambda: not s2 & _names({"envbuilder.server": b}), 90)  # expired: reaped by b
+            assert wait_for(lambda: not s2 & _names({"envbuilder.server": b}), 90)  # expired: reaped by b
             left = _names({"envbuilder.server": a})
             assert len(left) == 1  # only s1's, which b still serves; a's warm one is gone
             # b is killed too; s1 is abandoned: a restarted a reaps it once it expired
@@ -184,5 +174,5 @@ def test_a_replica_or_a_restarted_server_reaps_containers_of_sessions_that_are_g
             os.killpg(process_b.pid, signal.SIGKILL)
             process_b.wait()
         with _serve_redis(redis.url, a):
-            assert _wait_for(lambda: not _names({"envbuilder.server": a}), 60)
-            assert _wait_for(lambda: not _names({"envbuilder.server": b}), 60)
+            assert wait_for(lambda: not _names({"envbuilder.server": a}), 60)
+            assert wait_for(lambda: not _names({"envbuilder.server": b}), 60)
