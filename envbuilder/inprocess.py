@@ -38,7 +38,6 @@ class LocalEpisode:
     rewards: list[float | None] = field(default_factory=list)
     """Each call's reward, in order (None for calls that carry none, and for refused calls)."""
     outputs: list[ToolOutput | RunToolError] = field(default_factory=list)
-    _last_reward: float | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.state = Episode(task=self.task, secrets=dict(self.secrets))
@@ -69,16 +68,18 @@ class LocalEpisode:
 
     @property
     def reward(self) -> float | None:
-        """The episode's reward: the last non-null step reward (None before one is given),
-        kept as each call is recorded (trainers read it once per answer)."""
-        return self._last_reward
+        """The episode's reward: the last non-null step reward (None before one is given)."""
+        for reward in reversed(self.rewards):  # (a loop, not a generator: read once per answer)
+            if reward is not None:
+                return reward
+        return None
 
     @property
     def void(self) -> str | None:
         """Why the episode is void (it ended ungraded for a reason outside the agent's answer: a
         judge that is down, a sandbox that cannot start), None otherwise. A void episode has no
         reward, and each integration hands it to its trainer as a skipped sample, never as 0."""
-        if not self.state.finished or self._last_reward is not None:
+        if not self.state.finished or self.reward is not None:
             return None
         for out in reversed(self.outputs):
             if isinstance(out, ToolOutput) and out.finished:
@@ -91,10 +92,7 @@ class LocalEpisode:
         result = await self.env.call_tool(self.state, name, tool_input)
         out = result.output if isinstance(result, RunToolSuccess) else result
         self.outputs.append(out)
-        reward = out.reward if isinstance(out, ToolOutput) else None
-        self.rewards.append(reward)
-        if reward is not None:
-            self._last_reward = reward
+        self.rewards.append(out.reward if isinstance(out, ToolOutput) else None)
         return result
 
     async def acall(self, name: str, tool_input: dict[str, Any]) -> ToolOutput | RunToolError:
