@@ -20,7 +20,7 @@ from envbuilder.spec import parse_spec
 
 PYTHON = os.environ.get("ENVBUILDER_NEMO_GYM_PYTHON")
 pytestmark = pytest.mark.skipif(
-    not PYTHON, reason="needs ENVBUILDER_NEMO_GYM_PYTHON (a Python with nemo-gym)"
+    not PYTHON, reason="needs a Python 3.12 with nemo-gym: set ENVBUILDER_NEMO_GYM_PYTHON"
 )
 
 REFUSALS = (

@@ -142,8 +142,8 @@ def test_a_grader_harbor_tests_cannot_express_is_refused(tmp_path: Path) -> None
 
 @pytest.mark.skipif(
     not HARBOR_PYTHON,
-    reason="harbor needs Python >= 3.12 and its own fastmcp: set ENVBUILDER_HARBOR_PYTHON to a Python "
-    "with harbor installed (.ci/run does where the machine has a Python 3.12)",
+    reason="harbor needs a Python 3.12 with harbor (its own fastmcp pin): set ENVBUILDER_HARBOR_PYTHON "
+    "(.ci/run does where the machine has a Python 3.12)",
 )
 def test_harbors_own_loader_reads_the_exports(tmp_path: Path) -> None:
     folders = []

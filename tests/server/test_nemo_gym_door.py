@@ -278,7 +278,7 @@ def _nemo_reply(reply: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.mark.skipif(
     not NEMO_GYM_PYTHON,
-    reason="NeMo Gym's own agent needs a Python >= 3.12 with nemo-gym (0.4.0 on 3.12): set "
+    reason="NeMo Gym's own agent needs a Python 3.12 with nemo-gym (0.4.0 on 3.12): set "
     "ENVBUILDER_NEMO_GYM_PYTHON (.ci/run does where the machine has a Python 3.12)",
 )
 @pytest.mark.parametrize("name", FIVE)
