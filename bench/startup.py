@@ -7,7 +7,10 @@ What is measured, each in a fresh interpreter (medians of the rounds):
 - `envbuilder serve envs/gsm8k.yaml` until `/health` answers 200;
 - `envbuilder serve` of a spec whose train split is a 10-million-row Parquet file, with an empty
   cache (so its background row index is being built while the server starts) until `/health`
-  answers 200.
+  answers 200;
+- for both serves, also the time until the first whole episode, played as soon as `/health`
+  answers (a session, `/create` on train task 0, the prompt, a graded `submit`), so that work
+  moved from before `/health` to the first request shows.
 
 Each older commit is checked out in a git worktree (removed at the end) and run by this
 interpreter with the worktree first on `PYTHONPATH`, beside a generated `dist-info` holding that
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import platform
 import shutil
@@ -35,6 +39,7 @@ import tomllib
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent.parent
 ROWS = 10_000_000
@@ -179,9 +184,38 @@ def timed_run(checkout: Checkout, args: list[str]) -> float:
     return time.perf_counter() - started
 
 
-def time_to_health(checkout: Checkout, spec: Path, cache: Path, timeout: float = 120.0) -> float:
-    """Seconds from starting `envbuilder serve SPEC` until `/health` answers 200."""
+def _post(url: str, body: dict[str, Any] | None, sid: str | None = None) -> bytes:
+    headers = {"content-type": "application/json"}
+    if sid is not None:
+        headers["X-Session-ID"] = sid
+    data = json.dumps(body).encode() if body is not None else b""
+    request = urllib.request.Request(url, data=data, headers=headers, method="POST")
+    with urllib.request.urlopen(request, timeout=60) as reply:
+        return bytes(reply.read())
+
+
+def first_episode(base: str, env: str) -> None:
+    """One whole episode as a client plays it: a session, the episode on train task 0, its prompt,
+    a submitted answer (graded), the session deleted."""
+    minted = _post(f"{base}/create_session", None).decode()
+    sid = minted.split("data: ", 1)[1].split("\n", 1)[0].strip()
+    _post(f"{base}/create", {"split": "train", "index": 0}, sid)
+    request = urllib.request.Request(f"{base}/{env}/prompt", headers={"X-Session-ID": sid})
+    with urllib.request.urlopen(request, timeout=60) as reply:
+        assert reply.status == 200 and reply.read()
+    graded = _post(f"{base}/{env}/call", {"name": "submit", "input": {"answer": "72"}}, sid).decode()
+    if '"finished":true' not in graded:
+        raise RuntimeError(f"the first episode did not finish: {graded[-500:]}")
+    _post(f"{base}/delete", None, sid)
+
+
+def time_to_health(
+    checkout: Checkout, spec: Path, env: str, cache: Path, timeout: float = 120.0
+) -> tuple[float, float]:
+    """Seconds from starting `envbuilder serve SPEC` until `/health` answers 200, and until the
+    first whole episode (played right after) has its reward."""
     port = free_port()
+    base = f"http://127.0.0.1:{port}"
     started = time.perf_counter()
     proc = subprocess.Popen(
         [sys.executable, "-m", "envbuilder", "serve", str(spec), "--host", "127.0.0.1", "--port", str(port)],
@@ -193,9 +227,11 @@ def time_to_health(checkout: Checkout, spec: Path, cache: Path, timeout: float =
     try:
         while time.perf_counter() - started < timeout:
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as reply:
+                with urllib.request.urlopen(f"{base}/health", timeout=1) as reply:
                     if reply.status == 200:
-                        return time.perf_counter() - started
+                        health = time.perf_counter() - started
+                        first_episode(base, env)
+                        return health, time.perf_counter() - started
             except OSError:
                 if proc.poll() is not None:
                     raise RuntimeError(
@@ -213,18 +249,23 @@ def time_to_health(checkout: Checkout, spec: Path, cache: Path, timeout: float =
 
 
 CASES = ["--help", "serve --help", "import envbuilder.spec", "serve gsm8k", "serve 10M rows"]
+EPISODE = " first episode"
+"""A serve case's second figure: until its first whole episode is graded (same process)."""
 
 
-def measure(checkout: Checkout, case: str, big_spec: Path, work: Path) -> float:
+def measure(checkout: Checkout, case: str, big_spec: Path, work: Path) -> dict[str, float]:
+    """The case's figures: its own, and for a serve case also ``case + EPISODE``."""
     if case.endswith("--help"):
-        return timed_run(checkout, ["-m", "envbuilder", *case.split()])
+        return {case: timed_run(checkout, ["-m", "envbuilder", *case.split()])}
     if case == "import envbuilder.spec":
-        return timed_run(checkout, ["-c", "import envbuilder.spec"])
+        return {case: timed_run(checkout, ["-c", "import envbuilder.spec"])}
     cache = Path(tempfile.mkdtemp(dir=work))  # fresh caches: the first start a user sees
     try:
         if case == "serve gsm8k":
-            return time_to_health(checkout, checkout.root / "envs" / "gsm8k.yaml", cache)
-        return time_to_health(checkout, big_spec, cache)
+            health, episode = time_to_health(checkout, checkout.root / "envs" / "gsm8k.yaml", "gsm8k", cache)
+        else:
+            health, episode = time_to_health(checkout, big_spec, "big", cache)
+        return {case: health, case + EPISODE: episode}
     finally:
         shutil.rmtree(cache, ignore_errors=True)
 
@@ -261,10 +302,12 @@ def main() -> None:
             for r in range(args.rounds):
                 for case in cases:
                     for tree in trees if r % 2 == 0 else list(reversed(trees)):
-                        times.setdefault((tree.label, case), []).append(measure(tree, case, big_spec, work))
+                        for name, seconds in measure(tree, case, big_spec, work).items():
+                            times.setdefault((tree.label, name), []).append(seconds)
                 print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
             labels = [t.label for t in trees]
-        table = render(labels, times, args.rounds, cases)
+        shown = [name for case in cases for name in (case, case + EPISODE) if (labels[0], name) in times]
+        table = render(labels, times, args.rounds, shown)
         print(table)
         if args.write:
             readme = HERE / "bench" / "README.md"
@@ -285,7 +328,8 @@ def render(
         f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {platform.machine()}, "
         f"{os.cpu_count()} cores, Python {platform.python_version()}, load {load[0]:.1f} at the end; "
         f"seconds, median [min–max] of {rounds} interleaved rounds, each a fresh process (serve: until "
-        "`/health` answers, fresh cache).",
+        "`/health` answers, fresh cache; first episode: until the first episode played right "
+        "after it is graded, in the same process).",
         "",
         "| checkout | " + " | ".join(cases) + " |",
         "|---|" + "---|" * len(cases),

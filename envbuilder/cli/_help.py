@@ -27,6 +27,8 @@ from typing import Any
 import typer
 import typer.core
 
+from envbuilder.cli._coerce import plain_params
+
 _CODE_SPAN = re.compile(r"(`+)(.+?)\1", re.S)
 
 
@@ -81,9 +83,14 @@ def _unset_help_is_false(option: Any) -> Any:
 
 
 class Command(typer.core.TyperCommand):
-    """A typer command whose help is plain text."""
+    """A typer command whose help is plain text (and whose plain values are converted without
+    building a pydantic adapter per parameter: `_coerce`)."""
 
     context_class = HelpContext
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        plain_params(self.params)
 
     def get_help_option(self, ctx: Any) -> Any:
         return _unset_help_is_false(super().get_help_option(ctx))
@@ -97,6 +104,10 @@ class Group(typer.core.TyperGroup):
     """A typer group whose help is plain text and lists each command's whole summary."""
 
     context_class = HelpContext
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        plain_params(self.params)
 
     def get_help_option(self, ctx: Any) -> Any:
         return _unset_help_is_false(super().get_help_option(ctx))
