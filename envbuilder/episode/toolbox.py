@@ -439,7 +439,11 @@ def _record(
     """Add a call to the transcript: its text only, so that an image a tool returns does not
     travel with the session on every store (``/messages`` shows the text of each result). A
     call of the simulated user is marked ``by: "user"``, with the ``round`` of its reply."""
-    text = "\n".join(b.text for b in output.blocks if isinstance(b, TextBlock))
+    blocks = output.blocks
+    if len(blocks) == 1 and type(blocks[0]) is TextBlock:  # most outputs: one text, no join
+        text = blocks[0].text
+    else:
+        text = "\n".join(b.text for b in blocks if isinstance(b, TextBlock))
     error = bool(output.metadata and output.metadata.get("error"))
     entry = {
         "id": f"call_{len(episode.transcript) + 1}",
