@@ -102,7 +102,8 @@ class LocalEpisode:
 
     def call(self, name: str, tool_input: dict[str, Any]) -> ToolOutput | RunToolError:
         """Run one tool call from synchronous code."""
-        return run_sync(self.acall(name, tool_input))
+        result = run_sync(self.run_tool(name, tool_input))
+        return result.output if isinstance(result, RunToolSuccess) else result
 
     async def aend(self) -> None:
         """:meth:`end` from async code (nothing to await when the tools hold nothing)."""

@@ -399,7 +399,7 @@ class SubmitTool:
             if target is not None:
                 text += f" The correct answer is {target}."
         metadata: dict[str, Any] = {
-            "outcome": grade.outcome.value,
+            "outcome": grade.outcome._value_,  # (the plain str, without the enum's property)
             "score": grade.score,
             "reason": grade.reason,
             "attempt": episode.attempts,
