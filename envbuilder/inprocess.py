@@ -21,6 +21,8 @@ __all__ = ["LocalEpisode", "text_of"]
 
 def text_of(blocks: list[ContentBlock] | list[Any]) -> str:
     """The text blocks of a prompt or a tool output, joined by newlines (images are left out)."""
+    if len(blocks) == 1 and type(blocks[0]) is TextBlock:  # most outputs: one text, no join
+        return blocks[0].text
     return "\n".join(b.text for b in blocks if isinstance(b, TextBlock) and b.text)
 
 

@@ -1,5 +1,6 @@
 """The episode's cheap paths give what the general ones give: the answer read without the input
-model, the grading context without a trajectory for graders that cannot read one."""
+model, the grading context without a trajectory for graders that cannot read one, an output's
+text without a join."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ from typing import Any
 import pytest
 
 from envbuilder.episode import Episode, SubmitTool
+from envbuilder.episode.toolbox import _record
 from envbuilder.graders import TRAJECTORY, Grade, Grader, Trajectory
 from envbuilder.graders._actions import ActionsConfig
-from envbuilder.protocol import RunToolError
+from envbuilder.inprocess import text_of
+from envbuilder.protocol import ImageBlock, RunToolError, TextBlock, ToolOutput
 from envbuilder.spec import SubmitSpec
 from tests.graders._util import make
 
@@ -75,3 +78,22 @@ def test_the_trajectory_is_built_only_for_graders_that_may_read_it() -> None:
     assert TRAJECTORY not in _context(make({"type": "any", "graders": [EXACT, EXACT]}))
     plugin = _Plugin(ActionsConfig(type="actions"), make(EXACT).context)
     assert _context(plugin)[TRAJECTORY].messages == ["72"]
+
+
+@pytest.mark.parametrize(
+    "blocks",
+    [
+        [TextBlock(text="a")],
+        [TextBlock(text="")],
+        [],
+        [TextBlock(text="a"), TextBlock(text="b")],
+        [ImageBlock(data="eA==", mimeType="image/png")],
+        [TextBlock(text="a"), TextBlock(text="")],
+    ],
+)
+def test_an_output_s_text_is_its_text_blocks_joined(blocks: list[Any]) -> None:
+    assert text_of(blocks) == "\n".join(b.text for b in blocks if isinstance(b, TextBlock) and b.text)
+    output = ToolOutput(blocks=blocks)
+    episode = Episode({})
+    _record(episode, "submit", {}, output)
+    assert episode.transcript[-1]["output"] == "\n".join(b.text for b in blocks if isinstance(b, TextBlock))
