@@ -21,6 +21,8 @@ __all__ = ["LocalEpisode", "text_of"]
 
 def text_of(blocks: list[ContentBlock] | list[Any]) -> str:
     """The text blocks of a prompt or a tool output, joined by newlines (images are left out)."""
+    if len(blocks) == 1 and type(blocks[0]) is TextBlock:  # most outputs: one text, no join
+        return blocks[0].text
     return "\n".join(b.text for b in blocks if isinstance(b, TextBlock) and b.text)
 
 
@@ -102,7 +104,8 @@ class LocalEpisode:
 
     def call(self, name: str, tool_input: dict[str, Any]) -> ToolOutput | RunToolError:
         """Run one tool call from synchronous code."""
-        return run_sync(self.acall(name, tool_input))
+        result = run_sync(self.run_tool(name, tool_input))
+        return result.output if isinstance(result, RunToolSuccess) else result
 
     async def aend(self) -> None:
         """:meth:`end` from async code (nothing to await when the tools hold nothing)."""

@@ -120,6 +120,49 @@ class RunToolSuccess(BaseModel):
     output: ToolOutput
 
 
+_new = object.__new__
+_set = object.__setattr__
+
+
+def _built(cls: type[Any], values: dict[str, Any], given: set[str]) -> Any:
+    """An instance of ``cls`` holding ``values`` (every field, each already of its field's type)
+    as ``cls(**{k: values[k] for k in given})`` would hold them, without running validation:
+    what ``model_construct`` does, without its per-field loop."""
+    out = _new(cls)
+    _set(out, "__dict__", values)
+    _set(out, "__pydantic_fields_set__", given)
+    _set(out, "__pydantic_extra__", None)
+    _set(out, "__pydantic_private__", None)
+    return out
+
+
+def text_output(text: str, metadata: JSONObject | None, reward: float | None, finished: bool) -> ToolOutput:
+    """``ToolOutput(blocks=[TextBlock(text=text)], metadata=metadata, reward=reward,
+    finished=finished)``, equal to it and serialised byte for byte the same, built without
+    validating what is already valid (an episode builds one per graded answer). ``metadata`` is
+    kept, not copied: pass a dict nobody changes after. Values of other types than the fields'
+    own (an int reward, which validation turns into a float; a key that is not a string) go
+    through validation as ever."""
+    if (
+        type(text) is str
+        and (reward is None or type(reward) is float)
+        and type(finished) is bool
+        and (metadata is None or (type(metadata) is dict and set(map(type, metadata)) <= {str}))
+    ):
+        block = _built(TextBlock, {"text": text, "detail": None, "type": "text"}, {"text"})
+        values = {"blocks": [block], "metadata": metadata, "reward": reward, "finished": finished}
+        return _built(ToolOutput, values, {"blocks", "metadata", "reward", "finished"})
+    return ToolOutput(blocks=[TextBlock(text=text)], metadata=metadata, reward=reward, finished=finished)
+
+
+def success(output: ToolOutput) -> RunToolSuccess:
+    """``RunToolSuccess(output=output)`` (which keeps a ``ToolOutput`` as it is), built without
+    running validation over it again."""
+    if type(output) is ToolOutput:
+        return _built(RunToolSuccess, {"ok": True, "output": output}, {"output"})
+    return RunToolSuccess(output=output)
+
+
 ToolErrorReason = Literal["not_found", "name_collision", "input_validation", "episode_finished"]
 
 

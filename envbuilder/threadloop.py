@@ -82,9 +82,9 @@ def shared_loop() -> LoopThread:
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     """Run ``coro`` to its end from synchronous code: on this thread's own loop, or on the
     shared loop when this thread is already running one."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
+    # (asyncio's own test for a running loop, without the RuntimeError get_running_loop()
+    # raises, and builds a message for, on every call from synchronous code)
+    if asyncio._get_running_loop() is None:
         loop = getattr(_local, "loop", None)
         if loop is None or loop.is_closed():
             loop = _local.loop = asyncio.new_event_loop()

@@ -99,8 +99,8 @@ class GradeCounts:
         self._counts = {outcome.value: 0 for outcome in Outcome}
 
     def add(self, outcome: Outcome) -> None:
-        with self._lock:
-            self._counts[outcome.value] += 1
+        with self._lock:  # (a str enum member finds its value's key: no `.value` lookup)
+            self._counts[outcome] += 1
 
     @property
     def ungradeable(self) -> int:

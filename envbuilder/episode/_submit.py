@@ -24,7 +24,15 @@ from envbuilder.episode.dialogue import Dialogue
 from envbuilder.episode.simulated_user import Exchange, SimulatedUser, UserCall, UserUnavailable
 from envbuilder.errors import EnvbuilderError, TemplateError
 from envbuilder.graders import TRAJECTORY, Grade, Grader, Outcome, Trajectory, grade_off_loop
-from envbuilder.protocol import RunToolError, RunToolSuccess, TextBlock, ToolOutput, ToolSpec
+from envbuilder.protocol import (
+    RunToolError,
+    RunToolSuccess,
+    TextBlock,
+    ToolOutput,
+    ToolSpec,
+    success,
+    text_output,
+)
 from envbuilder.spec import SubmitSpec
 from envbuilder.templating import Template
 
@@ -77,6 +85,8 @@ class SubmitTool:
         self.tool_spec = ToolSpec(
             name=spec.name, description=spec.description, input_schema=self.input_model.model_json_schema()
         )
+        self.reads_trajectory = grader.reads_trajectory
+        """Whether the grader may read the episode's trajectory (built for its context only then)."""
 
     @property
     def blocking(self) -> bool:
@@ -99,6 +109,13 @@ class SubmitTool:
         return [self.grader.target(self.dialogue.context(task, [""] * (i + 1))) for i in turns]
 
     def answer_of(self, tool_input: dict[str, Any]) -> str | RunToolError:
+        # The common call (a JSON object holding the answer as a string within its bound) is
+        # what the input model accepts unchanged: no model round trip for it. Anything else
+        # goes through the model, which gives the same answer or the same error as ever.
+        if type(tool_input) is dict:
+            value = tool_input.get(self.spec.answer_field)
+            if type(value) is str and len(value) <= self.spec.max_answer_chars:
+                return value
         try:
             args = self.input_model.model_validate(tool_input)
         except ValidationError as exc:
@@ -122,7 +139,7 @@ class SubmitTool:
         if self.user is not None:
             return RunToolSuccess(output=await self._converse(episode, answer, self.user))
         grade = await self._grade(self.grader, answer, self.context(episode, answer), episode.secrets)
-        return RunToolSuccess(output=await self._output(episode, grade, answer))
+        return success(await self._output(episode, grade, answer))
 
     async def conclude(self, episode: Episode, answer: str) -> ToolOutput:
         """Grade ``episode`` now with ``answer`` as its last message, without asking the
@@ -131,9 +148,10 @@ class SubmitTool:
         return await self._output(episode, grade, answer)
 
     def context(self, episode: Episode, message: str | None = None, reply: str | None = None) -> Task:
-        """The grading context of ``episode``: its task and, when the toolbox gives one, its
-        trajectory (calls, messages, final state) under ``TRAJECTORY``."""
-        if self.trajectory_of is None:
+        """The grading context of ``episode``: its task and, when the toolbox gives one and
+        the grader may read it, its trajectory (calls, messages, final state) under
+        ``TRAJECTORY`` (a grader that reads only its fields grades the task row itself)."""
+        if self.trajectory_of is None or not self.reads_trajectory:
             return episode.task
         return {**episode.task, TRAJECTORY: self.trajectory_of(episode, message, reply)}
 
@@ -381,7 +399,7 @@ class SubmitTool:
             if target is not None:
                 text += f" The correct answer is {target}."
         metadata: dict[str, Any] = {
-            "outcome": grade.outcome.value,
+            "outcome": grade.outcome._value_,  # (the plain str, without the enum's property)
             "score": grade.score,
             "reason": grade.reason,
             "attempt": episode.attempts,
@@ -398,9 +416,8 @@ class SubmitTool:
             # carries a reward, so summing the step rewards and taking the last non-null one
             # read the same number. An attempt's own reward is information, in metadata.
             metadata["attempt_reward"] = reward
-            return ToolOutput(blocks=[TextBlock(text=text)], metadata=metadata, reward=None, finished=False)
-        reward = self.charge(episode, reward, metadata)
-        return ToolOutput(blocks=[TextBlock(text=text)], metadata=metadata, reward=reward, finished=finished)
+            return text_output(text, metadata, None, False)
+        return text_output(text, metadata, self.charge(episode, reward, metadata), finished)
 
     def _feedback(self, episode: Episode, grade: Grade, answer: str, left: int, finished: bool) -> str | None:
         """The spec's feedback text; None (the default text) when the template fails."""

@@ -143,7 +143,7 @@ class Toolbox:
             return RunToolError(error=f"{name!r} is not a valid tool", reason="not_found")
         if episode.finished:
             return finished_error(name)
-        limit = self.time_limit(episode)
+        limit = None if self.containers is None else self.time_limit(episode)
         if limit is not None and episode.started is None:
             episode.started = time.time()  # the clock starts with the first call
         if len(episode.transcript) >= MAX_TRANSCRIPT:
@@ -439,7 +439,11 @@ def _record(
     """Add a call to the transcript: its text only, so that an image a tool returns does not
     travel with the session on every store (``/messages`` shows the text of each result). A
     call of the simulated user is marked ``by: "user"``, with the ``round`` of its reply."""
-    text = "\n".join(b.text for b in output.blocks if isinstance(b, TextBlock))
+    blocks = output.blocks
+    if len(blocks) == 1 and type(blocks[0]) is TextBlock:  # most outputs: one text, no join
+        text = blocks[0].text
+    else:
+        text = "\n".join(b.text for b in blocks if isinstance(b, TextBlock))
     error = bool(output.metadata and output.metadata.get("error"))
     entry = {
         "id": f"call_{len(episode.transcript) + 1}",

@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 from envbuilder import deadlines
 from envbuilder.data import Task
 from envbuilder.errors import GraderError, TemplateError
+from envbuilder.graders._trajectory import TRAJECTORY
 from envbuilder.plugins import Plugin, Registry
 from envbuilder.spec import GraderConfig
 from envbuilder.spec import graders as _graders
@@ -169,9 +170,21 @@ class Grader(Plugin, abc.ABC):
     ``eval``): it runs confined (``processes.run_confined``), and serving it needs a working
     sandbox or the operator's ``--allow-unconfined-checkers``."""
 
+    reads_only_fields: ClassVar[bool] = False
+    """True when the grader reads its task context only through the fields its templates and
+    config name (:attr:`fields`): it then reads the episode's trajectory only when one of them
+    is ``trajectory``. False (the default, so a plugin that says nothing gets what it always
+    got): the grader may read anything in the context."""
+
     def __init__(self, config: Any, context: GraderContext):
         self.config = config
         self.context = context
+
+    @property
+    def reads_trajectory(self) -> bool:
+        """Whether grading may read the episode's :class:`Trajectory` (the context's
+        ``trajectory``): the episode builds one only for a grader that may."""
+        return not self.reads_only_fields or TRAJECTORY in self.fields
 
     @property
     def fields(self) -> frozenset[str]:

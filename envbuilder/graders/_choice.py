@@ -69,6 +69,7 @@ class ChoiceConfig(GraderConfig):
 class ChoiceGrader(Grader):
     Config = ChoiceConfig
     config: ChoiceConfig
+    reads_only_fields = True  # the task through its target templates and named fields only
 
     def __init__(self, config: ChoiceConfig, context: GraderContext):
         super().__init__(config, context)

@@ -108,6 +108,10 @@ class _Composite(Grader):
     def fields(self) -> frozenset[str]:
         return frozenset().union(*(c.fields for c in self.children))
 
+    @property
+    def reads_trajectory(self) -> bool:
+        return any(c.reads_trajectory for c in self.children)
+
     def target(self, task: Task) -> Any:
         for child in self.children:
             target = child.target(task)

@@ -77,6 +77,7 @@ class ExactMatchConfig(GraderConfig):
 class ExactMatchGrader(Grader):
     Config = ExactMatchConfig
     config: ExactMatchConfig
+    reads_only_fields = True  # the task through its target templates and named fields only
 
     def __init__(self, config: ExactMatchConfig, context: GraderContext):
         super().__init__(config, context)

@@ -105,6 +105,7 @@ def _import_math_verify() -> Any:
 class MathGrader(Grader):
     Config = MathConfig
     config: MathConfig
+    reads_only_fields = True  # the task through its target templates and named fields only
     # SymPy may think for seconds: run the call streamed, with keep-alives.
     blocking = True
 

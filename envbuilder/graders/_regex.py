@@ -54,6 +54,7 @@ class RegexConfig(GraderConfig):
 class RegexGrader(Grader):
     Config = RegexConfig
     config: RegexConfig
+    reads_only_fields = True  # the task through its target templates and named fields only
 
     def __init__(self, config: RegexConfig, context: GraderContext):
         super().__init__(config, context)
