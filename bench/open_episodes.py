@@ -91,6 +91,8 @@ class Redis:
         self.port = free_port()
         self.dir = tempfile.mkdtemp(prefix="open-episodes-redis-")
         self.proc: subprocess.Popen[bytes] | None = None
+        self.dead_cpu = 0.0
+        """CPU seconds of the redis-server processes a restart replaced."""
 
     @property
     def url(self) -> str:
@@ -115,9 +117,11 @@ class Redis:
         """Save, stop and start again on the same data; the seconds it was down."""
         assert self.proc is not None
         t = time.monotonic()
+        cpu = self.cpu()
         with contextlib.suppress(redis.RedisError):
             self.client().shutdown(save=True)
         self.proc.wait(120)
+        self.dead_cpu += cpu
         self.start()
         return time.monotonic() - t
 
@@ -127,6 +131,10 @@ class Redis:
     def process(self) -> psutil.Process:
         assert self.proc is not None
         return psutil.Process(self.proc.pid)
+
+    def cpu(self) -> float:
+        """CPU seconds of redis-server since it first started (across restarts)."""
+        return self.dead_cpu + sum(self.process().cpu_times()[:2])
 
     def stop(self) -> None:
         if self.proc is not None:
@@ -309,6 +317,13 @@ def kinds(tally: Tally, since: dict[str, int] | None = None) -> dict[str, dict[s
     return out
 
 
+def _task_id(text: str) -> str | None:
+    """The ``task_id`` event's data once a stream's text holds all of it."""
+    _, sep, rest = text.partition("event: task_id\r\ndata: ")
+    data, end, _ = rest.partition("\r\n")
+    return data if sep and end else None
+
+
 class Void(Exception):
     """The episode cannot finish: its session is gone, or the server says so."""
 
@@ -406,8 +421,15 @@ class Generator:
             payload = body if task_id is None else {**body, "task_id": task_id}
             try:
                 async with self.http.post(f"{self.url}/{env}/call", json=payload, headers=headers) as r:
-                    text = await r.text()
                     status, retry_after = r.status, float(r.headers.get("Retry-After", "0.2"))
+                    # Read as it comes: the task_id, once named, re-attaches a stream that breaks
+                    # (a killed worker) instead of sending the call again, as the clients do.
+                    raw = b""
+                    async for chunk in r.content.iter_any():
+                        raw += chunk
+                        if task_id is None and status == 200:
+                            task_id = _task_id(raw.decode("latin-1"))
+                    text = raw.decode()
             except (TimeoutError, aiohttp.ClientError):
                 self.tally.retries += 1
                 self.tally.reattached += task_id is not None
@@ -550,7 +572,7 @@ async def run_open(
     redis_client = store.client() if store else None
     used0 = int(redis_client.info("memory")["used_memory"]) if redis_client else 0
     redis_rss0 = store.process().memory_info().rss if store else 0
-    redis_cpu0 = sum(store.process().cpu_times()[:2]) if store else 0.0
+    redis_cpu0 = store.cpu() if store else 0.0
     rss0, cpu0 = server.rss(), server.cpu()
     waves = []
     t0 = time.perf_counter()
@@ -685,9 +707,7 @@ async def run_open(
         result["redis_kb_per_open_session"] = (used_open - used0) / 1024 / sessions
         result["redis_rss_kb_per_open_session"] = (redis_rss_open - redis_rss0) / 1024 / sessions
         result["redis_keys_open"] = keys_open
-        result["redis_cpu_ms_per_episode"] = (
-            1000 * (sum(store.process().cpu_times()[:2]) - redis_cpu0) / sessions
-        )
+        result["redis_cpu_ms_per_episode"] = 1000 * (store.cpu() - redis_cpu0) / sessions
         result["grades"] = {k.decode(): int(v) for k, v in redis_client.hgetall("eb:grades").items()}
     if stacks:
         result["profile"] = summarise(stacks)
