@@ -38,6 +38,7 @@ import argparse
 import asyncio
 import collections
 import contextlib
+import gc
 import json
 import os
 import random
@@ -60,6 +61,8 @@ import aiohttp
 import psutil
 import pyarrow.parquet as pq
 import redis
+
+from envbuilder.server._lifespan import GC_THRESHOLDS
 
 ROOT = Path(__file__).resolve().parent.parent
 ENVS = ROOT / "envs"
@@ -88,6 +91,8 @@ class Redis:
         self.port = free_port()
         self.dir = tempfile.mkdtemp(prefix="open-episodes-redis-")
         self.proc: subprocess.Popen[bytes] | None = None
+        self.dead_cpu = 0.0
+        """CPU seconds of the redis-server processes a restart replaced."""
 
     @property
     def url(self) -> str:
@@ -112,9 +117,11 @@ class Redis:
         """Save, stop and start again on the same data; the seconds it was down."""
         assert self.proc is not None
         t = time.monotonic()
+        cpu = self.cpu()
         with contextlib.suppress(redis.RedisError):
             self.client().shutdown(save=True)
         self.proc.wait(120)
+        self.dead_cpu += cpu
         self.start()
         return time.monotonic() - t
 
@@ -124,6 +131,10 @@ class Redis:
     def process(self) -> psutil.Process:
         assert self.proc is not None
         return psutil.Process(self.proc.pid)
+
+    def cpu(self) -> float:
+        """CPU seconds of redis-server since it first started (across restarts)."""
+        return self.dead_cpu + sum(self.process().cpu_times()[:2])
 
     def stop(self) -> None:
         if self.proc is not None:
@@ -137,6 +148,8 @@ class Server:
     store: str
     workers: int
     session_timeout: float = 7200.0
+    probe: str = ""
+    """A file: run the server under ``server_probe.py``, which writes its own timings there."""
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
     dead_cpu: float = 0.0
@@ -147,12 +160,18 @@ class Server:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> None:
-        exe = str(Path(sys.executable).with_name("envbuilder"))
-        cmd = [exe, "serve", str(ENVS / "gsm8k_tools.yaml"), str(ENVS / "math500.yaml")]
+        exe = [str(Path(sys.executable).with_name("envbuilder"))]
+        env = None
+        if self.probe:
+            exe = [sys.executable, str(ROOT / "bench" / "server_probe.py")]
+            env = {**os.environ, "PROBE_OUT": self.probe}
+        cmd = [*exe, "serve", str(ENVS / "gsm8k_tools.yaml"), str(ENVS / "math500.yaml")]
         cmd += ["--port", str(self.port), "--store", self.store, "--workers", str(self.workers)]
         cmd += ["--max-sessions", "1000000", "--max-sessions-per-client", "1000000"]
         cmd += ["--session-timeout", str(self.session_timeout)]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, cwd=ROOT, start_new_session=True)
+        self.proc = subprocess.Popen(
+            cmd, stdout=subprocess.DEVNULL, cwd=ROOT, start_new_session=True, env=env
+        )
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
             with contextlib.suppress(OSError), urllib.request.urlopen(self.url + "/health", timeout=2) as r:
@@ -200,6 +219,10 @@ class Server:
         return victim.pid
 
     def stop(self) -> None:
+        if self.proc is not None and self.probe:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.proc.pid, signal.SIGUSR1)  # the probe's figures of the whole run
+                time.sleep(3)
         if self.proc is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signal.SIGTERM)
@@ -294,6 +317,13 @@ def kinds(tally: Tally, since: dict[str, int] | None = None) -> dict[str, dict[s
     return out
 
 
+def _task_id(text: str) -> str | None:
+    """The ``task_id`` event's data once a stream's text holds all of it."""
+    _, sep, rest = text.partition("event: task_id\r\ndata: ")
+    data, end, _ = rest.partition("\r\n")
+    return data if sep and end else None
+
+
 class Void(Exception):
     """The episode cannot finish: its session is gone, or the server says so."""
 
@@ -327,6 +357,14 @@ class Tally:
     void: int = 0
     wrong: int = 0
     done: int = 0
+    client_lag: list[float] = field(default_factory=list)
+    """How late the load generator's own event loop wakes a task that asks every 5 ms: the
+    generator's queueing, which the client's call times include and the server's do not."""
+
+
+def lag_ms(xs: list[float]) -> dict[str, float]:
+    s = sorted(xs) or [0.0]
+    return {"p50": 1000 * s[len(s) // 2], "p99": pct(s, 0.99), "max": 1000 * s[-1]}
 
 
 class Generator:
@@ -341,18 +379,28 @@ class Generator:
     async def __aenter__(self) -> Generator:
         connector = aiohttp.TCPConnector(limit=self.connections, limit_per_host=self.connections)
         self.http = aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=PATIENCE))
+        self.lagging = asyncio.create_task(self._lag())
         return self
+
+    async def _lag(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            t = loop.time()
+            await asyncio.sleep(0.005)
+            self.tally.client_lag.append(max(0.0, loop.time() - t - 0.005))
 
     async def __aexit__(self, *exc: object) -> None:
         assert self.http is not None
+        self.lagging.cancel()
         await self.http.close()
 
-    async def _post(self, path: str, sid: str, body: Any) -> tuple[int, str]:
+    async def _post(self, path: str, sid: str, body: Any, label: str) -> tuple[int, str]:
         assert self.http is not None
+        headers = {"X-Session-ID": sid, "X-Bench-Kind": label}
         deadline = time.monotonic() + PATIENCE
         while time.monotonic() < deadline:
             try:
-                async with self.http.post(self.url + path, json=body, headers={"X-Session-ID": sid}) as r:
+                async with self.http.post(self.url + path, json=body, headers=headers) as r:
                     text = await r.text()
                     if r.status == 503:
                         self.tally.retries += 1
@@ -364,18 +412,24 @@ class Generator:
                 await asyncio.sleep(0.1)
         raise Void(f"{path}: no answer in {PATIENCE:g} s")
 
-    async def _call(self, env: str, sid: str, body: dict[str, Any]) -> dict[str, Any]:
+    async def _call(self, env: str, sid: str, body: dict[str, Any], label: str) -> dict[str, Any]:
         assert self.http is not None
+        headers = {"X-Session-ID": sid, "X-Bench-Kind": label}
         task_id = None
         deadline = time.monotonic() + PATIENCE
         while time.monotonic() < deadline:
             payload = body if task_id is None else {**body, "task_id": task_id}
             try:
-                async with self.http.post(
-                    f"{self.url}/{env}/call", json=payload, headers={"X-Session-ID": sid}
-                ) as r:
-                    text = await r.text()
+                async with self.http.post(f"{self.url}/{env}/call", json=payload, headers=headers) as r:
                     status, retry_after = r.status, float(r.headers.get("Retry-After", "0.2"))
+                    # Read as it comes: the task_id, once named, re-attaches a stream that breaks
+                    # (a killed worker) instead of sending the call again, as the clients do.
+                    raw = b""
+                    async for chunk in r.content.iter_any():
+                        raw += chunk
+                        if task_id is None and status == 200:
+                            task_id = _task_id(raw.decode("latin-1"))
+                    text = raw.decode()
             except (TimeoutError, aiohttp.ClientError):
                 self.tally.retries += 1
                 self.tally.reattached += task_id is not None
@@ -414,15 +468,15 @@ class Generator:
         t = time.perf_counter()
         try:
             if kind == "create":
-                status, text = await self._post("/create", ep.sid, body)
+                status, text = await self._post("/create", ep.sid, body, label)
                 if status != 200:
                     raise RuntimeError(f"/create {status}: {text[:200]}")
             elif kind == "delete":
-                status, text = await self._post("/delete", ep.sid, None)
+                status, text = await self._post("/delete", ep.sid, None, label)
                 if status not in (200, 404):
                     raise RuntimeError(f"/delete {status}: {text[:200]}")
             else:
-                out = await self._call(ep.env, ep.sid, body)
+                out = await self._call(ep.env, ep.sid, body, label)
                 if kind == "final":
                     ep.reward = out.get("reward")
         except Void as exc:
@@ -509,10 +563,16 @@ async def run_open(
     """Open ``sessions`` episodes in waves, then advance them all in random order."""
     tally = Tally()
     episodes = [make_episode(offset + i, *gold) for i in range(sessions)]
+    # The generator's own full collections would scan every episode it holds (100,000 of them)
+    # with its loop stopped, a stall its call times would count: what it built is kept out of
+    # the scans, and its collector waits as the server's does (server/_lifespan.py).
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
     redis_client = store.client() if store else None
     used0 = int(redis_client.info("memory")["used_memory"]) if redis_client else 0
     redis_rss0 = store.process().memory_info().rss if store else 0
-    redis_cpu0 = sum(store.process().cpu_times()[:2]) if store else 0.0
+    redis_cpu0 = store.cpu() if store else 0.0
     rss0, cpu0 = server.rss(), server.cpu()
     waves = []
     t0 = time.perf_counter()
@@ -571,6 +631,7 @@ async def run_open(
 
         async def progress() -> None:
             seen, t_last = len(tally.latencies), time.perf_counter()
+            lag_seen = len(tally.client_lag)
             seen_kind = {k: len(v) for k, v in tally.by_kind.items()}
             while True:
                 await asyncio.sleep(60)
@@ -580,6 +641,7 @@ async def run_open(
                     "p50_ms": round(pct(window, 0.5)) if window else None,
                     "p99_ms": round(pct(window, 0.99)) if window else None,
                     "kinds": kinds(tally, seen_kind),
+                    "client_loop_lag_ms": lag_ms(tally.client_lag[lag_seen:]),
                     "server_rss_mb": round(server.rss() / 2**20),
                     "done": tally.done,
                     "right": tally.right,
@@ -592,6 +654,7 @@ async def run_open(
                 }
                 print(json.dumps(row), file=sys.stderr, flush=True)
                 seen, t_last = seen + len(window), now
+                lag_seen = len(tally.client_lag)
                 seen_kind = {k: len(v) for k, v in tally.by_kind.items()}
 
         t_adv = time.perf_counter()
@@ -630,9 +693,11 @@ async def run_open(
         "void": tally.void,
         "wrong": tally.wrong,
         "errors": len(tally.errors) - tally.void,
+        "lost": sessions - tally.done,
         "error_samples": tally.errors[:5],
         "retries": tally.retries,
         "reattached": tally.reattached,
+        "client_loop_lag_ms": lag_ms(tally.client_lag),
         "events": events,
         "waves": waves,
         "load_end": load(),
@@ -642,9 +707,7 @@ async def run_open(
         result["redis_kb_per_open_session"] = (used_open - used0) / 1024 / sessions
         result["redis_rss_kb_per_open_session"] = (redis_rss_open - redis_rss0) / 1024 / sessions
         result["redis_keys_open"] = keys_open
-        result["redis_cpu_ms_per_episode"] = (
-            1000 * (sum(store.process().cpu_times()[:2]) - redis_cpu0) / sessions
-        )
+        result["redis_cpu_ms_per_episode"] = 1000 * (store.cpu() - redis_cpu0) / sessions
         result["grades"] = {k.decode(): int(v) for k, v in redis_client.hgetall("eb:grades").items()}
     if stacks:
         result["profile"] = summarise(stacks)
@@ -686,6 +749,7 @@ async def run_baseline(
         "wrong": tally.wrong,
         "errors": len(tally.errors) - tally.void,
         "error_samples": tally.errors[:5],
+        "client_loop_lag_ms": lag_ms(tally.client_lag),
         "load_start": load0,
         "load_end": load(),
     }
@@ -830,13 +894,23 @@ def main() -> None:
         default=7200.0,
         help="the server's; above the run's length (opening 100,000 on a loaded machine outlasts 900 s)",
     )
+    ap.add_argument(
+        "--probe",
+        type=Path,
+        help="one worker: run the server under server_probe.py (its time per call kind, event-loop "
+        "lag, GC pauses) and write its figures to this file (JSON lines, one a minute)",
+    )
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
+    if args.probe:
+        args.probe.unlink(missing_ok=True)
     gold = (gsm8k_gold(), math500_gold())
     store = Redis() if args.store == "redis" else None
     if store:
         store.start()
-    server = Server(store.url if store else "memory", args.workers, args.session_timeout)
+    server = Server(
+        store.url if store else "memory", args.workers, args.session_timeout, str(args.probe or "")
+    )
     results: dict[str, Any] = {
         "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "load_start": load(),
@@ -890,6 +964,9 @@ def main() -> None:
         server.stop()
         if store:
             store.stop()
+    if args.probe and args.probe.exists():
+        lines = [json.loads(x) for x in args.probe.read_text().splitlines()]
+        results["server_probe"] = [x for x in lines if x["whole"]]
     text = json.dumps(results, indent=1)
     if args.json:
         args.json.write_text(text)
