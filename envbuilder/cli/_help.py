@@ -27,8 +27,6 @@ from typing import Any
 import typer
 import typer.core
 
-from envbuilder.cli._coerce import plain_params
-
 _CODE_SPAN = re.compile(r"(`+)(.+?)\1", re.S)
 
 
@@ -83,14 +81,9 @@ def _unset_help_is_false(option: Any) -> Any:
 
 
 class Command(typer.core.TyperCommand):
-    """A typer command whose help is plain text (and whose plain values are converted without
-    building a pydantic adapter per parameter: `_coerce`)."""
+    """A typer command whose help is plain text."""
 
     context_class = HelpContext
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        plain_params(self.params)
 
     def get_help_option(self, ctx: Any) -> Any:
         return _unset_help_is_false(super().get_help_option(ctx))
@@ -104,10 +97,6 @@ class Group(typer.core.TyperGroup):
     """A typer group whose help is plain text and lists each command's whole summary."""
 
     context_class = HelpContext
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        plain_params(self.params)
 
     def get_help_option(self, ctx: Any) -> Any:
         return _unset_help_is_false(super().get_help_option(ctx))
