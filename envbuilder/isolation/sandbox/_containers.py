@@ -746,10 +746,12 @@ class SessionContainers:
         nonce = secrets.token_hex(12)
         variables = {"HOME": "/tmp", "LANG": "C.UTF-8", "PATH": "/usr/local/bin:/usr/bin:/bin", **(env or {})}
         # The wrapper says its pid (to kill its group at the deadline) and its end (so background
-        # processes that keep the stream open do not hold the call).
+        # processes that keep the stream open do not hold the call), the end on both streams: the
+        # engine reads the two pipes apart, so stdout's end can come before the last of stderr.
         wrapper = (
             f'printf "%s:pid %s\\n" {nonce} "$$"; "$@"; s=$?; '
-            f'printf "\\n%s:end %s\\n" {nonce} "$s"; exit "$s"'
+            f'printf "\\n%s:end %s\\n" {nonce} "$s"; printf "\\n%s:end %s\\n" {nonce} "$s" >&2; '
+            'exit "$s"'
         )
         body = {
             "AttachStdin": False,
@@ -969,23 +971,66 @@ def _last_line(text: str) -> str:
     return lines[-1] if lines else ""
 
 
+class _EndScanner:
+    """One stream of an exec: its bytes go to ``buf`` until the wrapper's end line."""
+
+    def __init__(self, end_mark: bytes, output: Output, buf: bytearray):
+        self._end_mark, self._output, self._buf = end_mark, output, buf
+        self._pending = bytearray()
+        self.end: int | None = None  # the status the end line gives
+
+    def feed(self, data: bytes) -> bool:
+        """Take the stream's next bytes: True once its end line has passed (later bytes dropped)."""
+        if self.end is not None:
+            return True
+        pending = self._pending
+        pending += data
+        at = pending.find(self._end_mark)
+        if at < 0:
+            keep = len(self._end_mark) + 12
+            if len(pending) > keep:
+                self._output.take(self._buf, bytes(pending[:-keep]))
+                del pending[:-keep]
+            return False
+        line_end = pending.find(b"\n", at + len(self._end_mark))
+        if line_end < 0:
+            return False
+        self._output.take(self._buf, bytes(pending[:at]))
+        field = bytes(pending[at + len(self._end_mark) : line_end]).strip()
+        self.end = int(field) if field.lstrip(b"-").isdigit() else -1
+        pending.clear()
+        return True
+
+    def flush(self) -> None:
+        """The stream closed before its end line: what is pending was the command's."""
+        if self.end is None:
+            self._output.take(self._buf, bytes(self._pending))
+            self._pending.clear()
+
+
 class _ExecReader:
-    """An exec's stream: the wrapper's pid line, the command's output, the wrapper's end line."""
+    """An exec's stream: the wrapper's pid line, the command's output, and the wrapper's end line
+    on stdout and on stderr. The call is over when both ends have passed: the engine forwards the
+    two pipes independently, so stdout's end line can arrive before the last of stderr."""
 
     def __init__(self, nonce: str, output: Output):
         self._pid_mark = f"{nonce}:pid ".encode()
-        self._end_mark = f"\n{nonce}:end ".encode()
-        self._output = output
+        end_mark = f"\n{nonce}:end ".encode()
+        self._out = _EndScanner(end_mark, output, output.out)
+        self._err = _EndScanner(end_mark, output, output.err)
         self._head = bytearray()
-        self._pending = bytearray()
         self.pid: int | None = None
-        self.end: int | None = None
+
+    @property
+    def end(self) -> int | None:
+        """The command's status, from stdout's end line (None before it)."""
+        return self._out.end
 
     async def pump(self, stream: Any) -> None:
         async for kind, data in stream.frames():
             if kind == STDERR:
-                if self.pid is not None:
-                    self._output.take(self._output.err, data)
+                if self._err.feed(data) and self._out.end is not None:
+                    return
                 continue
             if kind != STDOUT:
                 continue
@@ -999,25 +1044,7 @@ class _ExecReader:
                     self.pid = int(line[len(self._pid_mark) :] or 0)
                 data = bytes(self._head[at + 1 :])
                 self._head.clear()
-            if self._feed(data):
+            if self._out.feed(data) and self._err.end is not None:
                 return
-        self._output.take(self._output.out, bytes(self._pending))
-
-    def _feed(self, data: bytes) -> bool:
-        pending = self._pending
-        pending += data
-        at = pending.find(self._end_mark)
-        if at < 0:
-            keep = len(self._end_mark) + 12
-            if len(pending) > keep:
-                self._output.take(self._output.out, bytes(pending[:-keep]))
-                del pending[:-keep]
-            return False
-        line_end = pending.find(b"\n", at + len(self._end_mark))
-        if line_end < 0:
-            return False
-        self._output.take(self._output.out, bytes(pending[:at]))
-        field = bytes(pending[at + len(self._end_mark) : line_end]).strip()
-        self.end = int(field) if field.lstrip(b"-").isdigit() else -1
-        pending.clear()
-        return True
+        self._out.flush()
+        self._err.flush()
