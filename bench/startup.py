@@ -29,6 +29,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -223,6 +224,7 @@ def time_to_health(
         env=checkout.env(cache),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
+        start_new_session=True,  # its children (an older checkout's row index) end with it
     )
     try:
         while time.perf_counter() - started < timeout:
@@ -246,6 +248,10 @@ def time_to_health(
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        # Older checkouts left their row index process running after the server: a round's
+        # leftovers would load the next rounds.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
 
 
 CASES = ["--help", "serve --help", "import envbuilder.spec", "serve gsm8k", "serve 10M rows"]

@@ -79,3 +79,31 @@ def test_workers_of_one_host_build_the_index_once(
     assert t.wait_indexed(30)
     assert built == []  # read, not built again
     assert t.row(4999) == {"i": 4999, "s": "row 4999"}
+
+
+def test_the_index_process_ends_with_the_server_that_started_it(big: Path, tmp_path: Path) -> None:
+    """A row index process whose server has gone (its parent is no longer the pid it was given,
+    as after the server was stopped or killed mid-build) stops and writes nothing; with its
+    server there, it writes the index."""
+    import subprocess
+    import sys
+
+    from envbuilder.data._ipc import IpcTable
+
+    out = tmp_path / "index.arrow"
+    gone = subprocess.run(
+        [sys.executable, "-m", "envbuilder.data._rowindex", "1", str(out), str(big)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )  # pid 1 is never this process's parent here: as if reparented after its server died
+    assert gone.returncode == 1 and "has gone" in gone.stderr
+    assert not out.exists() and list(tmp_path.glob("index.arrow*")) == []
+    subprocess.run(
+        [sys.executable, "-c", "import sys; from envbuilder.data._rowindex import write_row_index; "
+         "from pathlib import Path; write_row_index(Path(sys.argv[1]), [Path(sys.argv[2])])",
+         str(out), str(big)],
+        check=True,
+        timeout=60,
+    )  # fmt: skip
+    assert len(IpcTable(out)) == 5000
