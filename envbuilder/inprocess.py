@@ -26,6 +26,11 @@ def text_of(blocks: list[ContentBlock] | list[Any]) -> str:
     return "\n".join(b.text for b in blocks if isinstance(b, TextBlock) and b.text)
 
 
+def _output_of(result: RunToolSuccess | RunToolError) -> ToolOutput | RunToolError:
+    """A call's output (its error as it is)."""
+    return result.output if isinstance(result, RunToolSuccess) else result
+
+
 @dataclass
 class LocalEpisode:
     """One episode of ``env`` on one task, in process: the prompt, the tools, the calls.
@@ -92,20 +97,18 @@ class LocalEpisode:
     async def run_tool(self, name: str, tool_input: dict[str, Any]) -> RunToolSuccess | RunToolError:
         """Run one tool call on the caller's loop and record it; the wire result."""
         result = await self.env.call_tool(self.state, name, tool_input)
-        out = result.output if isinstance(result, RunToolSuccess) else result
+        out = _output_of(result)
         self.outputs.append(out)
         self.rewards.append(out.reward if isinstance(out, ToolOutput) else None)
         return result
 
     async def acall(self, name: str, tool_input: dict[str, Any]) -> ToolOutput | RunToolError:
         """Run one tool call (on the caller's loop: from synchronous code use :meth:`call`)."""
-        result = await self.run_tool(name, tool_input)
-        return result.output if isinstance(result, RunToolSuccess) else result
+        return _output_of(await self.run_tool(name, tool_input))
 
     def call(self, name: str, tool_input: dict[str, Any]) -> ToolOutput | RunToolError:
         """Run one tool call from synchronous code."""
-        result = run_sync(self.run_tool(name, tool_input))
-        return result.output if isinstance(result, RunToolSuccess) else result
+        return _output_of(run_sync(self.run_tool(name, tool_input)))
 
     async def aend(self) -> None:
         """:meth:`end` from async code (nothing to await when the tools hold nothing)."""

@@ -143,7 +143,7 @@ class Toolbox:
             return RunToolError(error=f"{name!r} is not a valid tool", reason="not_found")
         if episode.finished:
             return finished_error(name)
-        limit = None if self.containers is None else self.time_limit(episode)
+        limit = self.time_limit(episode)
         if limit is not None and episode.started is None:
             episode.started = time.time()  # the clock starts with the first call
         if len(episode.transcript) >= MAX_TRANSCRIPT:
