@@ -83,8 +83,17 @@ async def call(ctx: ServerContext, sid: str, request: CallRequest) -> Reply:
     if result is None:
         return Reply(UNKNOWN_TASK, SSE)
     first = _sse.event("task_id", task_id)
-    if isinstance(result, asyncio.Future):  # streamed: task_id now, the rest when done
-        return Reply(first, SSE, rest=result)
+    if isinstance(result, asyncio.Future):
+        # A call that may wait runs as a task of its own. Its first step runs before this
+        # reply is sent (the task was scheduled first), and most such calls end there (a math
+        # answer decided without SymPy, a verdict already known, a judge's cached grade): that
+        # one is answered whole, as an ordinary call is, instead of streamed over three writes
+        # and three more turns of a busy loop. One that waits streams: task_id now, pings, the
+        # rest when done.
+        await asyncio.sleep(0)
+        if not result.done():
+            return Reply(first, SSE, rest=result)
+        return Reply(first + final_frames(result), SSE)
     frames = result if isinstance(result, bytes) else await result  # an ordinary call finishes at once
     return Reply(first + frames, SSE)
 
