@@ -27,7 +27,7 @@ on PATH, or its path in ``$PY_SPY``: ``pip install py-spy`` anywhere, it is one 
 the same data directory). The generator retries like the reference clients: a transport error
 or a 503 repeats the request, a broken ``/call`` stream re-POSTs with its ``task_id``.
 
-    python bench/open_episodes.py --store memory --sessions 100000
+    python bench/open_episodes.py --store memory --sessions 100000 [--pin] [--probe FILE]
     python bench/open_episodes.py --store redis --workers 2 --sessions 100000 --faults
     python bench/open_episodes.py --store redis --sessions 2000 --commandstats   # Redis ops/episode
 """
@@ -869,6 +869,37 @@ def commandstats(
     return out
 
 
+class Pinning:
+    """``--pin`` (one worker, two or more cores): the server's event-loop thread on core 0 and
+    this generator on core 1, so the two do not queue for the same core; every other process
+    of the server (the checkers' zygotes and the children they fork, at their niceness 10) may
+    run on any core and is put back there each second, since a zygote started by the pinned
+    thread would inherit its one core."""
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.all = os.sched_getaffinity(0)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def start(self) -> None:
+        assert self.server.proc is not None and self.server.workers == 1, "--pin needs one worker"
+        os.sched_setaffinity(self.server.proc.pid, {0})  # its main thread: the event loop
+        os.sched_setaffinity(0, {1})  # this thread (the generator's loop) and the threads it starts
+        self._thread.start()
+
+    def _watch(self) -> None:
+        while not self._stop.wait(1.0):
+            for p in self.server.tree()[1:]:
+                with contextlib.suppress(psutil.Error, OSError):
+                    if set(p.cpu_affinity()) != self.all:
+                        p.cpu_affinity(sorted(self.all))
+
+    def stop(self) -> None:
+        self._stop.set()
+        os.sched_setaffinity(0, self.all)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--store", choices=["memory", "redis"], default="memory")
@@ -900,6 +931,12 @@ def main() -> None:
         help="one worker: run the server under server_probe.py (its time per call kind, event-loop "
         "lag, GC pauses) and write its figures to this file (JSON lines, one a minute)",
     )
+    ap.add_argument(
+        "--pin",
+        action="store_true",
+        help="one worker: the server's event loop on core 0, this generator on core 1 (the checkers "
+        "on any core), so the tail measured is the server's, not the two sharing a core",
+    )
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     if args.probe:
@@ -915,8 +952,12 @@ def main() -> None:
         "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "load_start": load(),
     }
+    pinning = Pinning(server) if args.pin else None
+    results["pinned"] = bool(pinning)
     try:
         server.start()
+        if pinning:
+            pinning.start()
         if args.commandstats:
             assert store is not None
             asyncio.run(run_baseline(server, 16, 64, 16, gold))  # warm-up
@@ -961,6 +1002,8 @@ def main() -> None:
                 ]
             results["open"]["p99_over_p50"] = results["open"]["call_p99_ms"] / results["open"]["call_p50_ms"]
     finally:
+        if pinning:
+            pinning.stop()
         server.stop()
         if store:
             store.stop()
