@@ -353,6 +353,9 @@ class Tally:
     retries: int = 0
     reattached: int = 0
     errors: list[str] = field(default_factory=list)
+    """Samples of what went wrong: requests that failed, void episodes' errors, wrong rewards."""
+    failed: int = 0
+    """Episodes ended by a request that failed (neither a grade nor a void one): the errors."""
     right: int = 0
     void: int = 0
     wrong: int = 0
@@ -486,6 +489,7 @@ class Generator:
         except Exception as exc:  # counted: an error is what the targets forbid
             ep.outcome = "error"
             ep.steps.clear()
+            self.tally.failed += 1
             self.tally.errors.append(f"{type(exc).__name__}: {exc}"[:200])
         finally:
             took = time.perf_counter() - t
@@ -647,7 +651,7 @@ async def run_open(
                     "right": tally.right,
                     "void": tally.void,
                     "wrong": tally.wrong,
-                    "errors": len(tally.errors) - tally.void,
+                    "errors": tally.failed,
                     "retries": tally.retries,
                     "s": round(time.perf_counter() - t0),
                     "load": load(),
@@ -692,7 +696,7 @@ async def run_open(
         "right": tally.right,
         "void": tally.void,
         "wrong": tally.wrong,
-        "errors": len(tally.errors) - tally.void,
+        "errors": tally.failed,
         "lost": sessions - tally.done,
         "error_samples": tally.errors[:5],
         "retries": tally.retries,
@@ -747,7 +751,7 @@ async def run_baseline(
         "right": tally.right,
         "void": tally.void,
         "wrong": tally.wrong,
-        "errors": len(tally.errors) - tally.void,
+        "errors": tally.failed,
         "error_samples": tally.errors[:5],
         "client_loop_lag_ms": lag_ms(tally.client_lag),
         "load_start": load0,
@@ -846,7 +850,7 @@ def commandstats(
         out[env] = {
             "episodes": episodes,
             "right": tally.right,
-            "errors": len(tally.errors),
+            "errors": tally.failed,
             "commands_per_episode": top,
             "round_trips_per_episode": trips,
             "redis_usec_per_episode": sum(
