@@ -122,7 +122,7 @@ def _run_taskless(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T])
         if getattr(loop, "_ready", True):
             _drain(loop)
         return done.value
-    except BaseException:
+    except (Exception, asyncio.CancelledError):  # (KeyboardInterrupt, SystemExit: at once, as a task)
         if getattr(loop, "_ready", True):
             _drain(loop)
         raise
