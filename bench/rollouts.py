@@ -318,9 +318,11 @@ def inproc(count: int) -> str:
             rollout.reset(task_index=i // samples)
             rollout.submit(answer=f"The answer is {gold[i // samples]}.")
 
+    where = str(spec)  # (a dataset row's column: a string already, not built per answer)
+
     def via_skyrl() -> None:
         for i in range(count):
-            e = skyrl.EnvbuilderTextEnv(extras={"spec": str(spec), "split": "train", "task_index": i})
+            e = skyrl.EnvbuilderTextEnv(extras={"spec": where, "split": "train", "task_index": i})
             e.init([{"role": "user", "content": "x"}])
             e.step(f"The answer is {gold[i]}.")
             e.close()
@@ -328,7 +330,7 @@ def inproc(count: int) -> str:
     def via_verl() -> None:
         for i in range(count):
             verl.compute_score(
-                "gsm8k", f"The answer is {gold[i]}.", "", {"spec": str(spec), "split": "train", "index": i}
+                "gsm8k", f"The answer is {gold[i]}.", "", {"spec": where, "split": "train", "index": i}
             )
 
     paths: list[tuple[str, Any]] = [
@@ -346,13 +348,13 @@ def inproc(count: int) -> str:
     else:
         vf_env = vf_spec.load_environment(spec, split="train", num_tasks=count)  # renders the dataset once
 
+        assistant = vf.AssistantMessage  # (verifiers' lazy module attribute: looked up once)
+
         async def verifiers_rollouts() -> None:
             for i in range(count):
                 state: dict[str, Any] = {"info": {"task_index": i}}
                 await vf_env.setup_state(state)
-                state["completion"] = [
-                    vf.AssistantMessage(role="assistant", content=f"The answer is {gold[i]}.")
-                ]
+                state["completion"] = [assistant(role="assistant", content=f"The answer is {gold[i]}.")]
                 await vf_env.end_episode(state)
 
         paths.append(

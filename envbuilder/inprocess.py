@@ -26,11 +26,6 @@ def text_of(blocks: list[ContentBlock] | list[Any]) -> str:
     return "\n".join(b.text for b in blocks if isinstance(b, TextBlock) and b.text)
 
 
-def _output_of(result: RunToolSuccess | RunToolError) -> ToolOutput | RunToolError:
-    """A call's output (its error as it is)."""
-    return result.output if isinstance(result, RunToolSuccess) else result
-
-
 @dataclass
 class LocalEpisode:
     """One episode of ``env`` on one task, in process: the prompt, the tools, the calls.
@@ -96,27 +91,30 @@ class LocalEpisode:
 
     async def run_tool(self, name: str, tool_input: dict[str, Any]) -> RunToolSuccess | RunToolError:
         """Run one tool call on the caller's loop and record it; the wire result."""
-        result = await self.env.call_tool(self.state, name, tool_input)
-        out = _output_of(result)
+        result = await self.env.toolbox.call(self.state, name, tool_input)  # (Environment.call_tool)
+        out = result.output if result.ok else result  # the output (an error as it is)
         self.outputs.append(out)
-        self.rewards.append(out.reward if isinstance(out, ToolOutput) else None)
+        self.rewards.append(result.output.reward if result.ok else None)
         return result
 
     async def acall(self, name: str, tool_input: dict[str, Any]) -> ToolOutput | RunToolError:
         """Run one tool call (on the caller's loop: from synchronous code use :meth:`call`)."""
-        return _output_of(await self.run_tool(name, tool_input))
+        result = await self.run_tool(name, tool_input)
+        return result.output if result.ok else result
 
     def call(self, name: str, tool_input: dict[str, Any]) -> ToolOutput | RunToolError:
-        """Run one tool call from synchronous code."""
-        return _output_of(run_sync(self.run_tool(name, tool_input)))
+        """Run one tool call from synchronous code (without an asyncio task until it waits, for
+        the tools whose calls never ask for one before: ``Toolbox.taskless``)."""
+        result = run_sync(self.run_tool(name, tool_input), task=name not in self.env.toolbox.taskless)
+        return result.output if result.ok else result
 
     async def aend(self) -> None:
         """:meth:`end` from async code (nothing to await when the tools hold nothing)."""
-        if self.env.cleanup:
+        if self.env.toolbox.cleanup:  # (Environment.cleanup)
             await self.env.end_session(self.state)
 
     def end(self) -> None:
         """Release what this episode's tools hold (a sandbox folder, a browser page). A spec
         whose tools hold nothing per session has nothing to run (no event loop turn)."""
-        if self.env.cleanup:
+        if self.env.toolbox.cleanup:  # (Environment.cleanup)
             run_sync(self.aend())

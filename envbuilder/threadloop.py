@@ -19,15 +19,25 @@ waits (a judge's HTTP call, a sandbox) goes on in the same task under
 ``asyncio.current_task()``, ``asyncio.timeout``, cancellation and the task's copy of the
 caller's context variables behave exactly as under ``run_until_complete``; only the task's own
 step ever sends into the coroutine.
+
+A caller that knows its coroutine never asks for the current task before it first waits (an
+in-process answer graded by a grader that says so: ``Grader.task_free``) passes ``task=False``:
+its first step then runs as a plain ``coro.send(None)`` in a copy of the caller's context, with
+the loop set as running, and no task is made at all (a task, its handle on the ready queue and
+its entry in asyncio's set of all tasks are most of what ``run_sync`` costs). If it waits, the
+rest of it runs in a real task (in the same context) under ``run_until_complete``, so timeouts,
+cancellation and ``current_task()`` hold from its first wait on; before that wait,
+``current_task()`` is None, which is why this is the caller's promise to make, not a default.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import sys
 import threading
 from collections import deque
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Generator
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
@@ -79,17 +89,90 @@ def shared_loop() -> LoopThread:
         return _shared
 
 
-def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+def run_sync(coro: Coroutine[Any, Any, T], *, task: bool = True) -> T:
     """Run ``coro`` to its end from synchronous code: on this thread's own loop, or on the
-    shared loop when this thread is already running one."""
+    shared loop when this thread is already running one.
+
+    ``task=False`` is the caller's promise that ``coro`` does not ask for the current task
+    (``asyncio.timeout``, anyio's cancel scopes) before it first waits: it then starts without
+    one (see the module's docstring)."""
     # (asyncio's own test for a running loop, without the RuntimeError get_running_loop()
     # raises, and builds a message for, on every call from synchronous code)
     if asyncio._get_running_loop() is None:
         loop = getattr(_local, "loop", None)
         if loop is None or loop.is_closed():
             loop = _local.loop = asyncio.new_event_loop()
-        return _run_eager(loop, coro)
+        return _run_eager(loop, coro) if task else _run_taskless(loop, coro)
     return shared_loop().run(coro)
+
+
+def _run_taskless(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` on ``loop`` (not running, owned by this thread) without a task until it
+    first waits; the rest of it, if any, in a task under the loop."""
+    context = contextvars.copy_context()  # what a task would run it in
+    hooks = sys.get_asyncgen_hooks()
+    asyncio.events._set_running_loop(loop)
+    sys.set_asyncgen_hooks(  # as run_forever sets them: async generators finalised on this loop
+        firstiter=loop._asyncgen_firstiter_hook,  # type: ignore[attr-defined]
+        finalizer=loop._asyncgen_finalizer_hook,  # type: ignore[attr-defined]
+    )
+    try:
+        waits_on = context.run(coro.send, None)
+    except StopIteration as done:
+        if getattr(loop, "_ready", True):
+            _drain(loop)
+        return done.value
+    except (Exception, asyncio.CancelledError):  # (KeyboardInterrupt, SystemExit: at once, as a task)
+        if getattr(loop, "_ready", True):
+            _drain(loop)
+        raise
+    finally:
+        asyncio.events._set_running_loop(None)
+        sys.set_asyncgen_hooks(*hooks)
+    return loop.run_until_complete(loop.create_task(_resumed(coro, waits_on), context=context))
+
+
+def _drain(loop: asyncio.AbstractEventLoop) -> None:
+    """One turn of ``loop`` when something is ready on it (a callback the coroutine scheduled,
+    another thread's post), as ``run_until_complete`` of a finished task would take."""
+    asyncio.events._set_running_loop(None)  # (run_until_complete sets it again)
+    done = loop.create_future()
+    done.set_result(None)
+    loop.run_until_complete(done)
+
+
+async def _resumed(coro: Coroutine[Any, Any, T], waits_on: Any) -> T:
+    """``coro``, already started and waiting on ``waits_on``, run on by the task awaiting this."""
+    return await _Resume(coro, waits_on)
+
+
+class _Resume:
+    """An awaitable that hands its task what a started coroutine is waiting on, then passes the
+    task's sends and throws (a wake-up, a cancellation) into it until it ends (``yield from``
+    for a coroutine whose first yield was already taken)."""
+
+    __slots__ = ("coro", "waits_on")
+
+    def __init__(self, coro: Coroutine[Any, Any, Any], waits_on: Any):
+        self.coro = coro
+        self.waits_on = waits_on
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        coro, waits_on = self.coro, self.waits_on
+        while True:
+            try:
+                sent = yield waits_on
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as exc:  # thrown by the task (a cancellation): the coroutine's
+                thrown: BaseException | None = exc
+            else:
+                thrown = None
+            try:
+                waits_on = coro.send(sent) if thrown is None else coro.throw(thrown)
+            except StopIteration as done:
+                return done.value
 
 
 def _run_eager(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T]) -> T:

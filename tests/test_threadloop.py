@@ -4,6 +4,7 @@ on the shared loop thread when it is inside a running loop already (never a nest
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import threading
 
@@ -203,3 +204,121 @@ def test_run_sync_inside_an_eager_step_goes_to_the_shared_thread() -> None:
 
     ident, loop = run_sync(outer())
     assert ident == shared_loop().thread.ident and loop is shared_loop().loop
+
+
+# -- task=False: no task until the coroutine first waits ------------------------------------------
+
+
+def test_a_taskless_call_that_never_waits_has_no_task_and_runs_no_turn_of_the_loop() -> None:
+    loop = _thread_loop()
+    ran: list[str] = []
+    handle = loop.call_at(loop.time(), ran.append, "timer")  # due now: any turn would run it
+
+    async def immediate() -> tuple[asyncio.Task[object] | None, asyncio.AbstractEventLoop]:
+        return asyncio.current_task(), asyncio.get_running_loop()
+
+    task, running = run_sync(immediate(), task=False)
+    assert task is None and running is loop  # the thread's loop, set as running, and no task
+    assert ran == []
+    handle.cancel()
+
+
+def test_a_taskless_call_goes_on_in_a_real_task_once_it_waits() -> None:
+    def later(fut: asyncio.Future[int]) -> None:
+        fut.get_loop().call_soon_threadsafe(fut.set_result, 41)
+
+    async def waits() -> tuple[bool, bool, int]:
+        before = asyncio.current_task()
+        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        threading.Thread(target=later, args=(fut,)).start()
+        value = await fut  # a real wait, ended by another thread
+        after = asyncio.current_task()
+        await asyncio.sleep(0)  # a bare yield, passed through to the task
+        return before is None, after is not None and asyncio.current_task() is after, value + 1
+
+    assert run_sync(waits(), task=False) == (True, True, 42)
+
+
+def test_a_timeout_entered_after_the_first_wait_of_a_taskless_call_fires_and_unwinds() -> None:
+    unwound: list[str] = []
+
+    async def too_slow() -> None:
+        await asyncio.sleep(0)
+        try:
+            async with asyncio.timeout(0.05):  # the task's own: it cancels the coroutine inside
+                await asyncio.sleep(30)
+        finally:
+            unwound.append("finally")
+
+    try:
+        run_sync(too_slow(), task=False)
+    except TimeoutError:
+        pass
+    else:
+        raise AssertionError("the timeout did not fire")
+    assert unwound == ["finally"]
+
+
+def test_a_taskless_call_raises_its_exceptions_with_their_own_type_before_and_after_a_wait() -> None:
+    async def fails_at_once() -> None:
+        raise _Mine("at once")
+
+    async def fails_later() -> None:
+        await asyncio.sleep(0.001)
+        raise _Mine("later")
+
+    for coro, message in ((fails_at_once(), "at once"), (fails_later(), "later")):
+        try:
+            run_sync(coro, task=False)
+        except _Mine as exc:
+            assert str(exc) == message
+        else:
+            raise AssertionError("no exception")
+    assert run_sync(_where(), task=False)[0] == threading.get_ident()  # the loop is still usable
+
+
+def test_a_taskless_call_cancelled_after_its_first_wait_raises_cancelled_error() -> None:
+    async def cancels_itself() -> None:
+        await asyncio.sleep(0)
+        task = asyncio.current_task()
+        assert task is not None
+        task.cancel()
+        await asyncio.sleep(0)
+
+    try:
+        run_sync(cancels_itself(), task=False)
+    except asyncio.CancelledError:
+        pass
+    else:
+        raise AssertionError("not cancelled")
+
+
+def test_a_taskless_call_runs_in_a_copy_of_the_callers_context_across_its_wait() -> None:
+    async def reads_and_sets() -> tuple[str, str]:
+        seen = _var.get()
+        _var.set("inside")
+        await asyncio.sleep(0)  # the task it goes on in has the same context
+        return seen, _var.get()
+
+    token = _var.set("caller")
+    try:
+        assert run_sync(reads_and_sets(), task=False) == ("caller", "inside")
+        assert _var.get() == "caller"  # its changes stayed in its copy, as in a task
+    finally:
+        _var.reset(token)
+
+
+def test_callbacks_a_taskless_call_scheduled_run_before_its_result_or_error_is_returned() -> None:
+    ran: list[str] = []
+
+    async def schedules(fail: bool) -> str:
+        asyncio.get_running_loop().call_soon(ran.append, "callback")
+        if fail:
+            raise _Mine("after scheduling")
+        return "done"
+
+    assert run_sync(schedules(False), task=False) == "done"
+    assert ran == ["callback"]
+    with contextlib.suppress(_Mine):
+        run_sync(schedules(True), task=False)
+    assert ran == ["callback", "callback"]

@@ -87,6 +87,8 @@ class SubmitTool:
         )
         self.reads_trajectory = grader.reads_trajectory
         """Whether the grader may read the episode's trajectory (built for its context only then)."""
+        self._renders_targets = bool(grader.slow_targets())
+        """Whether the grader has targets to render off the loop first (``grade_off_loop``)."""
 
     @property
     def blocking(self) -> bool:
@@ -95,6 +97,12 @@ class SubmitTool:
             or bool(self.transcript_grader and self.transcript_grader.blocking)
             or self.user is not None
         )
+
+    @property
+    def task_free(self) -> bool:
+        """Whether a call never asks for the running asyncio task before it first waits (see
+        ``Grader.task_free``): a plain graded answer, by a grader that says so."""
+        return self.dialogue is None and self.user is None and self.grader.task_free
 
     def target(self, task: Task) -> Any:
         """The gold answer to ``task`` (None in a dialogue: its replies have no single target)."""
@@ -109,13 +117,7 @@ class SubmitTool:
         return [self.grader.target(self.dialogue.context(task, [""] * (i + 1))) for i in turns]
 
     def answer_of(self, tool_input: dict[str, Any]) -> str | RunToolError:
-        # The common call (a JSON object holding the answer as a string within its bound) is
-        # what the input model accepts unchanged: no model round trip for it. Anything else
-        # goes through the model, which gives the same answer or the same error as ever.
-        if type(tool_input) is dict:
-            value = tool_input.get(self.spec.answer_field)
-            if type(value) is str and len(value) <= self.spec.max_answer_chars:
-                return value
+        """The answer ``tool_input`` holds, through the input model (or its error)."""
         try:
             args = self.input_model.model_validate(tool_input)
         except ValidationError as exc:
@@ -131,15 +133,29 @@ class SubmitTool:
             return RunToolError(error=f"{name!r} is not a valid tool", reason="not_found")
         if episode.finished:
             return finished_error(name)
-        answer = self.answer_of(tool_input)
-        if isinstance(answer, RunToolError):
-            return answer
+        # The common call (a JSON object holding the answer as a string within its bound) is
+        # what the input model accepts unchanged: no model round trip for it. Anything else
+        # goes through the model, which gives the same answer or the same error as ever.
+        answer = tool_input.get(self.spec.answer_field) if type(tool_input) is dict else None
+        if type(answer) is not str or len(answer) > self.spec.max_answer_chars:
+            answer = self.answer_of(tool_input)
+            if isinstance(answer, RunToolError):
+                return answer
         if self.dialogue is not None:
             return RunToolSuccess(output=await self._reply(episode, answer, self.dialogue))
         if self.user is not None:
             return RunToolSuccess(output=await self._converse(episode, answer, self.user))
-        grade = await self._grade(self.grader, answer, self.context(episode, answer), episode.secrets)
-        return success(await self._output(episode, grade, answer))
+        # (the common answer in one frame: the task itself as the context when the grader
+        # reads no trajectory, the output built here when the feedback is not offloaded)
+        context = (
+            episode.task
+            if self.trajectory_of is None or not self.reads_trajectory
+            else self.context(episode, answer)
+        )
+        grade = await self._grade(self.grader, answer, context, episode.secrets)
+        if self.feedback is None or self.feedback.bounded:
+            return success(self.output(episode, grade, answer))
+        return success(await deadlines.offload(self.output, episode, grade, answer))
 
     async def conclude(self, episode: Episode, answer: str) -> ToolOutput:
         """Grade ``episode`` now with ``answer`` as its last message, without asking the
@@ -252,7 +268,10 @@ class SubmitTool:
 
     async def _grade(self, grader: Grader, answer: str, task: Task, secrets: dict[str, str]) -> Grade:
         try:
-            grade = await grade_off_loop(grader, answer, task, secrets)
+            if grader is self.grader and not self._renders_targets:
+                grade = await grader.grade(answer, task, secrets)  # (grade_off_loop's, in one frame less)
+            else:
+                grade = await grade_off_loop(grader, answer, task, secrets)
         except TemplateError as exc:  # a target that cannot render on this task (its budget)
             log.warning("grader %s: %s", grader.type_name, exc.message)
             grade = Grade.failed(f"the grader's template failed: {exc.message}")
@@ -417,7 +436,9 @@ class SubmitTool:
             # read the same number. An attempt's own reward is information, in metadata.
             metadata["attempt_reward"] = reward
             return text_output(text, metadata, None, False)
-        return text_output(text, metadata, self.charge(episode, reward, metadata), finished)
+        if episode.cost:
+            reward = self.charge(episode, reward, metadata)
+        return text_output(text, metadata, reward, finished)
 
     def _feedback(self, episode: Episode, grade: Grade, answer: str, left: int, finished: bool) -> str | None:
         """The spec's feedback text; None (the default text) when the template fails."""

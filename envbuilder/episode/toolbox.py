@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable
+from functools import cached_property
 from typing import Any
 
 import orjson
@@ -128,6 +129,16 @@ class Toolbox:
         specs = [self.submit.tool_spec] + [d.spec for d in self.declared.values() if _offered(d, task)]
         return self._listing(specs)
 
+    @cached_property
+    def taskless(self) -> frozenset[str]:
+        """The tools whose calls never ask for the running asyncio task before they first wait
+        (synchronous callers start them without one: :func:`envbuilder.threadloop.run_sync`):
+        the answer tool when its grade says so, in an environment without session containers
+        (whose time limit a call may enforce)."""
+        name = self.submit.spec.name
+        free = self.submit.task_free and self.containers is None and name not in self.declared
+        return frozenset({name}) if free else frozenset()
+
     def blocking(self, name: str) -> bool:
         """Whether a call of ``name`` may wait on I/O (it then streams with keep-alives)."""
         declared = self.declared.get(name)
@@ -143,7 +154,7 @@ class Toolbox:
             return RunToolError(error=f"{name!r} is not a valid tool", reason="not_found")
         if episode.finished:
             return finished_error(name)
-        limit = self.time_limit(episode)
+        limit = None if self.containers is None else self.time_limit(episode)
         if limit is not None and episode.started is None:
             episode.started = time.time()  # the clock starts with the first call
         if len(episode.transcript) >= MAX_TRANSCRIPT:

@@ -170,6 +170,13 @@ class Grader(Plugin, abc.ABC):
     ``eval``): it runs confined (``processes.run_confined``), and serving it needs a working
     sandbox or the operator's ``--allow-unconfined-checkers``."""
 
+    task_free: bool = False
+    """True when :meth:`grade` never asks for the running asyncio task (``asyncio.timeout``,
+    anyio's cancel scopes, ``current_task()``) before it first waits: the in-process driver may
+    then start a synchronous caller's answer without a task
+    (:func:`envbuilder.threadloop.run_sync`). False by default, so a plugin that says nothing
+    always runs in a task. A class default; composite graders set it per instance."""
+
     reads_only_fields: ClassVar[bool] = False
     """True when the grader reads its task context only through the fields its templates and
     config name (:attr:`fields`): it then reads the episode's trajectory only when one of them

@@ -70,6 +70,7 @@ class ChoiceGrader(Grader):
     Config = ChoiceConfig
     config: ChoiceConfig
     reads_only_fields = True  # the task through its target templates and named fields only
+    task_free = True  # waits only on futures and its own tasks (offloads, verdicts)
 
     def __init__(self, config: ChoiceConfig, context: GraderContext):
         super().__init__(config, context)

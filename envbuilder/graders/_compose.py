@@ -102,6 +102,7 @@ class _Composite(Grader):
                     code=exc.code,
                 ) from None
         self.blocking = any(c.blocking for c in self.children)
+        self.task_free = all(c.task_free for c in self.children)  # (some are awaited in turn)
         self.compares_target = any(c.compares_target for c in self.children)
 
     @property

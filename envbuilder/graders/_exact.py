@@ -78,6 +78,7 @@ class ExactMatchGrader(Grader):
     Config = ExactMatchConfig
     config: ExactMatchConfig
     reads_only_fields = True  # the task through its target templates and named fields only
+    task_free = True  # waits only on futures and its own tasks (offloads, verdicts)
 
     def __init__(self, config: ExactMatchConfig, context: GraderContext):
         super().__init__(config, context)

@@ -106,6 +106,7 @@ class MathGrader(Grader):
     Config = MathConfig
     config: MathConfig
     reads_only_fields = True  # the task through its target templates and named fields only
+    task_free = True  # waits only on futures and its own tasks (offloads, verdicts)
     # SymPy may think for seconds: run the call streamed, with keep-alives.
     blocking = True
 

@@ -55,6 +55,7 @@ class RegexGrader(Grader):
     Config = RegexConfig
     config: RegexConfig
     reads_only_fields = True  # the task through its target templates and named fields only
+    task_free = True  # waits only on futures and its own tasks (offloads, verdicts)
 
     def __init__(self, config: RegexConfig, context: GraderContext):
         super().__init__(config, context)

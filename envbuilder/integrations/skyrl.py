@@ -94,7 +94,7 @@ class EnvbuilderTextEnv(BaseTextEnv):
         observations = (
             [] if finished else [{"role": "user", "content": f"<tool_response>\n{text}\n</tool_response>"}]
         )
-        void = self.episode.void if finished else None
+        void = self.episode.void if finished and reward is None else None  # (a graded end is never void)
         # A void end (the environment failed, not the model) is None, never 0.0: SkyRL's
         # generator skips a None step reward. Other steps without a reward add 0.0 to the sum.
         return BaseTextEnvStepOutput(

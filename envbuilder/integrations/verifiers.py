@@ -121,9 +121,9 @@ class SpecEnv(vf.MultiTurnEnv):
         ):
             content = last.content if isinstance(last.content, str) else ""
             await episode.acall(submit.spec.name, {submit.spec.answer_field: content})
-        state["envbuilder_reward"] = episode.reward
+        state["envbuilder_reward"] = reward = episode.reward
         state["envbuilder_rewards"] = list(episode.rewards)
-        if episode.void is not None and state.get("error") is None:
+        if reward is None and episode.void is not None and state.get("error") is None:
             # verifiers' mark of a rollout the infrastructure spoiled (as its own sandbox
             # environments set it): saved as the output's `error`, skipped by trainers.
             state["error"] = vf.InfraError(f"the episode is void: {episode.void}")

@@ -43,7 +43,7 @@ def compute_score(
     return {
         "score": 0.0 if reward is None else float(reward),
         "graded": int(reward is not None),
-        "void": int(episode.void is not None),
+        "void": int(reward is None and episode.void is not None),  # (a graded answer is never void)
     }
 
 

@@ -14,7 +14,12 @@ import skyrl_gym
 import envbuilder.integrations
 from envbuilder.authoring import gold_cases
 from envbuilder.environment import load_environment
+from envbuilder.episode import Episode
+from envbuilder.graders import grade_off_loop
+from envbuilder.inprocess import LocalEpisode
 from envbuilder.integrations import skyrl, trl, verl
+from envbuilder.protocol import RunToolError, ToolOutput
+from envbuilder.threadloop import run_sync
 from tests.conftest import ENVS
 
 TOOLS = ENVS / "gsm8k_tools.yaml"
@@ -166,3 +171,59 @@ def test_verl_tool_config_and_tool_lifecycle() -> None:
     text, reward, sid, wrong, right, meta, final = asyncio.run(lifecycle())
     assert (text.strip().endswith("5"), reward, sid) == (True, 0.0, "fixed-id")
     assert (wrong, right, meta, final) == (0.0, 1.0, {"finished": True}, 1.0)
+
+
+# -- the answer path: no task until it waits, the submit tool's chain in one frame ----------------
+
+
+@pytest.mark.parametrize("name", ["gsm8k.yaml", "math500.yaml", "mmlu_stem.yaml", "digits.yaml"])
+def test_an_answer_in_process_is_graded_and_reported_as_the_whole_chain_does_it(name: str) -> None:
+    env = load_environment(ENVS / name)
+    submit = env.submit
+    assert submit is not None
+    field = submit.spec.answer_field
+    assert env.toolbox.taskless == {submit.spec.name}  # its grader says it needs no task
+
+    async def reference(task: dict[str, Any], tool_input: Any) -> ToolOutput | RunToolError:
+        assert asyncio.current_task() is not None  # the whole chain, in a task, as before
+        state = Episode(task=task)
+        answer = submit.answer_of(tool_input)  # through the input model
+        if isinstance(answer, RunToolError):
+            return answer
+        grade = await grade_off_loop(submit.grader, answer, submit.context(state, answer), {})
+        return submit.output(state, grade, answer)
+
+    too_long = "9" * (submit.spec.max_answer_chars + 1)
+    for case in gold_cases(env, sample=3):
+        task = env.split(case.split).task(case.index)
+        for tool_input in (
+            {field: case.response or ""},
+            {field: "42"},
+            {field: ""},
+            {field: too_long},
+            {field: 7},
+        ):
+            out = LocalEpisode(env, task).call(submit.spec.name, tool_input)
+            expected = run_sync(reference(task, tool_input))
+            assert out == expected, (case, tool_input)
+            assert out.model_dump_json() == expected.model_dump_json()
+
+
+def test_a_grader_that_does_not_say_it_is_task_free_grades_in_a_task() -> None:
+    env = load_environment(ENVS / "gsm8k.yaml")  # (its own copy: the grader is changed below)
+    assert env.submit is not None
+    grader = env.submit.grader
+    grader.task_free = False  # what a plugin that says nothing gets
+    plain = grader.grade
+    tasks: list[asyncio.Task[Any] | None] = []
+
+    async def grade(answer: str, task: dict[str, Any], secrets: dict[str, str]) -> Any:
+        tasks.append(asyncio.current_task())
+        async with asyncio.timeout(30):  # asks for the current task before any wait
+            return await plain(answer, task, secrets)
+
+    grader.grade = grade  # type: ignore[method-assign]
+    assert env.toolbox.taskless == frozenset()
+    out = LocalEpisode.of(env, "train", 0).call("submit", {"answer": _gold("train", 0)})
+    assert isinstance(out, ToolOutput) and out.reward == 1.0
+    assert isinstance(tasks[0], asyncio.Task)
