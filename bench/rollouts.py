@@ -305,6 +305,14 @@ def inproc(count: int) -> str:
         for i in range(count):
             await grader.grade(f"The answer is {gold[i]}.", view.task(i), {})
 
+    from envbuilder.inprocess import text_of
+
+    def render() -> None:
+        # What an episode on a new task must also do: render its prompt (TRL returns it from
+        # reset; the other adapters take the prompt from the trainer's dataset)
+        for i in range(count):
+            text_of(env.prompt(view.task(i)))
+
     def via_trl() -> None:
         rollout = trl.TRLSpec(spec, num_tasks=count).environment_factory()
         for i in range(count):
@@ -333,11 +341,12 @@ def inproc(count: int) -> str:
                 "gsm8k", f"The answer is {gold[i]}.", "", {"spec": where, "split": "train", "index": i}
             )
 
-    paths: list[tuple[str, Any]] = [
-        ("TRL environment_factory (reset + submit)", via_trl),
-        ("TRL, a group of 8 samples per task", via_trl_group),
-        ("SkyRL BaseTextEnv (init + step + close)", via_skyrl),
-        ("verl compute_score", via_verl),
+    # (name, run, prompts rendered per answer: the share of its own work beside the grade)
+    paths: list[tuple[str, Any, float]] = [
+        ("TRL environment_factory (reset + submit)", via_trl, 1.0),
+        ("TRL, a group of 8 samples per task", via_trl_group, 1 / 8),
+        ("SkyRL BaseTextEnv (init + step + close)", via_skyrl, 0.0),
+        ("verl compute_score", via_verl, 0.0),
     ]
     try:
         import verifiers as vf
@@ -358,7 +367,7 @@ def inproc(count: int) -> str:
                 await vf_env.end_episode(state)
 
         paths.append(
-            ("verifiers SpecEnv (setup_state + end_episode)", lambda: run_on_loop(verifiers_rollouts()))
+            ("verifiers SpecEnv (setup_state + end_episode)", lambda: run_on_loop(verifiers_rollouts()), 0.0)
         )
 
     def cpu(fn: Any) -> float:
@@ -378,15 +387,19 @@ def inproc(count: int) -> str:
 
     base_fn = lambda: run_on_loop(direct())  # noqa: E731
     base, base_calls = cpu(base_fn), calls(base_fn)
+    drawn, drawn_calls = cpu(render), calls(render)
     rows = [
         "| path | CPU µs per graded answer | vs the grader alone "
-        "| Python calls per answer | vs the grader alone |",
-        "|---|---|---|---|---|",
-        f"| grader.grade directly | {base:,.0f} | 1.00× | {base_calls:,.0f} | 1.00× |",
+        "| Python calls per answer | vs the grader alone | calls vs its own work (grade + prompts) |",
+        "|---|---|---|---|---|---|",
+        f"| grader.grade directly | {base:,.0f} | 1.00× | {base_calls:,.0f} | 1.00× | 1.00× |",
+        f"| the task's prompt rendered | {drawn:,.0f} | | {drawn_calls:,.0f} | | |",
     ]
-    for name, fn in paths:
+    for name, fn, prompts in paths:
         value, n = cpu(fn), calls(fn)
-        rows.append(f"| {name} | {value:,.0f} | {value / base:.2f}× | {n:,.0f} | {n / base_calls:.2f}× |")
+        own = base_calls + prompts * drawn_calls
+        ratios = f"{value / base:.2f}× | {n:,.0f} | {n / base_calls:.2f}× | {n / own:.2f}×"
+        rows.append(f"| {name} | {value:,.0f} | {ratios} |")
     return "\n".join(rows)
 
 
