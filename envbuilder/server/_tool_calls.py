@@ -176,7 +176,7 @@ async def _reattach(ctx: ServerContext, call: str) -> Awaitable[bytes] | bytes |
         return frames
     pending = await ctx.sessions.pending(call)
     if pending is None:
-        return None
+        return await ctx.sessions.result(call)  # ended since the look above, or never was
     return ctx.calls.start(call, _follow(ctx, call, pending))
 
 
@@ -186,7 +186,10 @@ async def _follow(ctx: ServerContext, call: str, pending: Any) -> bytes:
     store = ctx.sessions
     while True:
         if pending is None:
-            return UNKNOWN_TASK
+            # It ended between the look at its result and the look at its lease (its worker
+            # saves the one and drops the other at once): the result is there now.
+            frames = await store.result(call)
+            return UNKNOWN_TASK if frames is None else frames
         if pending.ours:
             frames = await store.result(call)  # saved just before its worker died?
             if frames is not None:

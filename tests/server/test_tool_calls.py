@@ -1,18 +1,21 @@
 """A call of a tool that may wait (the math grader) is answered whole when it ended in its
-first step, and streamed when it waits (``_tool_calls.call``)."""
+first step, and streamed when it waits (``_tool_calls.call``); a call re-attached to or
+followed on a shared store is found when it ends while it is looked up."""
 
 from __future__ import annotations
 
 import json
 import time
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
 import pytest
 
 from envbuilder.environment import load_environment
-from envbuilder.server import ServerSettings, create_app
+from envbuilder.server import ServerSettings, _tool_calls, create_app
+from envbuilder.server._calls import CallRegistry
 from tests.conftest import ENVS
 from tests.servers import serve_app
 
@@ -68,3 +71,33 @@ def test_an_answer_that_waits_for_the_checker_still_streams(math500: str) -> Non
         assert r.headers.get("transfer-encoding") == "chunked" and "content-length" not in r.headers
         events = _events(r.text)
         assert events[0][0] == "task_id" and _reward(events) == 1.0
+
+
+class _EndsBetweenLooks:
+    """A shared store on which a call on another worker ends between the look at its result
+    and the look at its lease: the first ``result`` finds nothing, ``pending`` no lease."""
+
+    shared = True
+    FRAMES = b"event: end\r\ndata: {}\r\n\r\n"
+
+    def __init__(self) -> None:
+        self.looks = 0
+
+    async def result(self, call: str) -> bytes | None:
+        self.looks += 1
+        return None if self.looks == 1 else self.FRAMES
+
+    async def pending(self, call: str) -> None:
+        return None
+
+
+async def test_a_call_that_ends_while_it_is_looked_up_is_found_not_unknown() -> None:
+    store = _EndsBetweenLooks()
+    ctx: Any = SimpleNamespace(calls=CallRegistry(), sessions=store)
+    assert await _tool_calls._reattach(ctx, "k\tt") == store.FRAMES
+
+
+async def test_a_followed_call_that_ends_between_polls_gives_its_result() -> None:
+    store = _EndsBetweenLooks()
+    ctx: Any = SimpleNamespace(calls=CallRegistry(), sessions=store)
+    assert await _tool_calls._follow(ctx, "k\tt", SimpleNamespace(ours=False)) == store.FRAMES
