@@ -170,8 +170,13 @@ def child(mode: str, url: str, env_name: str, inflight: int) -> dict[str, Any]:
         scan_cpu += time.process_time() - c
         return found
 
+    def switches() -> tuple[int, int]:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return usage.ru_nvcsw, usage.ru_nivcsw
+
     t0 = time.perf_counter()
     c0 = time.process_time()
+    switches0 = switches()
     if mode == "eval":
         return eval_child(url, inflight)
     # --calls: Python function calls per request (cProfile, async only: the one thread), a count
@@ -180,7 +185,7 @@ def child(mode: str, url: str, env_name: str, inflight: int) -> dict[str, Any]:
     if mode == "async":
 
         async def main() -> None:
-            nonlocal peak_connections, t0, c0
+            nonlocal peak_connections, t0, c0, switches0
             async with AsyncClient(url) as client:
                 env = client.environment(env_name)
                 await env.name()
@@ -188,6 +193,7 @@ def child(mode: str, url: str, env_name: str, inflight: int) -> dict[str, Any]:
                 # count one connect per request at 64 and one per 40 at 4,096
                 await asyncio.gather(*(env.task("test", i) for i in range(min(inflight, 100))))
                 t0, c0 = time.perf_counter(), time.process_time()  # the client's set-up is not per request
+                switches0 = switches()
                 if profile is not None:
                     profile.enable()
 
@@ -256,6 +262,7 @@ def child(mode: str, url: str, env_name: str, inflight: int) -> dict[str, Any]:
             for t in threads:
                 t.start()
             t0, c0 = time.perf_counter(), time.process_time()  # thread start-up is not the client's
+            switches0 = switches()
             loop0 = time.clock_gettime(loop_clock)
             start.wait()
             done = 0
@@ -270,6 +277,8 @@ def child(mode: str, url: str, env_name: str, inflight: int) -> dict[str, Any]:
             client_cpu = sum(inside) + time.clock_gettime(loop_clock) - loop0
     wall = time.perf_counter() - t0
     cpu = time.process_time() - c0 - scan_cpu
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    nvcsw, nivcsw = usage.ru_nvcsw - switches0[0], usage.ru_nivcsw - switches0[1]
     client_cpu_of = {} if mode != "sync" else {"client_cpu_ms_per_request": 1000 * client_cpu / inflight}
     calls = {} if profile is None else {"calls_per_request": pstats.Stats(profile).total_calls / inflight}  # type: ignore[attr-defined]
     return {
@@ -282,6 +291,9 @@ def child(mode: str, url: str, env_name: str, inflight: int) -> dict[str, Any]:
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "peak_connections": peak_connections,
         "scan_cpu_s": scan_cpu,
+        # the process's threads: how often they slept and were woken (voluntary) or preempted
+        "voluntary_switches_per_request": nvcsw / inflight,
+        "involuntary_switches_per_request": nivcsw / inflight,
     }
 
 
