@@ -237,7 +237,11 @@ def child(mode: str, url: str, env_name: str, inflight: int) -> dict[str, Any]:
                 t.start()
             for t in warm:
                 t.join()  # the pool's connections opened first, as in the async case
-            start = threading.Barrier(inflight + 1)
+            # --staggered: each thread calls as soon as it has started (thread starts are one at
+            # a time), so no crowd of N threads is made ready at once by the harness; the thread
+            # starts are then inside the measured window.
+            staggered = bool(os.environ.get("BENCH_STAGGERED"))
+            start = threading.Barrier(1 if staggered else inflight + 1)
 
             finished = threading.Semaphore(0)
             # The client's own CPU: each caller thread's inside the call (user+sys of that thread,
@@ -249,7 +253,8 @@ def child(mode: str, url: str, env_name: str, inflight: int) -> dict[str, Any]:
             loop_clock = time.pthread_getcpuclockid(client._portal.thread.ident or 0)
 
             def one(i: int) -> None:
-                start.wait()
+                if not staggered:
+                    start.wait()
                 c = time.thread_time()
                 try:
                     env.task("test", i % 1000)
@@ -259,12 +264,17 @@ def child(mode: str, url: str, env_name: str, inflight: int) -> dict[str, Any]:
                 finished.release()
 
             threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(inflight)]
-            for t in threads:
-                t.start()
+            if not staggered:
+                for t in threads:
+                    t.start()
             t0, c0 = time.perf_counter(), time.process_time()  # thread start-up is not the client's
             switches0 = switches()
             loop0 = time.clock_gettime(loop_clock)
-            start.wait()
+            if staggered:
+                for t in threads:
+                    t.start()
+            else:
+                start.wait()
             done = 0
             while done < inflight:  # O(1) per check, as above
                 peak_connections = max(peak_connections, scan())
@@ -370,10 +380,15 @@ def main() -> None:
     parser.add_argument("--old", help="also run the client of this git ref (e.g. integ)")
     parser.add_argument("--deadline", type=float, default=300.0, help="seconds before a run is a hang")
     parser.add_argument("--calls", action="store_true", help="count Python calls per request (async)")
+    parser.add_argument(
+        "--staggered", action="store_true", help="sync: start each thread calling, no barrier (see child)"
+    )
     parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.calls:
         os.environ["BENCH_CALLS"] = "1"
+    if args.staggered:
+        os.environ["BENCH_STAGGERED"] = "1"
     if args.child:
         mode, url, env_name, n = args.child
         print(json.dumps(child(mode, url, env_name, int(n))))
