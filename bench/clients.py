@@ -20,7 +20,8 @@ process), peak RSS and connections are its own; the pool's connections are opene
 clock starts (N requests at N in flight would otherwise count a connect per request at 64).
 ``--old REF`` also runs the same load with the client of git ref REF (extracted with
 ``git archive`` and put first on ``sys.path``) in the same run, for an old-versus-new table on
-the same loaded machine. A run that has not finished after
+the same loaded machine. ``--staggered`` (sync) starts the threads one at a time, each calling
+at once, instead of releasing all N together from a barrier. A run that has not finished after
 ``--deadline`` seconds is reported as a hang.
 
     python bench/clients.py --old integ
@@ -157,7 +158,7 @@ def progress(done: int) -> None:
 def child(mode: str, url: str, env_name: str, inflight: int) -> dict[str, Any]:
     from envbuilder.client import AsyncClient, Client
 
-    client_cpu = 0.0
+    client_cpu = loop_cpu = 0.0
     port = int(url.rsplit(":", 1)[1])
     errors: list[str] = []
     peak_connections = 0
@@ -284,12 +285,20 @@ def child(mode: str, url: str, env_name: str, inflight: int) -> dict[str, Any]:
                 progress(done)
             for t in threads:
                 t.join()
-            client_cpu = sum(inside) + time.clock_gettime(loop_clock) - loop0
+            loop_cpu = time.clock_gettime(loop_clock) - loop0
+            client_cpu = sum(inside) + loop_cpu
     wall = time.perf_counter() - t0
     cpu = time.process_time() - c0 - scan_cpu
     usage = resource.getrusage(resource.RUSAGE_SELF)
     nvcsw, nivcsw = usage.ru_nvcsw - switches0[0], usage.ru_nivcsw - switches0[1]
-    client_cpu_of = {} if mode != "sync" else {"client_cpu_ms_per_request": 1000 * client_cpu / inflight}
+    client_cpu_of = (
+        {}
+        if mode != "sync"
+        else {
+            "client_cpu_ms_per_request": 1000 * client_cpu / inflight,
+            "loop_cpu_ms_per_request": 1000 * loop_cpu / inflight,  # of it, the loop thread's
+        }
+    )
     calls = {} if profile is None else {"calls_per_request": pstats.Stats(profile).total_calls / inflight}  # type: ignore[attr-defined]
     return {
         **calls,
