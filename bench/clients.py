@@ -159,6 +159,7 @@ def child(mode: str, url: str, env_name: str, inflight: int) -> dict[str, Any]:
     from envbuilder.client import AsyncClient, Client
 
     client_cpu = loop_cpu = 0.0
+    loop_switched = 0
     port = int(url.rsplit(":", 1)[1])
     errors: list[str] = []
     peak_connections = 0
@@ -252,6 +253,12 @@ def child(mode: str, url: str, env_name: str, inflight: int) -> dict[str, Any]:
             # interpreter lock, a cost that grows with N whatever the threads then call.
             inside = [0.0] * inflight
             loop_clock = time.pthread_getcpuclockid(client._portal.thread.ident or 0)
+            loop_tid = client._portal.thread.native_id
+
+            def loop_switches() -> int:
+                """The loop thread's context switches so far (voluntary and not)."""
+                with open(f"/proc/self/task/{loop_tid}/status") as f:
+                    return sum(int(line.split()[1]) for line in f if "ctxt_switches" in line)
 
             def one(i: int) -> None:
                 if not staggered:
@@ -271,6 +278,7 @@ def child(mode: str, url: str, env_name: str, inflight: int) -> dict[str, Any]:
             t0, c0 = time.perf_counter(), time.process_time()  # thread start-up is not the client's
             switches0 = switches()
             loop0 = time.clock_gettime(loop_clock)
+            loop_switches0 = loop_switches()
             if staggered:
                 for t in threads:
                     t.start()
@@ -286,6 +294,7 @@ def child(mode: str, url: str, env_name: str, inflight: int) -> dict[str, Any]:
             for t in threads:
                 t.join()
             loop_cpu = time.clock_gettime(loop_clock) - loop0
+            loop_switched = loop_switches() - loop_switches0
             client_cpu = sum(inside) + loop_cpu
     wall = time.perf_counter() - t0
     cpu = time.process_time() - c0 - scan_cpu
@@ -297,6 +306,7 @@ def child(mode: str, url: str, env_name: str, inflight: int) -> dict[str, Any]:
         else {
             "client_cpu_ms_per_request": 1000 * client_cpu / inflight,
             "loop_cpu_ms_per_request": 1000 * loop_cpu / inflight,  # of it, the loop thread's
+            "loop_switches_per_request": loop_switched / inflight,
         }
     )
     calls = {} if profile is None else {"calls_per_request": pstats.Stats(profile).total_calls / inflight}  # type: ignore[attr-defined]

@@ -117,7 +117,8 @@ class Client:
 
     def close(self) -> None:
         """Close the connections and the loop; callers still waiting for their turn fail with
-        ``ClientError`` (calls already running end as the closing pool ends them)."""
+        ``ClientError``. Close after the running calls have ended: as before, one still running
+        when the loop stops is not answered."""
         if not self._portal.closed:
             self._portal.admission.close()
             self._portal.loop.run(self.aclient.aclose())
