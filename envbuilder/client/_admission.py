@@ -50,14 +50,14 @@ class Admission:
     """``permits`` callers inside at once; the others wait their turn in arrival order.
 
     No mutex: the free permits (one item each) and the waiters are deques, whose appends and
-    pops are atomic under the interpreter lock. A mutex shared by thousands of threads made a
-    convoy: a thread made to give up the interpreter lock while it held the mutex left every
-    thread that ran after it to sleep on the mutex and queue for the interpreter lock again,
-    a switch interval (5 ms) per hand-over (4,096 threads: 126 context switches per call
-    against main's 11). Each side publishes first and looks second (a caller queues, then
-    looks for a free permit; a leaver frees its permit, then looks for a waiter), so a permit
-    and a waiter never miss each other; whichever side takes the item first wins, the other
-    sees the deque empty and goes on.
+    pops are atomic under the interpreter lock. A first version with one mutex cost twice
+    main's CPU at 4,096 threads (126 context switches per call against 11, one run), likely a
+    convoy: a thread made to give up the interpreter lock while holding the mutex sends every
+    thread that runs after it to sleep on the mutex and queue for the interpreter lock again
+    (``bench/README.md``, clients.py, fourth round). Each side publishes first and looks
+    second (a caller queues, then looks for a free permit; a leaver frees its permit, then looks
+    for a waiter), so a permit and a waiter never miss each other; whichever side takes the
+    item first wins, the other sees the deque empty and goes on.
     """
 
     def __init__(self, permits: int):
