@@ -20,7 +20,8 @@ process), peak RSS and connections are its own; the pool's connections are opene
 clock starts (N requests at N in flight would otherwise count a connect per request at 64).
 ``--old REF`` also runs the same load with the client of git ref REF (extracted with
 ``git archive`` and put first on ``sys.path``) in the same run, for an old-versus-new table on
-the same loaded machine. A run that has not finished after
+the same loaded machine. ``--staggered`` (sync) starts the threads one at a time, each calling
+at once, instead of releasing all N together from a barrier. A run that has not finished after
 ``--deadline`` seconds is reported as a hang.
 
     python bench/clients.py --old integ
@@ -157,7 +158,8 @@ def progress(done: int) -> None:
 def child(mode: str, url: str, env_name: str, inflight: int) -> dict[str, Any]:
     from envbuilder.client import AsyncClient, Client
 
-    client_cpu = 0.0
+    client_cpu = loop_cpu = 0.0
+    loop_switched = 0
     port = int(url.rsplit(":", 1)[1])
     errors: list[str] = []
     peak_connections = 0
@@ -170,8 +172,13 @@ def child(mode: str, url: str, env_name: str, inflight: int) -> dict[str, Any]:
         scan_cpu += time.process_time() - c
         return found
 
+    def switches() -> tuple[int, int]:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return usage.ru_nvcsw, usage.ru_nivcsw
+
     t0 = time.perf_counter()
     c0 = time.process_time()
+    switches0 = switches()
     if mode == "eval":
         return eval_child(url, inflight)
     # --calls: Python function calls per request (cProfile, async only: the one thread), a count
@@ -180,7 +187,7 @@ def child(mode: str, url: str, env_name: str, inflight: int) -> dict[str, Any]:
     if mode == "async":
 
         async def main() -> None:
-            nonlocal peak_connections, t0, c0
+            nonlocal peak_connections, t0, c0, switches0
             async with AsyncClient(url) as client:
                 env = client.environment(env_name)
                 await env.name()
@@ -188,6 +195,7 @@ def child(mode: str, url: str, env_name: str, inflight: int) -> dict[str, Any]:
                 # count one connect per request at 64 and one per 40 at 4,096
                 await asyncio.gather(*(env.task("test", i) for i in range(min(inflight, 100))))
                 t0, c0 = time.perf_counter(), time.process_time()  # the client's set-up is not per request
+                switches0 = switches()
                 if profile is not None:
                     profile.enable()
 
@@ -231,7 +239,11 @@ def child(mode: str, url: str, env_name: str, inflight: int) -> dict[str, Any]:
                 t.start()
             for t in warm:
                 t.join()  # the pool's connections opened first, as in the async case
-            start = threading.Barrier(inflight + 1)
+            # --staggered: each thread calls as soon as it has started (thread starts are one at
+            # a time), so no crowd of N threads is made ready at once by the harness; the thread
+            # starts are then inside the measured window.
+            staggered = bool(os.environ.get("BENCH_STAGGERED"))
+            start = threading.Barrier(1 if staggered else inflight + 1)
 
             finished = threading.Semaphore(0)
             # The client's own CPU: each caller thread's inside the call (user+sys of that thread,
@@ -241,9 +253,16 @@ def child(mode: str, url: str, env_name: str, inflight: int) -> dict[str, Any]:
             # interpreter lock, a cost that grows with N whatever the threads then call.
             inside = [0.0] * inflight
             loop_clock = time.pthread_getcpuclockid(client._portal.thread.ident or 0)
+            loop_tid = client._portal.thread.native_id
+
+            def loop_switches() -> int:
+                """The loop thread's context switches so far (voluntary and not)."""
+                with open(f"/proc/self/task/{loop_tid}/status") as f:
+                    return sum(int(line.split()[1]) for line in f if "ctxt_switches" in line)
 
             def one(i: int) -> None:
-                start.wait()
+                if not staggered:
+                    start.wait()
                 c = time.thread_time()
                 try:
                     env.task("test", i % 1000)
@@ -253,11 +272,18 @@ def child(mode: str, url: str, env_name: str, inflight: int) -> dict[str, Any]:
                 finished.release()
 
             threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(inflight)]
-            for t in threads:
-                t.start()
+            if not staggered:
+                for t in threads:
+                    t.start()
             t0, c0 = time.perf_counter(), time.process_time()  # thread start-up is not the client's
+            switches0 = switches()
             loop0 = time.clock_gettime(loop_clock)
-            start.wait()
+            loop_switches0 = loop_switches()
+            if staggered:
+                for t in threads:
+                    t.start()
+            else:
+                start.wait()
             done = 0
             while done < inflight:  # O(1) per check, as above
                 peak_connections = max(peak_connections, scan())
@@ -267,10 +293,22 @@ def child(mode: str, url: str, env_name: str, inflight: int) -> dict[str, Any]:
                 progress(done)
             for t in threads:
                 t.join()
-            client_cpu = sum(inside) + time.clock_gettime(loop_clock) - loop0
+            loop_cpu = time.clock_gettime(loop_clock) - loop0
+            loop_switched = loop_switches() - loop_switches0
+            client_cpu = sum(inside) + loop_cpu
     wall = time.perf_counter() - t0
     cpu = time.process_time() - c0 - scan_cpu
-    client_cpu_of = {} if mode != "sync" else {"client_cpu_ms_per_request": 1000 * client_cpu / inflight}
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    nvcsw, nivcsw = usage.ru_nvcsw - switches0[0], usage.ru_nivcsw - switches0[1]
+    client_cpu_of = (
+        {}
+        if mode != "sync"
+        else {
+            "client_cpu_ms_per_request": 1000 * client_cpu / inflight,
+            "loop_cpu_ms_per_request": 1000 * loop_cpu / inflight,  # of it, the loop thread's
+            "loop_switches_per_request": loop_switched / inflight,
+        }
+    )
     calls = {} if profile is None else {"calls_per_request": pstats.Stats(profile).total_calls / inflight}  # type: ignore[attr-defined]
     return {
         **calls,
@@ -282,6 +320,9 @@ def child(mode: str, url: str, env_name: str, inflight: int) -> dict[str, Any]:
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "peak_connections": peak_connections,
         "scan_cpu_s": scan_cpu,
+        # the process's threads: how often they slept and were woken (voluntary) or preempted
+        "voluntary_switches_per_request": nvcsw / inflight,
+        "involuntary_switches_per_request": nivcsw / inflight,
     }
 
 
@@ -358,10 +399,15 @@ def main() -> None:
     parser.add_argument("--old", help="also run the client of this git ref (e.g. integ)")
     parser.add_argument("--deadline", type=float, default=300.0, help="seconds before a run is a hang")
     parser.add_argument("--calls", action="store_true", help="count Python calls per request (async)")
+    parser.add_argument(
+        "--staggered", action="store_true", help="sync: start each thread calling, no barrier (see child)"
+    )
     parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.calls:
         os.environ["BENCH_CALLS"] = "1"
+    if args.staggered:
+        os.environ["BENCH_STAGGERED"] = "1"
     if args.child:
         mode, url, env_name, n = args.child
         print(json.dumps(child(mode, url, env_name, int(n))))

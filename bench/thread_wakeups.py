@@ -2,11 +2,13 @@
 
 N threads wait on one barrier; once it opens, each either exits (``none``: the harness alone) or
 runs one coroutine on a :class:`envbuilder.threadloop.LoopThread` (``client``), the coroutines
-released 100 every 10 ms (a pool of 100 connections). Prints CPU per thread (user, system) and
-context switches per thread, for the process:
+released 100 every 10 ms (a pool of 100 connections), or does so once admitted by the sync
+client's :class:`envbuilder.client._admission.Admission` of 110 permits (``admitted``). Prints
+CPU per thread (user, system) and context switches per thread, for the process:
 
     python bench/thread_wakeups.py 16384 none
     python bench/thread_wakeups.py 4096 client [CHECKOUT]
+    python bench/thread_wakeups.py 16384 admitted
 """
 
 from __future__ import annotations
@@ -23,6 +25,11 @@ if len(sys.argv) > 3:
     sys.path.insert(0, sys.argv[3])
 
 from envbuilder.threadloop import LoopThread  # noqa: E402
+
+if MODE == "admitted":
+    from envbuilder.client._admission import Admission
+
+    admission = Admission(110)
 
 threading.stack_size(256 * 1024)
 portal = LoopThread("bench")
@@ -52,13 +59,19 @@ def one() -> None:
     start.wait()
     if MODE == "client":
         portal.run(request())
+    elif MODE == "admitted":
+        admission.enter()
+        try:
+            portal.run(request())
+        finally:
+            admission.leave()
     finished.release()
 
 
 threads = [threading.Thread(target=one, daemon=True) for _ in range(N)]
 for t in threads:
     t.start()
-portal.submit(releaser(N if MODE == "client" else 0))
+portal.submit(releaser(0 if MODE == "none" else N))
 t0 = time.perf_counter()
 r0 = resource.getrusage(resource.RUSAGE_SELF)
 start.wait()

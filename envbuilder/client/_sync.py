@@ -1,15 +1,21 @@
 """The synchronous ORS client: the async client run on a private event loop in a thread.
 
 One implementation serves both APIs, and the session pings keep running on that loop while
-the caller's thread is busy (for example waiting for a model).
+the caller's thread is busy (for example waiting for a model). Every call goes through the
+client's :class:`~envbuilder.client._admission.Admission`: at most ``max_callers`` caller
+threads inside a call at once, the others asleep in arrival order (thousands of threads ready
+at once would each pay for the others' turns at the interpreter lock).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import threading
+from collections.abc import Coroutine
+from typing import Any, TypeVar
 
 import httpx
 
+from envbuilder.client._admission import Admission, default_permits
 from envbuilder.client._async import AsyncClient, AsyncRemoteEnvironment, AsyncSession
 from envbuilder.client._formats import Format, ToolFormat
 from envbuilder.client._http import DEFAULT_MAX_CONNECTIONS
@@ -18,6 +24,48 @@ from envbuilder.retry import RetryPolicy
 from envbuilder.threadloop import LoopThread
 
 __all__ = ["Client", "RemoteEnvironment", "Session"]
+
+T = TypeVar("T")
+
+
+class _Portal:
+    """The client's loop thread behind its admission: the way every synchronous call goes."""
+
+    def __init__(self, loop: LoopThread, admission: Admission):
+        self.loop = loop
+        self.admission = admission
+        self._depth = threading.local()
+
+    @property
+    def thread(self) -> threading.Thread:
+        return self.loop.thread
+
+    @property
+    def closed(self) -> bool:
+        return self.loop.closed
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on the loop once admitted, and wait for its result."""
+        depth = getattr(self._depth, "n", 0)
+        # Inside a call already (a callback on this thread) or on the loop's own thread: no
+        # permit taken, so neither can wait on itself; the loop thread's call goes as it did.
+        if depth or threading.get_ident() == self.loop.thread.ident:
+            self._depth.n = depth + 1
+            try:
+                return self.loop.run(coro)
+            finally:
+                self._depth.n = depth
+        try:
+            self.admission.enter()
+        except BaseException:
+            coro.close()  # never run: no "never awaited" warning
+            raise
+        self._depth.n = 1
+        try:
+            return self.loop.run(coro)
+        finally:
+            self._depth.n = 0
+            self.admission.leave()
 
 
 class Client:
@@ -41,8 +89,12 @@ class Client:
         ping_interval: float = 10.0,
         transport: httpx.AsyncBaseTransport | None = None,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        max_callers: int | None = None,
     ):
-        self._portal = LoopThread("envbuilder-client")
+        """``max_callers``: caller threads inside a call at once, the others waiting their turn
+        in arrival order without a deadline (None: ``max_connections`` and a tenth more)."""
+        admission = Admission(default_permits(max_connections) if max_callers is None else max_callers)
+        self._portal = _Portal(LoopThread("envbuilder-client"), admission)
 
         async def make() -> AsyncClient:
             return AsyncClient(
@@ -55,7 +107,7 @@ class Client:
                 max_connections=max_connections,
             )
 
-        self.aclient = self._portal.run(make())
+        self.aclient = self._portal.loop.run(make())
 
     def __enter__(self) -> Client:
         return self
@@ -64,9 +116,13 @@ class Client:
         self.close()
 
     def close(self) -> None:
+        """Close the connections and the loop; callers still waiting for their turn fail with
+        ``ClientError``. Close after the running calls have ended: as before, one still running
+        when the loop stops is not answered."""
         if not self._portal.closed:
-            self._portal.run(self.aclient.aclose())
-            self._portal.close()
+            self._portal.admission.close()
+            self._portal.loop.run(self.aclient.aclose())
+            self._portal.loop.close()
 
     def list_environments(self) -> list[str]:
         return self._portal.run(self.aclient.list_environments())
@@ -79,7 +135,7 @@ class Client:
 class RemoteEnvironment:
     """Discovery and sessions of one environment on a server."""
 
-    def __init__(self, portal: LoopThread, aenv: AsyncRemoteEnvironment):
+    def __init__(self, portal: _Portal, aenv: AsyncRemoteEnvironment):
         self._portal = portal
         self.aenv = aenv
 
@@ -122,7 +178,7 @@ class RemoteEnvironment:
 class Session:
     """One episode: created on enter, pinged in the background, deleted on exit."""
 
-    def __init__(self, portal: LoopThread, asession: AsyncSession):
+    def __init__(self, portal: _Portal, asession: AsyncSession):
         self._portal = portal
         self.asession = asession
 
