@@ -149,10 +149,14 @@ def test_a_100_mb_body_gets_413_at_once(hostile_url: str) -> None:
             reply = b""
             try:
                 for _ in range(100):  # up to 100 MB, until the server answers and closes
-                    if framing.startswith(b"transfer"):
-                        sock.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
-                    else:
-                        sock.sendall(chunk)
+                    sock.settimeout(5)
+                    try:
+                        if framing.startswith(b"transfer"):
+                            sock.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                        else:
+                            sock.sendall(chunk)
+                    except TimeoutError:
+                        break  # it stopped reading (it has answered): read the answer
                     sock.settimeout(0.001)
                     try:
                         reply += sock.recv(65536)
