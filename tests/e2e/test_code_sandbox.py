@@ -82,7 +82,11 @@ def test_grading_streams_keep_alives_and_says_why(url: str) -> None:
     output = result["output"]
     assert output["reward"] == 0.0 and output["finished"] is True
     assert output["metadata"]["outcome"] == "incorrect"
-    assert output["metadata"]["reason"].startswith("timeout")
+    # The loop is stopped by the run's wall time or, on a quiet machine where its CPU time keeps
+    # pace, by the CPU limit of the answer's own process, whichever comes first: no reward
+    # either way, and the reason says which (test_sandbox_effects's hoarder takes the same two).
+    reason = output["metadata"]["reason"]
+    assert reason.startswith("timeout") or reason == "the code's process ended before the tests finished"
     assert ": ping - " in text  # 5 s of running, pings every 0.2 s
 
 

@@ -165,4 +165,6 @@ def test_one_clients_looping_answers_do_not_hold_anothers_grade(url: str) -> Non
     assert honest["reward"] == 1.0
     # Its turn came when the first slot freed: at most the two running loops ended before it.
     assert before <= 3, finished
-    assert len(finished) == 8 and all(f.startswith("hoarder:0.0:") for f in finished), finished
+    assert len(finished) == 8, finished
+    for f in finished:  # each loop ends with no reward (or void, never a reward, if its sandbox failed)
+        assert f.startswith(("hoarder:0.0:", "hoarder:None:")), f
