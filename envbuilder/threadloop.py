@@ -110,12 +110,7 @@ def _run_taskless(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T])
     """Run ``coro`` on ``loop`` (not running, owned by this thread) without a task until it
     first waits; the rest of it, if any, in a task under the loop."""
     context = contextvars.copy_context()  # what a task would run it in
-    hooks = sys.get_asyncgen_hooks()
-    asyncio.events._set_running_loop(loop)
-    sys.set_asyncgen_hooks(  # as run_forever sets them: async generators finalised on this loop
-        firstiter=loop._asyncgen_firstiter_hook,  # type: ignore[attr-defined]
-        finalizer=loop._asyncgen_finalizer_hook,  # type: ignore[attr-defined]
-    )
+    hooks = _as_running(loop)
     try:
         waits_on = context.run(coro.send, None)
     except StopIteration as done:
@@ -127,9 +122,27 @@ def _run_taskless(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T])
             _drain(loop)
         raise
     finally:
-        asyncio.events._set_running_loop(None)
-        sys.set_asyncgen_hooks(*hooks)
+        _not_running(hooks)
     return loop.run_until_complete(loop.create_task(_resumed(coro, waits_on), context=context))
+
+
+def _as_running(loop: asyncio.AbstractEventLoop) -> Any:
+    """Make ``loop`` this thread's running loop, with its async generator hooks (as
+    ``run_forever`` sets them: async generators finalised on this loop), for a step run outside
+    ``run_forever``; the hooks that were set, for :func:`_not_running`."""
+    hooks = sys.get_asyncgen_hooks()
+    asyncio.events._set_running_loop(loop)
+    sys.set_asyncgen_hooks(
+        firstiter=loop._asyncgen_firstiter_hook,  # type: ignore[attr-defined]
+        finalizer=loop._asyncgen_finalizer_hook,  # type: ignore[attr-defined]
+    )
+    return hooks
+
+
+def _not_running(hooks: Any) -> None:
+    """Undo :func:`_as_running`: no running loop, the earlier hooks back."""
+    asyncio.events._set_running_loop(None)
+    sys.set_asyncgen_hooks(*hooks)
 
 
 def _drain(loop: asyncio.AbstractEventLoop) -> None:
@@ -192,17 +205,11 @@ def _run_eager(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T]) ->
     ):
         return loop.run_until_complete(task)
     ready.remove(handle)  # by identity; atomic against other threads' appends
-    hooks = sys.get_asyncgen_hooks()
-    asyncio.events._set_running_loop(loop)
-    sys.set_asyncgen_hooks(  # as run_forever sets them: async generators finalised on this loop
-        firstiter=loop._asyncgen_firstiter_hook,  # type: ignore[attr-defined]
-        finalizer=loop._asyncgen_finalizer_hook,  # type: ignore[attr-defined]
-    )
+    hooks = _as_running(loop)
     try:
         handle._run()  # Task.__step: enters the task, sends into the coroutine, leaves it
     finally:
-        asyncio.events._set_running_loop(None)
-        sys.set_asyncgen_hooks(*hooks)
+        _not_running(hooks)
     if task.done() and not ready:
         return task.result()  # the value, or the coroutine's exception with its own type
     # It waits for something (or left callbacks, such as a finished future's, to run): the

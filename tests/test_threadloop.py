@@ -8,6 +8,8 @@ import contextlib
 import contextvars
 import threading
 
+import pytest
+
 from envbuilder.threadloop import LoopThread, run_sync, shared_loop
 
 
@@ -81,7 +83,8 @@ class _Mine(ValueError):
     pass
 
 
-def test_exceptions_propagate_with_their_own_type_before_and_after_a_wait() -> None:
+@pytest.mark.parametrize("task", [True, False], ids=["task", "taskless"])
+def test_exceptions_propagate_with_their_own_type_before_and_after_a_wait(task: bool) -> None:
     async def fails_at_once() -> None:
         raise _Mine("at once")
 
@@ -91,12 +94,12 @@ def test_exceptions_propagate_with_their_own_type_before_and_after_a_wait() -> N
 
     for coro, message in ((fails_at_once(), "at once"), (fails_later(), "later")):
         try:
-            run_sync(coro)
+            run_sync(coro, task=task)
         except _Mine as exc:
             assert str(exc) == message
         else:
             raise AssertionError("no exception")
-    assert run_sync(_where())[0] == threading.get_ident()  # the loop is still usable after
+    assert run_sync(_where(), task=task)[0] == threading.get_ident()  # the loop is still usable after
 
 
 def test_a_deadline_fires_in_a_timeout_entered_during_the_eager_step() -> None:
@@ -257,24 +260,6 @@ def test_a_timeout_entered_after_the_first_wait_of_a_taskless_call_fires_and_unw
     else:
         raise AssertionError("the timeout did not fire")
     assert unwound == ["finally"]
-
-
-def test_a_taskless_call_raises_its_exceptions_with_their_own_type_before_and_after_a_wait() -> None:
-    async def fails_at_once() -> None:
-        raise _Mine("at once")
-
-    async def fails_later() -> None:
-        await asyncio.sleep(0.001)
-        raise _Mine("later")
-
-    for coro, message in ((fails_at_once(), "at once"), (fails_later(), "later")):
-        try:
-            run_sync(coro, task=False)
-        except _Mine as exc:
-            assert str(exc) == message
-        else:
-            raise AssertionError("no exception")
-    assert run_sync(_where(), task=False)[0] == threading.get_ident()  # the loop is still usable
 
 
 def test_a_taskless_call_cancelled_after_its_first_wait_raises_cancelled_error() -> None:

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
@@ -76,6 +77,23 @@ def start(target: Callable[..., Any], *args: Any) -> threading.Thread:
     thread = threading.Thread(target=target, args=args, daemon=True)
     thread.start()
     return thread
+
+
+@contextlib.contextmanager
+def signalled_when(ready: Callable[[], bool], handler: Callable[[int, Any], None]) -> Iterator[None]:
+    """``handler`` for SIGUSR1 while the block runs; another thread sends the signal to the main
+    thread (where the block runs) once ``ready()`` holds."""
+
+    def nudge() -> None:
+        until(ready)
+        signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGUSR1)
+
+    previous = signal.signal(signal.SIGUSR1, handler)
+    try:
+        start(nudge)
+        yield
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
 
 
 def test_at_most_max_callers_are_inside_at_once_and_all_finish() -> None:
@@ -213,16 +231,8 @@ def test_a_call_from_a_callback_inside_a_call_does_not_wait_for_itself() -> None
             nested.append(env.task("test", 5))
             transport.open()
 
-        def nudge() -> None:
-            until(lambda: transport.inside == 1)
-            signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGUSR1)
-
-        previous = signal.signal(signal.SIGUSR1, handler)
-        try:
-            start(nudge)
+        with signalled_when(lambda: transport.inside == 1, handler):
             assert env.task("test", 0) == {"index": 0}
-        finally:
-            signal.signal(signal.SIGUSR1, previous)
     assert nested == [{"index": 5}]
 
 
@@ -234,19 +244,11 @@ def test_a_waiter_interrupted_leaves_the_queue_and_takes_no_permit() -> None:
     def handler(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
 
-    def nudge() -> None:
-        until(lambda: admission.waiting == 1)
-        signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGUSR1)
-
-    previous = signal.signal(signal.SIGUSR1, handler)
-    try:
-        start(nudge)
+    with signalled_when(lambda: admission.waiting == 1, handler):
         try:
             admission.enter()
         except KeyboardInterrupt as exc:
             interrupted.append(exc)
-    finally:
-        signal.signal(signal.SIGUSR1, previous)
     assert len(interrupted) == 1 and admission.waiting == 0
     admission.leave()
     assert admission.inside == 0
