@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import os
+import re
 import shutil
 import socket
 import statistics
@@ -281,16 +283,13 @@ def run(server: Server, sizes: list[int], samples: int, rounds: int, gold: list[
     return out
 
 
-def inproc(count: int) -> str:
-    """CPU per graded answer on GSM8K: the grader called directly, against each in-process
-    adapter driving a whole episode (task read, episode state, the submit tool, the reward).
-
-    Two figures per path: CPU µs (best of 3; swings with the machine's load) and Python function
-    calls per answer under cProfile (the same from run to run on a busy machine)."""
-    import cProfile
-    import pstats
-
+def inproc_paths(count: int) -> list[tuple[str, Any, float]]:
+    """The in-process paths on ``count`` GSM8K gold answers: ``(name, run, prompts)``, where
+    ``prompts`` is the prompts the path renders per answer (its own work beside the grade). The
+    first is the grader called directly (the reference), the second the task's prompt rendered
+    alone (what a path that must render one pays for it)."""
     from envbuilder.environment import load_environment
+    from envbuilder.inprocess import text_of
     from envbuilder.integrations import skyrl, trl, verl
     from envbuilder.threadloop import run_sync as run_on_loop
 
@@ -304,8 +303,6 @@ def inproc(count: int) -> str:
     async def direct() -> None:
         for i in range(count):
             await grader.grade(f"The answer is {gold[i]}.", view.task(i), {})
-
-    from envbuilder.inprocess import text_of
 
     def render() -> None:
         # What an episode on a new task must also do: render its prompt (TRL returns it from
@@ -341,8 +338,9 @@ def inproc(count: int) -> str:
                 "gsm8k", f"The answer is {gold[i]}.", "", {"spec": where, "split": "train", "index": i}
             )
 
-    # (name, run, prompts rendered per answer: the share of its own work beside the grade)
     paths: list[tuple[str, Any, float]] = [
+        ("grader.grade directly", lambda: run_on_loop(direct()), 0.0),
+        ("the task's prompt rendered", render, 0.0),
         ("TRL environment_factory (reset + submit)", via_trl, 1.0),
         ("TRL, a group of 8 samples per task", via_trl_group, 1 / 8),
         ("SkyRL BaseTextEnv (init + step + close)", via_skyrl, 0.0),
@@ -369,6 +367,22 @@ def inproc(count: int) -> str:
         paths.append(
             ("verifiers SpecEnv (setup_state + end_episode)", lambda: run_on_loop(verifiers_rollouts()), 0.0)
         )
+    return paths
+
+
+def inproc(count: int, instructions: bool = False) -> str:
+    """CPU per graded answer on GSM8K: the grader called directly, against each in-process
+    adapter driving a whole episode (task read, episode state, the submit tool, the reward).
+
+    Two figures per path: CPU µs (best of 3; swings with the machine's load) and Python function
+    calls per answer under cProfile (the same from run to run on a busy machine); with
+    ``instructions``, a third: user-space instructions per answer under valgrind's callgrind
+    (:func:`inproc_instructions`), which the load does not move either."""
+    import cProfile
+    import pstats
+
+    paths = inproc_paths(count)
+    counted = inproc_instructions(count) if instructions else {}
 
     def cpu(fn: Any) -> float:
         best = float("inf")
@@ -385,22 +399,76 @@ def inproc(count: int) -> str:
         profile.disable()
         return float(pstats.Stats(profile).total_calls) / count  # type: ignore[attr-defined]
 
-    base_fn = lambda: run_on_loop(direct())  # noqa: E731
+    (base_name, base_fn, _), (drawn_name, drawn_fn, _) = paths[:2]
     base, base_calls = cpu(base_fn), calls(base_fn)
-    drawn, drawn_calls = cpu(render), calls(render)
+    drawn, drawn_calls = cpu(drawn_fn), calls(drawn_fn)
+    base_instr = counted.get(base_name, 0.0)
+    extra = " | instructions per answer | vs the grader alone" if counted else ""
+
+    def instr(name: str) -> str:
+        if not counted:
+            return ""
+        return f" | {counted[name] / 1e3:,.0f} k | {counted[name] / base_instr:.2f}×"
+
     rows = [
         "| path | CPU µs per graded answer | vs the grader alone "
-        "| Python calls per answer | vs the grader alone | calls vs its own work (grade + prompts) |",
-        "|---|---|---|---|---|---|",
-        f"| grader.grade directly | {base:,.0f} | 1.00× | {base_calls:,.0f} | 1.00× | 1.00× |",
-        f"| the task's prompt rendered | {drawn:,.0f} | | {drawn_calls:,.0f} | | |",
+        f"| Python calls per answer | vs the grader alone | calls vs its own work (grade + prompts){extra} |",
+        "|---|---|---|---|---|---|" + ("---|---|" if counted else ""),
+        f"| {base_name} | {base:,.0f} | 1.00× | {base_calls:,.0f} | 1.00× | 1.00×{instr(base_name)} |",
+        f"| {drawn_name} | {drawn:,.0f} | | {drawn_calls:,.0f} | | {instr(drawn_name)} |",
     ]
-    for name, fn, prompts in paths:
+    for name, fn, prompts in paths[2:]:
         value, n = cpu(fn), calls(fn)
         own = base_calls + prompts * drawn_calls
         ratios = f"{value / base:.2f}× | {n:,.0f} | {n / base_calls:.2f}× | {n / own:.2f}×"
-        rows.append(f"| {name} | {value:,.0f} | {ratios} |")
+        rows.append(f"| {name} | {value:,.0f} | {ratios}{instr(name)} |")
     return "\n".join(rows)
+
+
+def inproc_instructions(count: int) -> dict[str, float]:
+    """User-space instructions per answer of each in-process path, by name: this script run
+    again under valgrind's callgrind (``--callgrind-paths``), counting only inside
+    ``functools.reduce``, which runs each path once after a warm-up run of it, and dumping the
+    count at each ``oct()`` after it (one file per path, in order)."""
+    if shutil.which("valgrind") is None:
+        raise SystemExit("valgrind is not installed (Debian: apt-get install valgrind)")
+    folder = Path(tempfile.mkdtemp(prefix="rollouts-callgrind."))
+    try:
+        argv = [
+            "valgrind",
+            "--tool=callgrind",
+            "--collect-atstart=no",
+            "--toggle-collect=functools_reduce",
+            "--dump-before=builtin_oct",
+            f"--callgrind-out-file={folder}/callgrind.out",
+            sys.executable,
+            __file__,
+            "--callgrind-paths",
+            "--inproc-count",
+            str(count),
+        ]
+        done = subprocess.run(argv, check=True, capture_output=True, text=True)
+        names = [
+            line.removeprefix("path: ") for line in done.stdout.splitlines() if line.startswith("path: ")
+        ]
+        totals = []
+        for i in range(1, len(names) + 1):
+            text = (folder / f"callgrind.out.{i}").read_text(errors="replace")
+            match = re.search(r"^totals: (\d+)", text, re.MULTILINE)
+            totals.append(int(match.group(1)) if match else 0)
+        return {name: total / count for name, total in zip(names, totals, strict=True)}
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def callgrind_paths(count: int) -> None:
+    """Under :func:`inproc_instructions`' valgrind: each path warmed up, then run once inside
+    ``functools.reduce`` (where callgrind counts), its name printed and its count dumped."""
+    for name, fn, _ in inproc_paths(count):
+        fn()
+        functools.reduce(lambda _, __: fn(), [0], None)
+        print(f"path: {name}", flush=True)
+        oct(0)  # (callgrind dumps the count before this call)
 
 
 def main() -> None:
@@ -412,6 +480,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--only", choices=["memory", "redis", "reference", "inproc"], action="append")
     parser.add_argument("--inproc-count", type=int, default=2000, help="answers per in-process path")
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="with inproc: also count each path's instructions under valgrind's callgrind",
+    )
+    parser.add_argument("--callgrind-paths", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--ref-python", default=sys.executable, help="a Python with ors-sdk and pandas")
     parser.add_argument("--shared", type=Path, default=ROOT.parent / "shared" / "bench")
     parser.add_argument("--json", type=Path, help="write every result here")
@@ -419,6 +493,9 @@ def main() -> None:
         "--connections", type=int, default=0, help="connections shared by a step's sessions (0: one each)"
     )
     args = parser.parse_args()
+    if args.callgrind_paths:  # (inproc_instructions' child, under valgrind)
+        callgrind_paths(args.inproc_count)
+        return
     global CONNECTIONS
     CONNECTIONS = args.connections
     only = set(args.only or ["memory", "redis", "reference", "inproc"])
@@ -466,7 +543,7 @@ def main() -> None:
     if results:
         print(table(results))
     if "inproc" in only:
-        print(inproc(args.inproc_count))
+        print(inproc(args.inproc_count, args.instructions))
 
 
 def table(results: list[dict[str, Any]]) -> str:
