@@ -102,15 +102,19 @@ def run_sync(coro: Coroutine[Any, Any, T], *, task: bool = True) -> T:
         loop = getattr(_local, "loop", None)
         if loop is None or loop.is_closed():
             loop = _local.loop = asyncio.new_event_loop()
-        return _run_eager(loop, coro) if task else _run_taskless(loop, coro)
+            # its async generator hooks, as run_forever sets them (made once: each read of a
+            # hook makes a bound method)
+            _local.hooks = (loop._asyncgen_firstiter_hook, loop._asyncgen_finalizer_hook)  # type: ignore[attr-defined]
+        hooks = _local.hooks
+        return _run_eager(loop, hooks, coro) if task else _run_taskless(loop, hooks, coro)
     return shared_loop().run(coro)
 
 
-def _run_taskless(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T]) -> T:
+def _run_taskless(loop: asyncio.AbstractEventLoop, hooks: tuple[Any, Any], coro: Coroutine[Any, Any, T]) -> T:
     """Run ``coro`` on ``loop`` (not running, owned by this thread) without a task until it
     first waits; the rest of it, if any, in a task under the loop."""
     context = contextvars.copy_context()  # what a task would run it in
-    hooks = _as_running(loop)
+    before = _as_running(loop, hooks)
     try:
         waits_on = context.run(coro.send, None)
     except StopIteration as done:
@@ -122,21 +126,18 @@ def _run_taskless(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T])
             _drain(loop)
         raise
     finally:
-        _not_running(hooks)
+        _not_running(before)
     return loop.run_until_complete(loop.create_task(_resumed(coro, waits_on), context=context))
 
 
-def _as_running(loop: asyncio.AbstractEventLoop) -> Any:
-    """Make ``loop`` this thread's running loop, with its async generator hooks (as
-    ``run_forever`` sets them: async generators finalised on this loop), for a step run outside
-    ``run_forever``; the hooks that were set, for :func:`_not_running`."""
-    hooks = sys.get_asyncgen_hooks()
+def _as_running(loop: asyncio.AbstractEventLoop, hooks: tuple[Any, Any]) -> Any:
+    """Make ``loop`` this thread's running loop, with its async generator ``hooks``
+    (as ``run_forever`` sets them: async generators finalised on this loop),
+    for a step run outside ``run_forever``; the hooks that were set, for :func:`_not_running`."""
+    before = sys.get_asyncgen_hooks()
     asyncio.events._set_running_loop(loop)
-    sys.set_asyncgen_hooks(
-        firstiter=loop._asyncgen_firstiter_hook,  # type: ignore[attr-defined]
-        finalizer=loop._asyncgen_finalizer_hook,  # type: ignore[attr-defined]
-    )
-    return hooks
+    sys.set_asyncgen_hooks(*hooks)  # (by position: keywords cost the call twice as much)
+    return before
 
 
 def _not_running(hooks: Any) -> None:
@@ -188,7 +189,7 @@ class _Resume:
                 return done.value
 
 
-def _run_eager(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T]) -> T:
+def _run_eager(loop: asyncio.AbstractEventLoop, hooks: tuple[Any, Any], coro: Coroutine[Any, Any, T]) -> T:
     """Run ``coro`` as a task of ``loop`` (not running, owned by this thread), its first step
     at once; the loop runs only if the coroutine waits or leaves callbacks to run."""
     # BaseEventLoop's queue of callbacks ready to run (another loop, uvloop's, has none: it
@@ -205,11 +206,11 @@ def _run_eager(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T]) ->
     ):
         return loop.run_until_complete(task)
     ready.remove(handle)  # by identity; atomic against other threads' appends
-    hooks = _as_running(loop)
+    before = _as_running(loop, hooks)
     try:
         handle._run()  # Task.__step: enters the task, sends into the coroutine, leaves it
     finally:
-        _not_running(hooks)
+        _not_running(before)
     if task.done() and not ready:
         return task.result()  # the value, or the coroutine's exception with its own type
     # It waits for something (or left callbacks, such as a finished future's, to run): the

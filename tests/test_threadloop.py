@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import sys
 import threading
+from typing import Any
 
 import pytest
 
@@ -307,3 +309,36 @@ def test_callbacks_a_taskless_call_scheduled_run_before_its_result_or_error_is_r
     with contextlib.suppress(_Mine):
         run_sync(schedules(True), task=False)
     assert ran == ["callback", "callback"]
+
+
+@pytest.mark.parametrize("task", [True, False])
+def test_async_generators_of_a_step_outside_the_loop_belong_to_the_loop_and_the_hooks_are_restored(
+    task: bool,
+) -> None:
+    """The step run outside ``run_forever`` sets the loop's async generator hooks, as
+    ``run_forever`` does (a generator first iterated there is the loop's to finalise), and puts
+    back the caller's afterwards, also on a loop made anew after one was closed."""
+    seen: list[str] = []
+
+    def firstiter(agen: object) -> None:
+        seen.append("caller's")
+
+    async def numbers() -> Any:
+        yield 1
+        yield 2
+
+    async def first_of() -> tuple[int, bool]:
+        agen = numbers()
+        value = await agen.__anext__()  # left unfinished: the loop finalises it
+        return value, agen in asyncio.get_running_loop()._asyncgens  # type: ignore[attr-defined]
+
+    before = sys.get_asyncgen_hooks()
+    sys.set_asyncgen_hooks(firstiter=firstiter, finalizer=None)
+    try:
+        for _ in range(2):
+            assert run_sync(first_of(), task=task) == (1, True)
+            assert sys.get_asyncgen_hooks() == (firstiter, None)
+            run_sync(_where())[1].close()  # the next call makes a new loop with its own hooks
+        assert seen == []
+    finally:
+        sys.set_asyncgen_hooks(*before)
