@@ -92,20 +92,32 @@ class LocalEpisode:
     async def run_tool(self, name: str, tool_input: dict[str, Any]) -> RunToolSuccess | RunToolError:
         """Run one tool call on the caller's loop and record it; the wire result."""
         result = await self.env.toolbox.call(self.state, name, tool_input)  # (Environment.call_tool)
-        out = result.output if result.ok else result  # the output (an error as it is)
-        self.outputs.append(out)
-        self.rewards.append(result.output.reward if result.ok else None)
+        self._kept(result.output if result.ok else result)  # the output (an error as it is)
         return result
+
+    def _kept(self, out: ToolOutput | RunToolError) -> ToolOutput | RunToolError:
+        """``out``, recorded as this episode's next call."""
+        self.outputs.append(out)
+        self.rewards.append(None if type(out) is RunToolError else out.reward)
+        return out
 
     async def acall(self, name: str, tool_input: dict[str, Any]) -> ToolOutput | RunToolError:
         """Run one tool call (on the caller's loop: from synchronous code use :meth:`call`)."""
+        toolbox = self.env.toolbox
+        if name == toolbox.answer_tool:  # (its output itself, without the wire's wrapper)
+            return self._kept(await toolbox.answer(self.state, tool_input))
         result = await self.run_tool(name, tool_input)
         return result.output if result.ok else result
 
     def call(self, name: str, tool_input: dict[str, Any]) -> ToolOutput | RunToolError:
         """Run one tool call from synchronous code (without an asyncio task until it waits, for
         the tools whose calls never ask for one before: ``Toolbox.taskless``)."""
-        result = run_sync(self.run_tool(name, tool_input), task=name not in self.env.toolbox.taskless)
+        toolbox = self.env.toolbox
+        if name == toolbox.answer_tool:  # (its output itself, without the wire's wrapper)
+            return self._kept(
+                run_sync(toolbox.answer(self.state, tool_input), task=name not in toolbox.taskless)
+            )
+        result = run_sync(self.run_tool(name, tool_input))
         return result.output if result.ok else result
 
     async def aend(self) -> None:

@@ -133,6 +133,12 @@ class SubmitTool:
             return RunToolError(error=f"{name!r} is not a valid tool", reason="not_found")
         if episode.finished:
             return finished_error(name)
+        out = await self.answer(episode, tool_input)
+        return out if type(out) is RunToolError else success(out)
+
+    async def answer(self, episode: Episode, tool_input: dict[str, Any]) -> ToolOutput | RunToolError:
+        """One answer (``tool_input``) of an episode that has not finished: its output, or why
+        the input was refused (what :meth:`call` returns, without the wire's wrapper)."""
         # The common call (a JSON object holding the answer as a string within its bound) is
         # what the input model accepts unchanged: no model round trip for it. Anything else
         # goes through the model, which gives the same answer or the same error as ever.
@@ -142,9 +148,9 @@ class SubmitTool:
             if isinstance(answer, RunToolError):
                 return answer
         if self.dialogue is not None:
-            return RunToolSuccess(output=await self._reply(episode, answer, self.dialogue))
+            return await self._reply(episode, answer, self.dialogue)
         if self.user is not None:
-            return RunToolSuccess(output=await self._converse(episode, answer, self.user))
+            return await self._converse(episode, answer, self.user)
         # (the common answer in one frame: the task itself as the context when the grader
         # reads no trajectory, the output built here when the feedback is not offloaded)
         context = (
@@ -154,8 +160,8 @@ class SubmitTool:
         )
         grade = await self._grade(self.grader, answer, context, episode.secrets)
         if self.feedback is None or self.feedback.bounded:
-            return success(self.output(episode, grade, answer))
-        return success(await deadlines.offload(self.output, episode, grade, answer))
+            return self.output(episode, grade, answer)
+        return await deadlines.offload(self.output, episode, grade, answer)
 
     async def conclude(self, episode: Episode, answer: str) -> ToolOutput:
         """Grade ``episode`` now with ``answer`` as its last message, without asking the

@@ -39,6 +39,7 @@ from envbuilder.protocol import (
     ToolOutput,
     ToolResultBlock,
     ToolSpec,
+    success,
 )
 from envbuilder.tools import Tool, ToolCall, input_model
 from envbuilder.world import Document, World
@@ -49,6 +50,7 @@ log = logging.getLogger("envbuilder.tools")
 
 MAX_TRANSCRIPT = 200
 """Calls an episode may make in all: a session stays small (see ``Episode.transcript``)."""
+_TRANSCRIPT_FULL = f"this episode has made {MAX_TRANSCRIPT} tool calls, the most it may make"
 MAX_STATE_CHANGES = 1_000_000
 """Bytes (as JSON) an episode's changes to its state document may take: a call that would grow
 them past it fails and changes nothing."""
@@ -109,6 +111,9 @@ class Toolbox:
             for d in [*self.declared.values(), *self.user_declared.values()]
         )
         """Whether some tool releases per-session resources when a session ends."""
+        self.answer_tool = spec.name if containers is None and spec.name not in self.declared else None
+        """The answer tool's name when :meth:`answer` runs its calls: in an environment without
+        session containers (whose time limit a call enforces), else None."""
         submit.trajectory_of = self.trajectory
         if self.user_declared and submit.user is not None:
             submit.user.offer([d.spec for d in self.user_declared.values()])
@@ -133,11 +138,9 @@ class Toolbox:
     def taskless(self) -> frozenset[str]:
         """The tools whose calls never ask for the running asyncio task before they first wait
         (synchronous callers start them without one: :func:`envbuilder.threadloop.run_sync`):
-        the answer tool when its grade says so, in an environment without session containers
-        (whose time limit a call may enforce)."""
-        name = self.submit.spec.name
-        free = self.submit.task_free and self.containers is None and name not in self.declared
-        return frozenset({name}) if free else frozenset()
+        the answer tool when its grade says so and :meth:`answer` runs it."""
+        name = self.answer_tool
+        return frozenset({name}) if name is not None and self.submit.task_free else frozenset()
 
     def blocking(self, name: str) -> bool:
         """Whether a call of ``name`` may wait on I/O (it then streams with keep-alives)."""
@@ -148,6 +151,9 @@ class Toolbox:
         self, episode: Episode, name: str, tool_input: dict[str, Any]
     ) -> RunToolSuccess | RunToolError:
         """Run one call under the per-call rules; failures are ``RunToolError``s or error outputs."""
+        if name == self.answer_tool:
+            out = await self.answer(episode, tool_input)
+            return out if type(out) is RunToolError else success(out)
         declared = self.declared.get(name)
         known = declared is not None and _offered(declared, episode.task)
         if not known and name != self.submit.spec.name:
@@ -158,22 +164,40 @@ class Toolbox:
         if limit is not None and episode.started is None:
             episode.started = time.time()  # the clock starts with the first call
         if len(episode.transcript) >= MAX_TRANSCRIPT:
-            result: RunToolSuccess | RunToolError = _error_output(
-                f"this episode has made {MAX_TRANSCRIPT} tool calls, the most it may make", finished=True
-            )
+            result: RunToolSuccess | RunToolError = _error_output(_TRANSCRIPT_FULL, finished=True)
             episode.finished = True
         elif limit is not None and episode.started is not None and time.time() >= episode.started + limit:
             result = RunToolSuccess(output=await self._out_of_time(episode, limit))
             tool_input = {}
-        elif declared is None:
-            result = await self.submit.call(episode, name, tool_input)
-            field = self.submit.spec.answer_field
-            tool_input = {field: tool_input[field]} if field in tool_input else {}  # ignored keys: not kept
+        elif declared is None:  # the answer tool, within its time limit
+            out = await self.answer(episode, tool_input)
+            return out if type(out) is RunToolError else success(out)
         else:
             result = await self._run(declared, episode, tool_input)
         if isinstance(result, RunToolSuccess):
             _record(episode, name, tool_input, result.output)
         return result
+
+    async def answer(self, episode: Episode, tool_input: dict[str, Any]) -> ToolOutput | RunToolError:
+        """A call of the answer tool under :meth:`call`'s rules (the finished latch, the
+        transcript's bound, the record) but the time limit of session containers, which
+        :meth:`call` checks first (callers without it: :attr:`answer_tool`): its output
+        itself, or the input's error (``call`` wraps it for the wire)."""
+        name = self.submit.spec.name
+        if episode.finished:
+            return finished_error(name)
+        if len(episode.transcript) >= MAX_TRANSCRIPT:
+            output = _error_output(_TRANSCRIPT_FULL, finished=True).output
+            episode.finished = True
+        else:
+            out = await self.submit.answer(episode, tool_input)
+            if type(out) is RunToolError:
+                return out
+            output = out
+            field = self.submit.spec.answer_field
+            tool_input = {field: tool_input[field]} if field in tool_input else {}  # ignored keys: not kept
+        _record(episode, name, tool_input, output)
+        return output
 
     async def call_as_user(
         self, episode: Episode, name: str, tool_input: dict[str, Any], round_no: int = 0
@@ -189,7 +213,7 @@ class Toolbox:
         if episode.finished:
             return finished_error(name)
         if len(episode.transcript) >= MAX_TRANSCRIPT:
-            return _error_output(f"this episode has made {MAX_TRANSCRIPT} tool calls, the most it may make")
+            return _error_output(_TRANSCRIPT_FULL)
         result = await self._run(declared, episode, tool_input, user=True)
         if isinstance(result, RunToolSuccess):
             _record(episode, name, tool_input, result.output, by="user", round_no=round_no)
