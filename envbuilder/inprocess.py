@@ -98,7 +98,7 @@ class LocalEpisode:
     def _kept(self, out: ToolOutput | RunToolError) -> ToolOutput | RunToolError:
         """``out``, recorded as this episode's next call."""
         self.outputs.append(out)
-        self.rewards.append(None if type(out) is RunToolError else out.reward)
+        self.rewards.append(out.reward if type(out) is ToolOutput else None)
         return out
 
     async def acall(self, name: str, tool_input: dict[str, Any]) -> ToolOutput | RunToolError:

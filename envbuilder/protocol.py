@@ -155,14 +155,6 @@ def text_output(text: str, metadata: JSONObject | None, reward: float | None, fi
     return ToolOutput(blocks=[TextBlock(text=text)], metadata=metadata, reward=reward, finished=finished)
 
 
-def success(output: ToolOutput) -> RunToolSuccess:
-    """``RunToolSuccess(output=output)`` (which keeps a ``ToolOutput`` as it is), built without
-    running validation over it again."""
-    if type(output) is ToolOutput:
-        return _built(RunToolSuccess, {"ok": True, "output": output}, {"output"})
-    return RunToolSuccess(output=output)
-
-
 ToolErrorReason = Literal["not_found", "name_collision", "input_validation", "episode_finished"]
 
 
@@ -173,6 +165,15 @@ class RunToolError(BaseModel):
 
 
 RunToolOutput = RunToolSuccess | RunToolError
+
+
+def call_result(out: ToolOutput | RunToolError) -> RunToolSuccess | RunToolError:
+    """What a tool call answers on the wire for ``out``: an error as it is, an output as
+    ``RunToolSuccess(output=out)`` (which keeps a ``ToolOutput`` as it is), built without running
+    validation over it again."""
+    if type(out) is ToolOutput:
+        return _built(RunToolSuccess, {"ok": True, "output": out}, {"output"})
+    return out if isinstance(out, RunToolError) else RunToolSuccess(output=out)
 
 
 class ToolSpec(BaseModel):

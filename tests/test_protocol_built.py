@@ -1,4 +1,4 @@
-"""Outputs built without validation (``protocol.text_output``, ``protocol.success``) equal the
+"""Outputs built without validation (``protocol.text_output``, ``protocol.call_result``) equal the
 validated models and serialise to the same bytes; other value types go through validation."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from envbuilder.protocol import RunToolSuccess, TextBlock, ToolOutput, success, text_output
+from envbuilder.protocol import RunToolSuccess, TextBlock, ToolOutput, call_result, text_output
 
 
 @pytest.mark.parametrize(
@@ -28,7 +28,7 @@ def test_built_outputs_are_the_validated_ones(metadata: Any, reward: Any, finish
     slow = RunToolSuccess(
         output=ToolOutput(blocks=blocks, metadata=metadata, reward=reward, finished=finished)
     )
-    fast = success(text_output("Correct!", metadata, reward, finished))
+    fast = call_result(text_output("Correct!", metadata, reward, finished))
     assert fast == slow and repr(fast) == repr(slow)
     assert fast.model_dump_json() == slow.model_dump_json()
     assert fast.__getstate__() == slow.__getstate__()

@@ -30,7 +30,7 @@ from envbuilder.protocol import (
     TextBlock,
     ToolOutput,
     ToolSpec,
-    success,
+    call_result,
     text_output,
 )
 from envbuilder.spec import SubmitSpec
@@ -134,7 +134,7 @@ class SubmitTool:
         if episode.finished:
             return finished_error(name)
         out = await self.answer(episode, tool_input)
-        return out if type(out) is RunToolError else success(out)
+        return call_result(out)
 
     async def answer(self, episode: Episode, tool_input: dict[str, Any]) -> ToolOutput | RunToolError:
         """One answer (``tool_input``) of an episode that has not finished: its output, or why

@@ -39,7 +39,7 @@ from envbuilder.protocol import (
     ToolOutput,
     ToolResultBlock,
     ToolSpec,
-    success,
+    call_result,
 )
 from envbuilder.tools import Tool, ToolCall, input_model
 from envbuilder.world import Document, World
@@ -153,7 +153,7 @@ class Toolbox:
         """Run one call under the per-call rules; failures are ``RunToolError``s or error outputs."""
         if name == self.answer_tool:
             out = await self.answer(episode, tool_input)
-            return out if type(out) is RunToolError else success(out)
+            return call_result(out)
         declared = self.declared.get(name)
         known = declared is not None and _offered(declared, episode.task)
         if not known and name != self.submit.spec.name:
@@ -171,7 +171,7 @@ class Toolbox:
             tool_input = {}
         elif declared is None:  # the answer tool, within its time limit
             out = await self.answer(episode, tool_input)
-            return out if type(out) is RunToolError else success(out)
+            return call_result(out)
         else:
             result = await self._run(declared, episode, tool_input)
         if isinstance(result, RunToolSuccess):
@@ -187,17 +187,16 @@ class Toolbox:
         if episode.finished:
             return finished_error(name)
         if len(episode.transcript) >= MAX_TRANSCRIPT:
-            output = _error_output(_TRANSCRIPT_FULL, finished=True).output
             episode.finished = True
-        else:
-            out = await self.submit.answer(episode, tool_input)
-            if type(out) is RunToolError:
-                return out
-            output = out
+            full = _error_output(_TRANSCRIPT_FULL, finished=True).output
+            _record(episode, name, tool_input, full)
+            return full
+        out = await self.submit.answer(episode, tool_input)
+        if type(out) is ToolOutput:  # (not an input refused)
             field = self.submit.spec.answer_field
-            tool_input = {field: tool_input[field]} if field in tool_input else {}  # ignored keys: not kept
-        _record(episode, name, tool_input, output)
-        return output
+            kept = {field: tool_input[field]} if field in tool_input else {}  # ignored keys: not kept
+            _record(episode, name, kept, out)
+        return out
 
     async def call_as_user(
         self, episode: Episode, name: str, tool_input: dict[str, Any], round_no: int = 0

@@ -18,7 +18,7 @@ from envbuilder.episode import Episode
 from envbuilder.graders import grade_off_loop
 from envbuilder.inprocess import LocalEpisode
 from envbuilder.integrations import skyrl, trl, verl
-from envbuilder.protocol import RunToolError, ToolOutput
+from envbuilder.protocol import RunToolError, ToolOutput, call_result
 from envbuilder.threadloop import run_sync
 from tests.conftest import ENVS
 
@@ -227,3 +227,38 @@ def test_a_grader_that_does_not_say_it_is_task_free_grades_in_a_task() -> None:
     out = LocalEpisode.of(env, "train", 0).call("submit", {"answer": _gold("train", 0)})
     assert isinstance(out, ToolOutput) and out.reward == 1.0
     assert isinstance(tasks[0], asyncio.Task)
+
+
+@pytest.mark.parametrize("name", ["gsm8k.yaml", "math500.yaml", "gsm8k_tools.yaml"])
+def test_the_answer_tool_in_process_gives_the_servers_bytes_and_leaves_its_episode(name: str) -> None:
+    """``LocalEpisode.call`` and ``acall`` run the answer tool through ``Toolbox.answer`` (the
+    output itself); the server's ``call_tool`` wraps the same for the wire. Over a sequence of
+    calls (a refused input, a wrong answer, the right one, one after the end, and a call past
+    the transcript's bound) each output is the wire result's, byte for byte, and the episodes
+    are left the same (attempts, transcript, finished)."""
+    env = load_environment(ENVS / name)
+    submit = env.submit
+    assert submit is not None
+    answer, field = submit.spec.name, submit.spec.answer_field
+    assert env.toolbox.answer_tool == answer
+    case = gold_cases(env, sample=1)[0]
+    task = env.split(case.split).task(case.index)
+    inputs: list[Any] = [{field: 7}, {field: "-1", "ignored": 1}, {field: case.response or ""}, {field: "1"}]
+
+    def played(prefill: int) -> list[Any]:
+        sync, in_loop, served = LocalEpisode(env, task), LocalEpisode(env, task), Episode(task=task)
+        entry = {"name": "x", "input": {}, "output": "", "error": False}
+        for episode in (sync.state, in_loop.state, served):
+            episode.transcript += [{"id": f"call_{i + 1}", **entry} for i in range(prefill)]
+        for tool_input in inputs:
+            out = sync.call(answer, tool_input)
+            assert run_sync(in_loop.acall(answer, tool_input)) == out
+            wire = run_sync(env.call_tool(served, answer, tool_input))
+            assert call_result(out) == wire and call_result(out).model_dump_json() == wire.model_dump_json()
+        assert sync.state.to_dict() == in_loop.state.to_dict() == served.to_dict()
+        assert sync.rewards == in_loop.rewards
+        return sync.rewards
+
+    rewards = played(0)
+    assert rewards[0] is None and rewards[-1] is None and rewards.count(None) == 3  # one reward: the end's
+    assert played(200) == [None] * 4  # the transcript's bound: the first call ends the episode
