@@ -8,7 +8,6 @@ loop; synchronous callers use :meth:`LocalEpisode.call` (see :func:`envbuilder.t
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from envbuilder.environment import Environment
@@ -26,7 +25,6 @@ def text_of(blocks: list[ContentBlock] | list[Any]) -> str:
     return "\n".join(b.text for b in blocks if isinstance(b, TextBlock) and b.text)
 
 
-@dataclass
 class LocalEpisode:
     """One episode of ``env`` on one task, in process: the prompt, the tools, the calls.
 
@@ -34,22 +32,30 @@ class LocalEpisode:
     carries a reward, so :attr:`reward` is both the sum and the last non-null step reward.
     """
 
-    env: Environment
-    task: dict[str, Any]
-    secrets: dict[str, str] = field(default_factory=dict)
-    rewards: list[float | None] = field(default_factory=list)
-    """Each call's reward, in order (None for calls that carry none, and for refused calls)."""
-    outputs: list[ToolOutput | RunToolError] = field(default_factory=list)
+    # (a plain class with slots, not a dataclass: one is made per answer, so its making is
+    # part of each answer's cost)
+    __slots__ = ("env", "outputs", "rewards", "secrets", "state", "task")
 
-    def __post_init__(self) -> None:
-        self.state = Episode(task=self.task, secrets=dict(self.secrets))
+    def __init__(self, env: Environment, task: dict[str, Any], secrets: dict[str, str] | None = None):
+        self.env = env
+        self.task = task
+        self.secrets: dict[str, str] = {} if secrets is None else secrets
+        self.rewards: list[float | None] = []
+        """Each call's reward, in order (None for calls that carry none, and for refused calls)."""
+        self.outputs: list[ToolOutput | RunToolError] = []
+        self.state = Episode(task=task, secrets=dict(self.secrets))
+        """The episode's state, as the server keeps it for a session."""
 
     @classmethod
     def of(
         cls, env: Environment, split: str, index: int, secrets: dict[str, str] | None = None
     ) -> LocalEpisode:
         """The episode on task ``index`` of ``split`` (TaskNotFound when there is no such task)."""
-        return cls(env, env.split(split).task(index), secrets or {})
+        try:
+            view = env.splits[split]
+        except KeyError:
+            view = env.split(split)  # (its error: TaskNotFound)
+        return cls(env, view.task(index), secrets)
 
     @property
     def tools(self) -> list[ToolSpec]:

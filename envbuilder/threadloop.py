@@ -99,30 +99,44 @@ def run_sync(coro: Coroutine[Any, Any, T], *, task: bool = True) -> T:
     # (asyncio's own test for a running loop, without the RuntimeError get_running_loop()
     # raises, and builds a message for, on every call from synchronous code)
     if asyncio._get_running_loop() is None:
-        loop = getattr(_local, "loop", None)
-        if loop is None or loop.is_closed():
-            loop = _local.loop = asyncio.new_event_loop()
-            # its async generator hooks, as run_forever sets them (made once: each read of a
-            # hook makes a bound method)
-            _local.hooks = (loop._asyncgen_firstiter_hook, loop._asyncgen_finalizer_hook)  # type: ignore[attr-defined]
-        hooks = _local.hooks
-        return _run_eager(loop, hooks, coro) if task else _run_taskless(loop, hooks, coro)
+        try:
+            own = _local.own
+        except AttributeError:  # (this thread's first call)
+            own = None
+        if own is None or own.loop.is_closed():
+            own = _local.own = _Own(asyncio.new_event_loop())
+        return _run_eager(own, coro) if task else _run_taskless(own, coro)
     return shared_loop().run(coro)
 
 
-def _run_taskless(loop: asyncio.AbstractEventLoop, hooks: tuple[Any, Any], coro: Coroutine[Any, Any, T]) -> T:
-    """Run ``coro`` on ``loop`` (not running, owned by this thread) without a task until it
-    first waits; the rest of it, if any, in a task under the loop."""
+class _Own:
+    """A thread's own event loop, with what a step run outside ``run_forever`` reads of it
+    (kept: each read of a hook makes a bound method)."""
+
+    __slots__ = ("hooks", "loop", "ready")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self.loop = loop
+        self.hooks = (loop._asyncgen_firstiter_hook, loop._asyncgen_finalizer_hook)  # type: ignore[attr-defined]
+        """Its async generator hooks, as ``run_forever`` sets them."""
+        self.ready: deque[asyncio.Handle] | None = getattr(loop, "_ready", None)
+        """BaseEventLoop's queue of callbacks ready to run (None for a loop without one)."""
+
+
+def _run_taskless(own: _Own, coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` on this thread's loop (not running) without a task until it first waits;
+    the rest of it, if any, in a task under the loop."""
+    loop, ready = own.loop, own.ready
     context = contextvars.copy_context()  # what a task would run it in
-    before = _as_running(loop, hooks)
+    before = _as_running(loop, own.hooks)
     try:
         waits_on = context.run(coro.send, None)
     except StopIteration as done:
-        if getattr(loop, "_ready", True):
+        if ready is None or ready:
             _drain(loop)
         return done.value
     except (Exception, asyncio.CancelledError):  # (KeyboardInterrupt, SystemExit: at once, as a task)
-        if getattr(loop, "_ready", True):
+        if ready is None or ready:
             _drain(loop)
         raise
     finally:
@@ -189,12 +203,12 @@ class _Resume:
                 return done.value
 
 
-def _run_eager(loop: asyncio.AbstractEventLoop, hooks: tuple[Any, Any], coro: Coroutine[Any, Any, T]) -> T:
-    """Run ``coro`` as a task of ``loop`` (not running, owned by this thread), its first step
-    at once; the loop runs only if the coroutine waits or leaves callbacks to run."""
+def _run_eager(own: _Own, coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` as a task of this thread's loop (not running), its first step at once; the
+    loop runs only if the coroutine waits or leaves callbacks to run."""
     # BaseEventLoop's queue of callbacks ready to run (another loop, uvloop's, has none: it
     # runs the task as ever)
-    ready: deque[asyncio.Handle] | None = getattr(loop, "_ready", None)
+    loop, ready = own.loop, own.ready
     task = loop.create_task(coro)
     # The task scheduled its first step with call_soon: the last handle of the queue, unless
     # another thread's call_soon_threadsafe came in between (then the loop runs it, as ever).
@@ -206,7 +220,7 @@ def _run_eager(loop: asyncio.AbstractEventLoop, hooks: tuple[Any, Any], coro: Co
     ):
         return loop.run_until_complete(task)
     ready.remove(handle)  # by identity; atomic against other threads' appends
-    before = _as_running(loop, hooks)
+    before = _as_running(loop, own.hooks)
     try:
         handle._run()  # Task.__step: enters the task, sends into the coroutine, leaves it
     finally:

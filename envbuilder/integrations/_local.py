@@ -14,7 +14,7 @@ from pathlib import Path
 
 from envbuilder.environment import Environment, load_environment
 from envbuilder.inprocess import LocalEpisode, text_of
-from envbuilder.protocol import RunToolError, ToolOutput
+from envbuilder.protocol import RunToolError, TextBlock, ToolOutput
 
 __all__ = ["LocalEpisode", "describe", "environment"]
 
@@ -31,11 +31,16 @@ def _resolved(spec: str) -> str:
 
 def environment(spec: str | Path | Environment) -> Environment:
     """A compiled environment from a spec path (loaded once per process) or as given."""
+    if type(spec) is str:  # (a dataset row's column: the common case, looked up at once)
+        return _load(_resolved(spec))
     return spec if isinstance(spec, Environment) else _load(_resolved(str(spec)))
 
 
 def describe(out: ToolOutput | RunToolError) -> str:
     """What the agent reads back from a call: its text, or the error."""
-    if isinstance(out, RunToolError):
-        return f"Error: {out.error}"
-    return text_of(out.blocks) or "(no output)"
+    if type(out) is ToolOutput:
+        blocks = out.blocks  # (most outputs: one text, read without text_of's call)
+        text = blocks[0].text if len(blocks) == 1 and type(blocks[0]) is TextBlock else text_of(blocks)
+        return text or "(no output)"
+    assert isinstance(out, RunToolError)
+    return f"Error: {out.error}"

@@ -19,9 +19,13 @@ except ImportError as exc:  # an optional extra
     raise ImportError(hint) from exc
 
 from envbuilder.integrations._local import LocalEpisode, describe, environment
+from envbuilder.protocol import ToolOutput
 
 ENV_ID = "envbuilder"
 """The id :func:`register` uses by default (``env_class`` in a SkyRL dataset row)."""
+
+TOOL_CALL = "<tool_call>"
+"""What opens a tool call in the model's reply."""
 
 SYSTEM = (
     "You may call tools. Their signatures are within <tools></tools>:\n<tools>\n{tools}\n</tools>\n"
@@ -34,10 +38,10 @@ SYSTEM = (
 def parse_tool_call(text: str) -> dict[str, Any] | str | None:
     """The first ``<tool_call>`` of ``text`` as ``{"name", "arguments"}``; a string saying what
     is wrong with a malformed one; None when there is none."""
-    start = text.find("<tool_call>")
+    start = text.find(TOOL_CALL)
     if start < 0:
         return None
-    body = text[start + len("<tool_call>") :]
+    body = text[start + len(TOOL_CALL) :]
     end = body.find("</tool_call>")
     body = (body[:end] if end >= 0 else body).strip()
     try:
@@ -67,11 +71,14 @@ class EnvbuilderTextEnv(BaseTextEnv):
         self.episode = LocalEpisode.of(
             env, str(extras.get("split", "train")), int(extras.get("task_index", 0)), extras.get("secrets")
         )
-        self.max_turns = int(extras.get("max_turns", config.get("max_turns", 10)))
+        turns = (
+            extras["max_turns"] if "max_turns" in extras else config.get("max_turns", 10) if config else 10
+        )
+        self.max_turns = int(turns)
 
     def init(self, prompt: Any) -> tuple[list[dict[str, str]], dict[str, Any]]:
         """The dataset's prompt when it has one, else the task's own (with the tools)."""
-        if isinstance(prompt, str) and prompt:
+        if type(prompt) is str and prompt:
             prompt = json.loads(prompt)
         if prompt:
             return list(prompt), {}
@@ -79,17 +86,17 @@ class EnvbuilderTextEnv(BaseTextEnv):
 
     def step(self, action: str) -> BaseTextEnvStepOutput:
         self.turns += 1
-        call = parse_tool_call(action)
+        call = parse_tool_call(action) if TOOL_CALL in action else None
         if call is None and self.episode.env.submit is not None:
             spec = self.episode.env.submit.spec
             call = {"name": spec.name, "arguments": {spec.answer_field: action}}
-        if isinstance(call, str) or call is None:
-            text, reward, finished = f"Error: {call or 'no tool call, and no answer tool'}", None, False
-        else:
+        if type(call) is dict:
             out = self.episode.call(call["name"], call["arguments"])
             text = describe(out)
-            reward = getattr(out, "reward", None)
-            finished = self.episode.finished
+            reward = out.reward if type(out) is ToolOutput else None
+            finished = self.episode.state.finished
+        else:  # a malformed call (what is wrong with it), or none and no answer tool
+            text, reward, finished = f"Error: {call or 'no tool call, and no answer tool'}", None, False
         done = finished or self.turns >= self.max_turns
         observations = (
             [] if finished else [{"role": "user", "content": f"<tool_response>\n{text}\n</tool_response>"}]

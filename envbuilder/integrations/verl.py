@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from envbuilder.integrations._local import LocalEpisode, describe, environment
+from envbuilder.protocol import ToolOutput
 from envbuilder.threadloop import shared_loop
 
 TOOL_CLASS = f"{__name__}.SpecTool"
@@ -39,7 +40,7 @@ def compute_score(
     episode = LocalEpisode.of(env, str(info.get("split", "train")), int(info.get("index", 0)))
     assert env.submit is not None
     out = episode.call(env.submit.spec.name, {env.submit.spec.answer_field: solution_str})
-    reward = getattr(out, "reward", None)
+    reward = out.reward if type(out) is ToolOutput else None
     return {
         "score": 0.0 if reward is None else float(reward),
         "graded": int(reward is not None),
