@@ -25,15 +25,16 @@ def _load(path: str) -> Environment:
 
 
 @lru_cache(maxsize=256)
-def _resolved(spec: str) -> str:
-    return str(Path(spec).resolve())
+def _named(spec: str) -> Environment:
+    """The environment a path names as given (a dataset row's column), by its resolved path."""
+    return _load(str(Path(spec).resolve()))
 
 
 def environment(spec: str | Path | Environment) -> Environment:
     """A compiled environment from a spec path (loaded once per process) or as given."""
-    if type(spec) is str:  # (a dataset row's column: the common case, looked up at once)
-        return _load(_resolved(spec))
-    return spec if isinstance(spec, Environment) else _load(_resolved(str(spec)))
+    if type(spec) is str:  # (a dataset row's column: the common case, one cache look-up)
+        return _named(spec)
+    return spec if isinstance(spec, Environment) else _named(str(spec))
 
 
 def describe(out: ToolOutput | RunToolError) -> str:
