@@ -136,14 +136,6 @@ def _built(cls: type[Any], values: dict[str, Any], given: set[str]) -> Any:
     return out
 
 
-def _str_keys(values: dict[Any, Any]) -> bool:
-    """Whether every key of ``values`` is a ``str`` (a loop: half what a set of their types costs)."""
-    for key in values:  # noqa: SIM110 (all() over a generator costs more)
-        if type(key) is not str:
-            return False
-    return True
-
-
 def text_output(text: str, metadata: JSONObject | None, reward: float | None, finished: bool) -> ToolOutput:
     """``ToolOutput(blocks=[TextBlock(text=text)], metadata=metadata, reward=reward,
     finished=finished)``, equal to it and serialised byte for byte the same, built without
@@ -155,11 +147,16 @@ def text_output(text: str, metadata: JSONObject | None, reward: float | None, fi
         type(text) is str
         and (reward is None or type(reward) is float)
         and type(finished) is bool
-        and (metadata is None or (type(metadata) is dict and _str_keys(metadata)))
+        and (metadata is None or type(metadata) is dict)
     ):
-        block = _built(TextBlock, {"text": text, "detail": None, "type": "text"}, {"text"})
-        values = {"blocks": [block], "metadata": metadata, "reward": reward, "finished": finished}
-        return _built(ToolOutput, values, {"blocks", "metadata", "reward", "finished"})
+        # (every key a str: a loop, which costs half what a set of their types does, inline)
+        for key in metadata or ():
+            if type(key) is not str:
+                break
+        else:
+            block = _built(TextBlock, {"text": text, "detail": None, "type": "text"}, {"text"})
+            values = {"blocks": [block], "metadata": metadata, "reward": reward, "finished": finished}
+            return _built(ToolOutput, values, {"blocks", "metadata", "reward", "finished"})
     return ToolOutput(blocks=[TextBlock(text=text)], metadata=metadata, reward=reward, finished=finished)
 
 
