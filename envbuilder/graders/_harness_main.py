@@ -47,6 +47,7 @@ REAP_SECONDS = 5.0
 #: be a little below it (seen: 0.92 s for a two-thread process at a 1 s limit, in a container).
 CPU_SHARE = 0.75
 ENDED = "the code's process ended before the tests finished"
+KILLED = ENDED + " (killed by {})"
 MEMORY = "memory limit: the code ran out of memory"
 _ATOMS = (type(None), bool, int, str)
 NONCE = ""
@@ -252,7 +253,7 @@ class Solution:
             name = signal.Signals(number).name
         except ValueError:
             name = f"signal {number}"
-        return f"{ENDED} (killed by {name})"
+        return KILLED.format(name)
 
     def __call__(self, *args, **kwargs):
         try:

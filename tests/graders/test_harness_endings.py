@@ -79,3 +79,31 @@ async def test_printed_reasons_are_not_taken(backend: str) -> None:
         "    os._exit(0)\n"
     )
     assert await _reason(grader, answer) == f"{ENDED} (exit status 0)"
+
+
+# Four processes of 30 MB wait while the answer's own grows by 8 MB steps to at most 96 MB:
+# within each one's 128 MB of address space, past the container's memory cgroup (128 + 2 x 1 +
+# 64 MB) once the answer's reaches about 50 MB, the largest of them: the OOM killer takes it.
+# (Its helpers close the harness's pipes they inherited, so the answer's end is seen at once.)
+HOG = (
+    "    import os, time\n"
+    "    r, w = os.pipe()\n"
+    "    for _ in range(4):\n"
+    "        if os.fork() == 0:\n"
+    "            held = b'x' * (30 << 20)\n"
+    "            os.write(w, b'1')\n"
+    "            os.closerange(3, 256)\n"
+    "            time.sleep(600)\n"
+    "    for _ in range(4):\n"
+    "        os.read(r, 1)\n"
+    "    held = [b'x' * (8 << 20) for _ in range(12)]\n"
+    "    return 'survived'\n"
+)
+
+
+@pytest.mark.parametrize("engine", [b for b in BACKENDS if b != "bubblewrap"])
+async def test_an_answer_the_oom_killer_took_ran_out_of_memory(engine: str) -> None:
+    """A container bounds the run's memory as a whole, with a cgroup whose OOM kills its set-up
+    counts (bubblewrap bounds each process's, so an answer there meets a MemoryError)."""
+    grader = _grader(engine, wall_seconds=60, memory_mb=128, disk_mb=1, processes=8)
+    assert await _reason(grader, HOG) == "memory limit: the code ran out of memory"
