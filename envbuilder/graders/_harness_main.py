@@ -19,19 +19,36 @@ The harness's own lines start with ``envbuilder-harness:<nonce>:`` (so the answe
 write one): ``passed`` on stdout once the tests returned, else the reason on stderr, without
 the tests' code or values (an exception raised by the answer's own code is named with its
 message: that is the answer's, not the tests').
+
+When the solution process ends before the tests finished, the harness reaps it and says how,
+from what the kernel reports, never from what the code printed: killed at its CPU time limit
+(``SIGXCPU`` at the soft ``RLIMIT_CPU``, ``SIGKILL`` at the hard one, after using most of that
+much CPU: the limit read before the code started), killed by another signal, or its exit status.
 """
 
 import builtins
 import contextlib
 import json
 import os
+import resource
+import signal
 import struct
 import subprocess
 import sys
+import time
 
 PREFIX = "envbuilder-harness:"
 MAX_MESSAGE = 16 * 1024 * 1024
 MAX_DEPTH = 64
+#: How long a solution process whose pipe closed has to end before it is killed.
+REAP_SECONDS = 5.0
+#: The share of the CPU limit a process killed by SIGXCPU or SIGKILL must have used for the
+#: limit to be the reason. The time reported for a process the kernel killed at its limit can
+#: be a little below it (seen: 0.92 s for a two-thread process at a 1 s limit, in a container).
+CPU_SHARE = 0.75
+ENDED = "the code's process ended before the tests finished"
+KILLED = ENDED + " (killed by {})"
+MEMORY = "memory limit: the code ran out of memory"
 _ATOMS = (type(None), bool, int, str)
 NONCE = ""
 
@@ -179,6 +196,8 @@ class Solution:
 
     def __init__(self, entry_point):
         self.entry_point = entry_point
+        # Read before the code starts: what the kernel holds the solution process to.
+        self.cpu_limit = resource.getrlimit(resource.RLIMIT_CPU)[0]
         to_child_r, self._w = os.pipe()
         self._r, from_child_w = os.pipe()
         self.process = subprocess.Popen(
@@ -191,6 +210,8 @@ class Solution:
         os.close(from_child_w)
         reply = self._reply()
         if "load_error" in reply:
+            if reply["load_error"].startswith("MemoryError:"):
+                fail(MEMORY)
             fail(f"the code could not be loaded: {reply['load_error']}")
 
     def _reply(self):
@@ -199,8 +220,40 @@ class Solution:
         except ValueError:
             reply = None
         if reply is None:
-            fail("the code's process ended before the tests finished")
+            fail(self.ended())
         return reply
+
+    def ended(self):
+        """Why the solution process, whose pipe closed, ended: from the kernel's account of it
+        (its wait status and CPU time), killed first if it lingers."""
+        deadline = time.monotonic() + REAP_SECONDS
+        while True:
+            pid, status, usage = os.wait4(self.process.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.monotonic() > deadline:  # not reaped yet, so the pid is still its own
+                os.kill(self.process.pid, signal.SIGKILL)
+                _, status, _ = os.wait4(self.process.pid, 0)
+                self.process.returncode = os.waitstatus_to_exitcode(status)
+                return f"{ENDED} (it closed its pipe to the tests and went on)"
+            time.sleep(0.01)
+        self.process.returncode = code = os.waitstatus_to_exitcode(status)
+        if code >= 0:
+            return f"{ENDED} (exit status {code})"
+        number = -code
+        used = usage.ru_utime + usage.ru_stime
+        limit = self.cpu_limit
+        if (
+            number in (signal.SIGXCPU, signal.SIGKILL)
+            and limit != resource.RLIM_INFINITY
+            and used >= CPU_SHARE * limit
+        ):
+            return f"cpu time limit: the code used its {limit} s of CPU time and was killed"
+        try:
+            name = signal.Signals(number).name
+        except ValueError:
+            name = f"signal {number}"
+        return KILLED.format(name)
 
     def __call__(self, *args, **kwargs):
         try:
@@ -208,7 +261,7 @@ class Solution:
         except NotData as exc:
             fail(f"the tests pass {exc} to {self.entry_point}, which the harness cannot send", code=3)
         except OSError:
-            fail("the code's process ended before the tests finished")
+            fail(self.ended())
         reply = self._reply()
         if "value" in reply:
             return decode(reply["value"])
@@ -219,7 +272,7 @@ class Solution:
             )
         name = reply["raised"]
         if name == "MemoryError":
-            fail("memory limit: the code ran out of memory")
+            fail(MEMORY)
         if name == "BlockingIOError" or "Resource temporarily unavailable" in reply["message"]:
             fail("process limit: the code could not start another process")
         cls = getattr(builtins, name, None)

@@ -50,6 +50,7 @@ from envbuilder import deadlines
 from envbuilder.errors import SandboxError, TemplateError
 from envbuilder.graders._base import Grade, Grader, GraderConfig, GraderContext, Outcome, Task
 from envbuilder.graders._code import extract_code
+from envbuilder.graders._harness_main import KILLED, MEMORY
 from envbuilder.isolation.sandbox import Limits, RunResult, default_backend, run_code
 from envbuilder.plugins import ConfigModel
 from envbuilder.templating import Template, template_or_file
@@ -238,6 +239,10 @@ class UnitTestsGrader(Grader):
             return Grade.ungradeable(said[-1].removeprefix(own).strip(), **details)
         if said:
             reason = said[-1].removeprefix(own).strip()
+            if result.oom_killed and reason == KILLED.format("SIGKILL"):
+                # The memory cgroup's OOM killer took the answer's process (the container's
+                # set-up counts its kills, which the code cannot write).
+                reason = MEMORY
         elif result.ok:
             reason = "the program exited before the tests finished (exit status 0 is not a pass)"
         else:

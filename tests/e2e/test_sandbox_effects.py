@@ -103,6 +103,7 @@ async def test_the_same_check_sees_a_connection_without_the_sandbox() -> None:
 
 HOARDER, HONEST = "k-looper-0123456789abcdef", "k-honest-0123456789abcdefg"
 LOOP = "    while True:\n        pass\n"
+CPU_LIMIT = "cpu time limit: the code used its 5 s of CPU time and was killed"
 GOOD = "    return any(abs(a - b) < threshold for i, a in enumerate(numbers) for b in numbers[i + 1:])\n"
 
 
@@ -168,3 +169,5 @@ def test_one_clients_looping_answers_do_not_hold_anothers_grade(url: str) -> Non
     assert len(finished) == 8, finished
     for f in finished:  # each loop ends with no reward (or void, never a reward, if its sandbox failed)
         assert f.startswith(("hoarder:0.0:", "hoarder:None:")), f
+        if f.startswith("hoarder:0.0:"):  # and the reason names the limit that stopped it
+            assert f.startswith(("hoarder:0.0:timeout: ", f"hoarder:0.0:{CPU_LIMIT}")), f

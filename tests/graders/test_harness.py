@@ -101,7 +101,7 @@ async def test_reasons_name_what_failed_without_the_tests() -> None:
     missing = await grade(grader, "def other():\n    pass\n", {**TASK, "prompt": ""})
     assert missing.reason == "the code could not be loaded: the code defines no function named 'pair'"
     exited = await grade(grader, "    import os\n    os._exit(0)\n", TASK)
-    assert exited.reason == "the code's process ended before the tests finished"
+    assert exited.reason == "the code's process ended before the tests finished (exit status 0)"
 
 
 async def test_tests_that_pass_values_the_harness_cannot_send_are_ungradeable() -> None:

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import secrets
 import shlex
@@ -224,9 +225,10 @@ class DockerBackend(Backend):
         if keep and workdir is not None and ended and run.end is not None:
             await asyncio.to_thread(restore, workdir, bytes(run.trailer), disk)
         result = output.result(status, run.end[0] if run.end else -1, started)
-        if status is None and run.end is not None and run.end[1] and not result.ok:
+        if status is None and run.end is not None and run.end[1]:
             # The cgroup's OOM killer ended a process: the whole run ran out of memory.
-            return RunResult(Status.MEMORY, result.exit_code, result.stdout, result.stderr, result.seconds)
+            failed = Status.MEMORY if not result.ok else result.status
+            return dataclasses.replace(result, status=failed, oom_killed=True)
         return result
 
 

@@ -80,6 +80,10 @@ class RunResult:
     stderr: str
     seconds: float
     """Wall time of the run, sandbox start-up included."""
+    oom_killed: bool = False
+    """The kernel's OOM killer ended a process of the run (a container backend counts its memory
+    cgroup's kills once the code's processes are gone; bubblewrap bounds each process's memory
+    with RLIMIT_AS instead, so it has none)."""
 
     @property
     def ok(self) -> bool:
