@@ -21,6 +21,7 @@ from __future__ import annotations
 import collections
 import threading
 
+from envbuilder.client import _futex
 from envbuilder.client._errors import ClientError
 
 __all__ = ["Admission", "default_permits"]
@@ -97,6 +98,9 @@ class Admission:
                 return
             self._waiters.append(waiter)  # another caller took that permit: queue again
         try:
+            # A crowd waits: each sleeper is a futex, and the kernel's table of them may be too
+            # small for the process's threads (``_futex``: a look; a resize once per doubling).
+            _futex.fit(threading.active_count())
             waiter.lock.acquire()  # asleep in the kernel: no interpreter lock asked for
         except BaseException:  # KeyboardInterrupt in the main thread while it waited
             if not self._withdraw(waiter):
