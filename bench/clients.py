@@ -26,6 +26,7 @@ at once, instead of releasing all N together from a barrier. A run that has not 
 
     python bench/clients.py --old integ
     python bench/clients.py --inflight 64 1024 --servers serve --clients async
+    python bench/clients.py --servers slow --clients sync --inflight 64 --repeat 7 --old main
 """
 
 from __future__ import annotations
@@ -404,6 +405,9 @@ def main() -> None:
     parser.add_argument(
         "--staggered", action="store_true", help="sync: start each thread calling, no barrier (see child)"
     )
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="run each (code, client, N) this many times (a row each)"
+    )
     parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.calls:
@@ -430,10 +434,11 @@ def main() -> None:
                     for n in args.inflight:
                         if mode == "sync" and n > args.max_threads:
                             continue
-                        for label, code in codes:
-                            row = measure(code, mode, url, env_name, n, args.deadline)
-                            row.update(code=label, client=mode, server=kind, inflight=n)
-                            print(json.dumps(row), flush=True)
+                        for _ in range(args.repeat):  # (alternating the codes each time)
+                            for label, code in codes:
+                                row = measure(code, mode, url, env_name, n, args.deadline)
+                                row.update(code=label, client=mode, server=kind, inflight=n)
+                                print(json.dumps(row), flush=True)
             finally:
                 proc.terminate()
                 proc.wait(10)
