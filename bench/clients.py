@@ -26,6 +26,7 @@ at once, instead of releasing all N together from a barrier. A run that has not 
 
     python bench/clients.py --old integ
     python bench/clients.py --inflight 64 1024 --servers serve --clients async
+    python bench/clients.py --servers slow --clients sync --inflight 64 --repeat 7 --old main
 """
 
 from __future__ import annotations
@@ -163,13 +164,15 @@ def child(mode: str, url: str, env_name: str, inflight: int) -> dict[str, Any]:
     port = int(url.rsplit(":", 1)[1])
     errors: list[str] = []
     peak_connections = 0
-    scan_cpu = 0.0  # the bench's own /proc scans, taken out of the client's CPU
+    # the bench's own /proc scans, taken out of the process's CPU: the scanning thread's own
+    # time (the process's would also take out what the client's threads ran meanwhile)
+    scan_cpu = 0.0
 
     def scan() -> int:
         nonlocal scan_cpu
-        c = time.process_time()
+        c = time.thread_time()
         found = connections_to(port)
-        scan_cpu += time.process_time() - c
+        scan_cpu += time.thread_time() - c
         return found
 
     def switches() -> tuple[int, int]:
@@ -402,6 +405,9 @@ def main() -> None:
     parser.add_argument(
         "--staggered", action="store_true", help="sync: start each thread calling, no barrier (see child)"
     )
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="run each (code, client, N) this many times (a row each)"
+    )
     parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.calls:
@@ -428,10 +434,11 @@ def main() -> None:
                     for n in args.inflight:
                         if mode == "sync" and n > args.max_threads:
                             continue
-                        for label, code in codes:
-                            row = measure(code, mode, url, env_name, n, args.deadline)
-                            row.update(code=label, client=mode, server=kind, inflight=n)
-                            print(json.dumps(row), flush=True)
+                        for _ in range(args.repeat):  # (alternating the codes each time)
+                            for label, code in codes:
+                                row = measure(code, mode, url, env_name, n, args.deadline)
+                                row.update(code=label, client=mode, server=kind, inflight=n)
+                                print(json.dumps(row), flush=True)
             finally:
                 proc.terminate()
                 proc.wait(10)

@@ -99,8 +99,9 @@ class Admission:
             self._waiters.append(waiter)  # another caller took that permit: queue again
         try:
             # A crowd waits: each sleeper is a futex, and the kernel's table of them may be too
-            # small for the process's threads (``_futex``: a look; a resize once per doubling).
-            _futex.fit(threading.active_count())
+            # small for the process's threads (``_futex``: a look, no lock; a resize once per
+            # doubling of the callers this admission holds).
+            _futex.fit(len(self._waiters) + self.permits)
             waiter.lock.acquire()  # asleep in the kernel: no interpreter lock asked for
         except BaseException:  # KeyboardInterrupt in the main thread while it waited
             if not self._withdraw(waiter):

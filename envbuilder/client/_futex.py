@@ -6,16 +6,16 @@ sizes at four slots per thread up to the number of online CPUs and at least 16: 
 two-core machine, however many threads the process has. Each futex wake-up walks its slot's
 chain of sleepers, so with N threads asleep (a thread per request in flight, most of them
 waiting their turn) every lock handed on costs in proportion to N/16. Measured on this
-project's two-core machine (kernel 6.18, one lock handed back and forth between two threads
-while N others sleep on locks of their own): 9.6 µs per round trip with none asleep, 51 µs with
-4,000, 199 µs with 16,000; 12.8 µs with 16,000 once the table had 16,384 slots
-(``bench/README.md``, clients.py, fifth round).
+project's two-core machine (kernel 6.18, ``bench/futex_hash.py``: one lock handed back and
+forth between two threads while N others sleep on locks of their own): 8.5 µs per round trip
+with none asleep, 47 µs with 4,000, 201 µs with 16,000; 8.5 and 17 µs with 4,000 and 16,000 once
+the table had 4,096 and 16,384 slots (``bench/README.md``, clients.py, fifth round).
 
 :func:`fit` grows the table to the next power of two at or above the process's thread count
 (``prctl(PR_FUTEX_HASH, PR_FUTEX_HASH_SET_SLOTS, n)``); the kernel moves the sleepers into it
-(24 ms with 16,000 asleep). It only ever grows a private table, up to :data:`MAX_SLOTS` (64
-bytes a slot: 4 MB at most); a process that chose the shared table (0 slots) or a larger one
-keeps it; elsewhere (other systems, older kernels) it does nothing, once.
+(10-35 ms with 1,000-16,000 asleep). It only ever grows a private table, up to
+:data:`MAX_SLOTS` (64 bytes a slot: 4 MB at most); a process that chose the shared table (0
+slots) or a larger one keeps it; elsewhere (other systems, older kernels) it does nothing, once.
 """
 
 from __future__ import annotations
@@ -51,7 +51,8 @@ def _libc_prctl() -> Callable[..., int] | None:
 
 
 def fit(threads: int) -> None:
-    """Grow the process's futex hash to at least ``threads`` slots (a power of two).
+    """Grow the process's futex hash to at least ``threads`` slots, or the process's thread
+    count if more (a power of two; the count is only read when a resize is due).
 
     Never waits for another caller: the first one past a doubling resizes (the kernel moves
     the sleepers, ~20 ms with 16,000 threads in a crowd; the interpreter lock is not held
@@ -62,7 +63,7 @@ def fit(threads: int) -> None:
     try:
         if threads > _enough:
             _enough = sys.maxsize  # until the resize ends: no one else starts one
-            _resize(threads)
+            _resize(max(threads, threading.active_count()))
     finally:
         _lock.release()
 
