@@ -20,6 +20,7 @@ slots) or a larger one keeps it; elsewhere (other systems, older kernels) it doe
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from collections.abc import Callable
@@ -37,6 +38,16 @@ MIN_THREADS = 256
 
 _lock = threading.Lock()  # only ever tried, never waited for: a crowd must not queue on it
 _enough = MIN_THREADS  # thread counts up to this need nothing done
+
+
+def _forget() -> None:
+    """In a forked child: a process of its own, whose table the kernel makes anew."""
+    global _lock, _enough
+    _lock, _enough = threading.Lock(), MIN_THREADS
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget)
 
 
 def _libc_prctl() -> Callable[..., int] | None:

@@ -163,3 +163,32 @@ def test_a_caller_never_waits_for_another_ones_resize() -> None:
         assert started.wait(10)  # went on at once, nothing changed
         thread.join()
     assert _futex._enough == enough
+
+
+@needs_private_hash
+def test_a_forked_child_sizes_its_own_table() -> None:
+    out = run(
+        """
+        import os
+        from envbuilder.client import _futex
+        wake = sleepers(300)
+        _futex.fit(threading.active_count())
+        parent = prctl(78, 2, 0, 0, 0)
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # one thread here: the kernel's table is made with the first one started
+            child_wake = sleepers(300)
+            before = prctl(78, 2, 0, 0, 0)
+            _futex.fit(threading.active_count())
+            os.write(write, json.dumps([before, prctl(78, 2, 0, 0, 0), child_wake()]).encode())
+            os._exit(0)
+        os.waitpid(pid, 0)
+        before, after, stuck = json.loads(os.read(read, 1000))
+        print(json.dumps({"parent": parent, "child_before": before, "child_after": after,
+                          "stuck": stuck + wake()}))
+        """
+    )
+    assert out["parent"] == 512
+    assert out["child_before"] < 512  # the kernel's own, for the child's threads
+    assert out["child_after"] == 512  # sized again: the parent's resize was not the child's
+    assert out["stuck"] == 0
