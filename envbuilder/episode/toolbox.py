@@ -164,10 +164,11 @@ class Toolbox:
         if limit is not None and episode.started is None:
             episode.started = time.time()  # the clock starts with the first call
         if len(episode.transcript) >= MAX_TRANSCRIPT:
-            result: RunToolSuccess | RunToolError = _error_output(_TRANSCRIPT_FULL, finished=True)
-            episode.finished = True
-        elif limit is not None and episode.started is not None and time.time() >= episode.started + limit:
-            result = RunToolSuccess(output=await self._out_of_time(episode, limit))
+            return call_result(_past_bound(episode, name, tool_input))
+        if limit is not None and episode.started is not None and time.time() >= episode.started + limit:
+            result: RunToolSuccess | RunToolError = RunToolSuccess(
+                output=await self._out_of_time(episode, limit)
+            )
             tool_input = {}
         elif declared is None:  # the answer tool, within its time limit
             out = await self.answer(episode, tool_input)
@@ -187,10 +188,7 @@ class Toolbox:
         if episode.finished:
             return finished_error(name)
         if len(episode.transcript) >= MAX_TRANSCRIPT:
-            episode.finished = True
-            full = _error_output(_TRANSCRIPT_FULL, finished=True).output
-            _record(episode, name, tool_input, full)
-            return full
+            return _past_bound(episode, name, tool_input)
         out = await self.submit.answer(episode, tool_input)
         if type(out) is ToolOutput:  # (not an input refused)
             field = self.submit.spec.answer_field
@@ -437,6 +435,14 @@ class Toolbox:
 def _offered(declared: _Declared, task: dict[str, Any]) -> bool:
     field = declared.config.only_for
     return field is None or task.get(field) not in (None, "", [], {})
+
+
+def _past_bound(episode: Episode, name: str, tool_input: dict[str, Any]) -> ToolOutput:
+    """A call past the transcript's bound: the episode ends, the call is recorded."""
+    episode.finished = True
+    out = _error_output(_TRANSCRIPT_FULL, finished=True).output
+    _record(episode, name, tool_input, out)
+    return out
 
 
 def _error_output(text: str, *, finished: bool = False) -> RunToolSuccess:
