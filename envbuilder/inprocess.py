@@ -4,6 +4,8 @@ The trainers' adapters (:mod:`envbuilder.integrations`) and eval's in-process ba
 episodes through :class:`LocalEpisode`: the task, its prompt and tools, each call's output and
 reward under the one reward convention. Async callers use :meth:`LocalEpisode.acall` on their own
 loop; synchronous callers use :meth:`LocalEpisode.call` (see :func:`envbuilder.threadloop.run_sync`).
+The adapters use :meth:`LocalEpisode.step` and :meth:`LocalEpisode.astep`, which give a graded
+answer as the episode's :class:`~envbuilder.episode.Reply` (no wire model is built for it).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from envbuilder.environment import Environment
-from envbuilder.episode import Episode
+from envbuilder.episode import Episode, Reply, output_of
 from envbuilder.protocol import ContentBlock, RunToolError, RunToolSuccess, TextBlock, ToolOutput, ToolSpec
 from envbuilder.threadloop import run_sync
 
@@ -42,7 +44,7 @@ class LocalEpisode:
         self.secrets: dict[str, str] = {} if secrets is None else secrets
         self.rewards: list[float | None] = []
         """Each call's reward, in order (None for calls that carry none, and for refused calls)."""
-        self.outputs: list[ToolOutput | RunToolError] = []
+        self.outputs: list[Reply | ToolOutput | RunToolError] = []
         self.state = Episode(task=task, secrets=dict(self.secrets))
         """The episode's state, as the server keeps it for a session."""
 
@@ -90,7 +92,7 @@ class LocalEpisode:
         if not self.state.finished or self.reward is not None:
             return None
         for out in reversed(self.outputs):
-            if isinstance(out, ToolOutput) and out.finished:
+            if (isinstance(out, Reply) or type(out) is ToolOutput) and out.finished:
                 reason = (out.metadata or {}).get("void")
                 return str(reason) if reason else None
         return None
@@ -101,23 +103,25 @@ class LocalEpisode:
         self._kept(result.output if result.ok else result)  # the output (an error as it is)
         return result
 
-    def _kept(self, out: ToolOutput | RunToolError) -> ToolOutput | RunToolError:
+    def _kept(self, out: Reply | ToolOutput | RunToolError) -> Reply | ToolOutput | RunToolError:
         """``out``, recorded as this episode's next call."""
         self.outputs.append(out)
-        self.rewards.append(out.reward if type(out) is ToolOutput else None)
+        self.rewards.append(out.reward if isinstance(out, Reply) or type(out) is ToolOutput else None)
         return out
 
-    async def acall(self, name: str, tool_input: dict[str, Any]) -> ToolOutput | RunToolError:
-        """Run one tool call (on the caller's loop: from synchronous code use :meth:`call`)."""
+    async def astep(self, name: str, tool_input: dict[str, Any]) -> Reply | ToolOutput | RunToolError:
+        """Run one tool call on the caller's loop: a graded answer's output as the episode's
+        :class:`Reply` (its text, metadata, reward and end, without the wire's model), any other
+        output or error as it is (:meth:`acall` gives each as the wire's model)."""
         toolbox = self.env.toolbox
         if name == toolbox.answer_tool:  # (its output itself, without the wire's wrapper)
             return self._kept(await toolbox.answer(self.state, tool_input))
         result = await self.run_tool(name, tool_input)
         return result.output if result.ok else result
 
-    def call(self, name: str, tool_input: dict[str, Any]) -> ToolOutput | RunToolError:
-        """Run one tool call from synchronous code (without an asyncio task until it waits, for
-        the tools whose calls never ask for one before: ``Toolbox.taskless``)."""
+    def step(self, name: str, tool_input: dict[str, Any]) -> Reply | ToolOutput | RunToolError:
+        """:meth:`astep` from synchronous code (without an asyncio task until it waits, for the
+        tools whose calls never ask for one before: ``Toolbox.taskless``)."""
         toolbox = self.env.toolbox
         if name == toolbox.answer_tool:  # (its output itself, without the wire's wrapper)
             return self._kept(
@@ -125,6 +129,14 @@ class LocalEpisode:
             )
         result = run_sync(self.run_tool(name, tool_input))
         return result.output if result.ok else result
+
+    async def acall(self, name: str, tool_input: dict[str, Any]) -> ToolOutput | RunToolError:
+        """Run one tool call (on the caller's loop: from synchronous code use :meth:`call`)."""
+        return output_of(await self.astep(name, tool_input))
+
+    def call(self, name: str, tool_input: dict[str, Any]) -> ToolOutput | RunToolError:
+        """Run one tool call from synchronous code (:meth:`step`, as the wire's model)."""
+        return output_of(self.step(name, tool_input))
 
     async def aend(self) -> None:
         """:meth:`end` from async code (nothing to await when the tools hold nothing)."""

@@ -7,7 +7,9 @@ from envbuilder.episode._episode import (
     MAX_USER_FAILURES,
     Episode,
     GradeCounts,
+    Reply,
     finished_error,
+    output_of,
     without_gold,
 )
 from envbuilder.episode._submit import SubmitTool
@@ -17,7 +19,9 @@ __all__ = [
     "MAX_USER_FAILURES",
     "Episode",
     "GradeCounts",
+    "Reply",
     "SubmitTool",
     "finished_error",
+    "output_of",
     "without_gold",
 ]

@@ -9,10 +9,10 @@ from typing import Any
 
 from envbuilder.data import Task
 from envbuilder.graders import Outcome
-from envbuilder.protocol import RunToolError
+from envbuilder.protocol import RunToolError, ToolOutput, text_output
 from envbuilder.world import json_copy
 
-__all__ = ["Episode", "GradeCounts", "finished_error"]
+__all__ = ["Episode", "GradeCounts", "Reply", "finished_error", "output_of"]
 
 log = logging.getLogger("envbuilder.episode")
 
@@ -28,9 +28,10 @@ the episode ends void."""
 GOLD_DETAILS = frozenset({"target", "pattern", "reasoning", "diff", "gold_errors", "run", "runs"})
 
 
-def without_gold(details: dict[str, Any]) -> dict[str, Any]:
-    """``details`` without :data:`GOLD_DETAILS`, also inside nested graders' summaries."""
-    out: dict[str, Any] = {}
+def without_gold(details: dict[str, Any], into: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``details`` without :data:`GOLD_DETAILS`, also inside nested graders' summaries; written
+    into ``into`` (which is returned) when given, as ``{**into, **without_gold(details)}``."""
+    out: dict[str, Any] = {} if into is None else into
     for key, value in details.items():
         if key in GOLD_DETAILS:
             continue
@@ -91,6 +92,48 @@ class Episode:
         return cls(**data)
 
 
+class Reply:
+    """An answer's output before it is the wire's model: one text, its metadata, reward and
+    end. The answer tool gives one for a graded answer; :meth:`output` is the ``ToolOutput``
+    the server sends (one text block), made only by a caller that needs it (the in-process
+    adapters read the four fields: an answer there builds no pydantic model)."""
+
+    __slots__ = ("finished", "metadata", "reward", "text")
+
+    def __init__(self, text: str, metadata: dict[str, Any], reward: float | None, finished: bool):
+        self.text = text
+        self.metadata = metadata
+        self.reward = reward
+        self.finished = finished
+
+    def output(self) -> ToolOutput:
+        """``ToolOutput(blocks=[TextBlock(text=...)], metadata=..., reward=..., finished=...)``."""
+        return text_output(self.text, self.metadata, self.reward, self.finished)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not Reply:
+            return NotImplemented
+        return (self.text, self.metadata, self.reward, self.finished) == (
+            other.text,
+            other.metadata,
+            other.reward,
+            other.finished,
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # (mutable fields, as the model's)
+
+    def __repr__(self) -> str:
+        return (
+            f"Reply(text={self.text!r}, metadata={self.metadata!r}, reward={self.reward!r}, "
+            f"finished={self.finished!r})"
+        )
+
+
+def output_of(out: Reply | ToolOutput | RunToolError) -> ToolOutput | RunToolError:
+    """``out`` as the wire has it: a :class:`Reply` made a ``ToolOutput``, the rest as it is."""
+    return out.output() if isinstance(out, Reply) else out
+
+
 class GradeCounts:
     """How many answers an environment graded, by outcome (read by the server and catalog)."""
 
@@ -99,8 +142,9 @@ class GradeCounts:
         self._counts = {outcome.value: 0 for outcome in Outcome}
 
     def add(self, outcome: Outcome) -> None:
-        with self._lock:  # (a str enum member finds its value's key: no `.value` lookup)
-            self._counts[outcome] += 1
+        key = outcome._value_  # (the plain str: hashing the member runs Enum.__hash__ in Python)
+        with self._lock:
+            self._counts[key] += 1
 
     @property
     def ungradeable(self) -> int:

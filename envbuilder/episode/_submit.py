@@ -16,8 +16,10 @@ from envbuilder.episode._episode import (
     MAX_USER_FAILURES,
     Episode,
     GradeCounts,
+    Reply,
     _Saved,
     finished_error,
+    output_of,
     without_gold,
 )
 from envbuilder.episode.dialogue import Dialogue
@@ -31,7 +33,6 @@ from envbuilder.protocol import (
     ToolOutput,
     ToolSpec,
     call_result,
-    text_output,
 )
 from envbuilder.spec import SubmitSpec
 from envbuilder.templating import Template
@@ -134,11 +135,12 @@ class SubmitTool:
         if episode.finished:
             return finished_error(name)
         out = await self.answer(episode, tool_input)
-        return call_result(out)
+        return call_result(output_of(out))
 
-    async def answer(self, episode: Episode, tool_input: dict[str, Any]) -> ToolOutput | RunToolError:
-        """One answer (``tool_input``) of an episode that has not finished: its output, or why
-        the input was refused (what :meth:`call` returns, without the wire's wrapper)."""
+    async def answer(self, episode: Episode, tool_input: dict[str, Any]) -> Reply | ToolOutput | RunToolError:
+        """One answer (``tool_input``) of an episode that has not finished: its output (a graded
+        answer's as a :class:`Reply`), or why the input was refused (what :meth:`call` returns,
+        without the wire's model and wrapper)."""
         # The common call (a JSON object holding the answer as a string within its bound) is
         # what the input model accepts unchanged: no model round trip for it. Anything else
         # goes through the model, which gives the same answer or the same error as ever.
@@ -160,8 +162,8 @@ class SubmitTool:
         )
         grade = await self._grade(self.grader, answer, context, episode.secrets)
         if self.feedback is None or self.feedback.bounded:
-            return self.output(episode, grade, answer)
-        return await deadlines.offload(self.output, episode, grade, answer)
+            return self.reply(episode, grade, answer)
+        return await deadlines.offload(self.reply, episode, grade, answer)
 
     async def conclude(self, episode: Episode, answer: str) -> ToolOutput:
         """Grade ``episode`` now with ``answer`` as its last message, without asking the
@@ -381,6 +383,11 @@ class SubmitTool:
         return await deadlines.offload(self.output, episode, grade, answer)
 
     def output(self, episode: Episode, grade: Grade, answer: str = "") -> ToolOutput:
+        """Count the attempt, apply the rewards and the ungradeable policy, say what happened
+        (:meth:`reply`, as the wire's model)."""
+        return self.reply(episode, grade, answer).output()
+
+    def reply(self, episode: Episode, grade: Grade, answer: str = "") -> Reply:
         """Count the attempt, apply the rewards and the ungradeable policy, say what happened."""
         spec = self.spec
         ungradeable = grade.outcome is Outcome.UNGRADEABLE
@@ -429,8 +436,11 @@ class SubmitTool:
             "reason": grade.reason,
             "attempt": episode.attempts,
             "max_attempts": spec.max_attempts,
-            **(grade.details if finished and spec.reveal_answer else without_gold(grade.details)),
         }
+        if finished and spec.reveal_answer:
+            metadata.update(grade.details)
+        else:
+            without_gold(grade.details, metadata)  # (written into it: no dict of its own)
         if ungradeable:
             metadata["ungradeable_policy"] = policy
             metadata["ungradeable_count"] = episode.ungradeable
@@ -441,10 +451,10 @@ class SubmitTool:
             # carries a reward, so summing the step rewards and taking the last non-null one
             # read the same number. An attempt's own reward is information, in metadata.
             metadata["attempt_reward"] = reward
-            return text_output(text, metadata, None, False)
+            return Reply(text, metadata, None, False)
         if episode.cost:
             reward = self.charge(episode, reward, metadata)
-        return text_output(text, metadata, reward, finished)
+        return Reply(text, metadata, reward, finished)
 
     def _feedback(self, episode: Episode, grade: Grade, answer: str, left: int, finished: bool) -> str | None:
         """The spec's feedback text; None (the default text) when the template fails."""

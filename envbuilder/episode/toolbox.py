@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ValidationError
 
-from envbuilder.episode import Episode, SubmitTool, finished_error
+from envbuilder.episode import Episode, Reply, SubmitTool, finished_error, output_of
 from envbuilder.episode.simulated_user import UserCall
 from envbuilder.errors import SandboxError, ToolError
 from envbuilder.graders import Trajectory
@@ -153,7 +153,7 @@ class Toolbox:
         """Run one call under the per-call rules; failures are ``RunToolError``s or error outputs."""
         if name == self.answer_tool:
             out = await self.answer(episode, tool_input)
-            return call_result(out)
+            return call_result(output_of(out))
         declared = self.declared.get(name)
         known = declared is not None and _offered(declared, episode.task)
         if not known and name != self.submit.spec.name:
@@ -172,25 +172,26 @@ class Toolbox:
             tool_input = {}
         elif declared is None:  # the answer tool, within its time limit
             out = await self.answer(episode, tool_input)
-            return call_result(out)
+            return call_result(output_of(out))
         else:
             result = await self._run(declared, episode, tool_input)
         if isinstance(result, RunToolSuccess):
             _record(episode, name, tool_input, result.output)
         return result
 
-    async def answer(self, episode: Episode, tool_input: dict[str, Any]) -> ToolOutput | RunToolError:
+    async def answer(self, episode: Episode, tool_input: dict[str, Any]) -> Reply | ToolOutput | RunToolError:
         """A call of the answer tool under :meth:`call`'s rules (the finished latch, the
         transcript's bound, the record) but the time limit of session containers, which
-        :meth:`call` checks first (callers without it: :attr:`answer_tool`): its output
-        itself, or the input's error (``call`` wraps it for the wire)."""
+        :meth:`call` checks first (callers without it: :attr:`answer_tool`): its output itself
+        (a graded answer's as a :class:`Reply`), or the input's error (``call`` makes it the
+        wire's: :func:`output_of`, ``call_result``)."""
         name = self.submit.spec.name
         if episode.finished:
             return finished_error(name)
         if len(episode.transcript) >= MAX_TRANSCRIPT:
             return _past_bound(episode, name, tool_input)
         out = await self.submit.answer(episode, tool_input)
-        if type(out) is ToolOutput:  # (not an input refused)
+        if isinstance(out, Reply) or type(out) is ToolOutput:  # (not an input refused)
             field = self.submit.spec.answer_field
             kept = {field: tool_input[field]} if field in tool_input else {}  # ignored keys: not kept
             _record(episode, name, kept, out)
@@ -471,7 +472,7 @@ def _record(
     episode: Episode,
     name: str,
     tool_input: dict[str, Any],
-    output: ToolOutput,
+    output: ToolOutput | Reply,
     *,
     by: str | None = None,
     round_no: int = 0,
@@ -479,11 +480,14 @@ def _record(
     """Add a call to the transcript: its text only, so that an image a tool returns does not
     travel with the session on every store (``/messages`` shows the text of each result). A
     call of the simulated user is marked ``by: "user"``, with the ``round`` of its reply."""
-    blocks = output.blocks
-    if len(blocks) == 1 and type(blocks[0]) is TextBlock:  # most outputs: one text, no join
-        text = blocks[0].text
+    if isinstance(output, Reply):
+        text = output.text
     else:
-        text = "\n".join(b.text for b in blocks if isinstance(b, TextBlock))
+        blocks = output.blocks
+        if len(blocks) == 1 and type(blocks[0]) is TextBlock:  # most outputs: one text, no join
+            text = blocks[0].text
+        else:
+            text = "\n".join(b.text for b in blocks if isinstance(b, TextBlock))
     error = bool(output.metadata and output.metadata.get("error"))
     entry = {
         "id": f"call_{len(episode.transcript) + 1}",

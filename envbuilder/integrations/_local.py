@@ -13,6 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from envbuilder.environment import Environment, load_environment
+from envbuilder.episode import Reply
 from envbuilder.inprocess import LocalEpisode, text_of
 from envbuilder.protocol import RunToolError, TextBlock, ToolOutput
 
@@ -37,8 +38,10 @@ def environment(spec: str | Path | Environment) -> Environment:
     return spec if isinstance(spec, Environment) else _named(str(spec))
 
 
-def describe(out: ToolOutput | RunToolError) -> str:
+def describe(out: Reply | ToolOutput | RunToolError) -> str:
     """What the agent reads back from a call: its text, or the error."""
+    if isinstance(out, Reply):  # (a graded answer: LocalEpisode.step)
+        return out.text or "(no output)"
     if type(out) is ToolOutput:
         blocks = out.blocks  # (most outputs: one text, read without text_of's call)
         text = blocks[0].text if len(blocks) == 1 and type(blocks[0]) is TextBlock else text_of(blocks)

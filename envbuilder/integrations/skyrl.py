@@ -18,8 +18,9 @@ except ImportError as exc:  # an optional extra
     hint = "envbuilder.integrations.skyrl needs skyrl-gym: pip install 'envbuilder[skyrl]'"
     raise ImportError(hint) from exc
 
+from envbuilder.episode import Reply
 from envbuilder.integrations._local import LocalEpisode, describe, environment
-from envbuilder.protocol import ToolOutput
+from envbuilder.protocol import RunToolError, ToolOutput
 
 ENV_ID = "envbuilder"
 """The id :func:`register` uses by default (``env_class`` in a SkyRL dataset row)."""
@@ -86,29 +87,37 @@ class EnvbuilderTextEnv(BaseTextEnv):
 
     def step(self, action: str) -> BaseTextEnvStepOutput:
         self.turns += 1
+        episode = self.episode
         call = parse_tool_call(action) if TOOL_CALL in action else None
-        if call is None and self.episode.env.submit is not None:
-            spec = self.episode.env.submit.spec
-            call = {"name": spec.name, "arguments": {spec.answer_field: action}}
-        if type(call) is dict:
-            out = self.episode.call(call["name"], call["arguments"])
-            text = describe(out)
-            reward = out.reward if type(out) is ToolOutput else None
-            finished = self.episode.state.finished
+        submit = episode.env.submit
+        out: Reply | ToolOutput | RunToolError | None = None
+        if call is None and submit is not None:  # a reply without a tool call: the final answer
+            out = episode.step(submit.spec.name, {submit.spec.answer_field: action})
+        elif type(call) is dict:
+            out = episode.step(call["name"], call["arguments"])
+        if out is not None:
+            reward = out.reward if isinstance(out, Reply) or type(out) is ToolOutput else None
+            finished = episode.state.finished
         else:  # a malformed call (what is wrong with it), or none and no answer tool
-            text, reward, finished = f"Error: {call or 'no tool call, and no answer tool'}", None, False
+            reward, finished = None, False
         done = finished or self.turns >= self.max_turns
-        observations = (
-            [] if finished else [{"role": "user", "content": f"<tool_response>\n{text}\n</tool_response>"}]
-        )
-        void = self.episode.void if finished and reward is None else None  # (a graded end is never void)
+        if finished:  # (no observation: the episode is over)
+            observations: list[dict[str, str]] = []
+            void = episode.void if reward is None else None  # (a graded end is never void)
+        else:
+            text = f"Error: {call or 'no tool call, and no answer tool'}" if out is None else describe(out)
+            observations = [{"role": "user", "content": f"<tool_response>\n{text}\n</tool_response>"}]
+            void = None
         # A void end (the environment failed, not the model) is None, never 0.0: SkyRL's
         # generator skips a None step reward. Other steps without a reward add 0.0 to the sum.
+        metadata: dict[str, Any] = {"finished": finished, "reward": reward}
+        if void:
+            metadata["void"] = void
         return BaseTextEnvStepOutput(
             observations=observations,
             reward=None if void else 0.0 if reward is None else float(reward),
             done=done,
-            metadata={"finished": finished, "reward": reward, **({"void": void} if void else {})},
+            metadata=metadata,
         )
 
     def close(self) -> None:

@@ -80,7 +80,7 @@ class TRLEnvironment:
     def _call(self, name: str, arguments: dict[str, Any]) -> str:
         if self.episode is None:
             raise RuntimeError("call reset() before a tool")
-        return describe(self.episode.call(name, arguments))
+        return describe(self.episode.step(name, arguments))
 
 
 def _method(tool: ToolSpec) -> Callable[..., str] | None:

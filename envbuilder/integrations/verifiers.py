@@ -87,7 +87,7 @@ class SpecEnv(vf.MultiTurnEnv):
             except ValueError as exc:
                 text = f"Error: {exc}"
             else:
-                text = describe(await episode.acall(call.name, arguments))
+                text = describe(await episode.astep(call.name, arguments))
             replies.append(vf.ToolMessage(role="tool", content=text, tool_call_id=call.id))
             if episode.finished:
                 state["final_env_response"] = replies
@@ -120,7 +120,7 @@ class SpecEnv(vf.MultiTurnEnv):
             and not getattr(last, "tool_calls", None)
         ):
             content = last.content if isinstance(last.content, str) else ""
-            await episode.acall(submit.spec.name, {submit.spec.answer_field: content})
+            await episode.astep(submit.spec.name, {submit.spec.answer_field: content})
         state["envbuilder_reward"] = reward = episode.reward
         state["envbuilder_rewards"] = list(episode.rewards)
         if reward is None and episode.void is not None and state.get("error") is None:

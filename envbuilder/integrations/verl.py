@@ -14,6 +14,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from envbuilder.episode import Reply
 from envbuilder.integrations._local import LocalEpisode, describe, environment
 from envbuilder.protocol import ToolOutput
 from envbuilder.threadloop import shared_loop
@@ -39,8 +40,8 @@ def compute_score(
     env = environment(info["spec"])
     episode = LocalEpisode.of(env, str(info.get("split", "train")), int(info.get("index", 0)))
     assert env.submit is not None
-    out = episode.call(env.submit.spec.name, {env.submit.spec.answer_field: solution_str})
-    reward = out.reward if type(out) is ToolOutput else None
+    out = episode.step(env.submit.spec.name, {env.submit.spec.answer_field: solution_str})
+    reward = out.reward if isinstance(out, Reply) or type(out) is ToolOutput else None
     return {
         "score": 0.0 if reward is None else float(reward),
         "graded": int(reward is not None),
@@ -131,7 +132,7 @@ class SpecTool:
         self, instance_id: str, parameters: dict[str, Any], **kwargs: Any
     ) -> tuple[Any, float, dict[str, Any]]:
         episode = self._episodes[instance_id]
-        out = await asyncio.wrap_future(shared_loop().submit(episode.acall(self.name, parameters)))
+        out = await asyncio.wrap_future(shared_loop().submit(episode.astep(self.name, parameters)))
         reward = getattr(out, "reward", None)
         return (
             _response(describe(out)),

@@ -1,6 +1,6 @@
 """The episode's cheap paths give what the general ones give: the answer read without the input
 model, the grading context without a trajectory for graders that cannot read one, an output's
-text without a join."""
+text without a join, a graded answer's reply before it is the wire's model."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from envbuilder.episode import Episode, SubmitTool
+from envbuilder.episode import GOLD_DETAILS, Episode, GradeCounts, Reply, SubmitTool, output_of, without_gold
 from envbuilder.episode.toolbox import _record
-from envbuilder.graders import TRAJECTORY, Grade, Grader, Trajectory
+from envbuilder.graders import TRAJECTORY, Grade, Grader, Outcome, Trajectory
 from envbuilder.graders._actions import ActionsConfig
 from envbuilder.inprocess import text_of
 from envbuilder.protocol import ImageBlock, RunToolError, TextBlock, ToolOutput
@@ -97,3 +97,65 @@ def test_an_output_s_text_is_its_text_blocks_joined(blocks: list[Any]) -> None:
     episode = Episode({})
     _record(episode, "submit", {}, output)
     assert episode.transcript[-1]["output"] == "\n".join(b.text for b in blocks if isinstance(b, TextBlock))
+
+
+@pytest.mark.parametrize(
+    ("text", "metadata", "reward", "finished"),
+    [
+        ("Correct!", {"outcome": "correct", "score": 1.0}, 1.0, True),
+        (
+            "Incorrect. 2 attempts left.",
+            {"outcome": "incorrect", "attempt_reward": 0.0},
+            None,
+            False,
+        ),
+        ("", {}, None, True),
+        ("Error: x", {"error": "x", "void": "the judge is down"}, None, True),
+    ],
+)
+def test_a_reply_is_the_wire_s_one_text_output(
+    text: str, metadata: dict[str, Any], reward: float | None, finished: bool
+) -> None:
+    reply = Reply(text, metadata, reward, finished)
+    expected = ToolOutput(blocks=[TextBlock(text=text)], metadata=metadata, reward=reward, finished=finished)
+    assert reply.output() == expected == output_of(reply)
+    assert reply.output().model_dump_json() == expected.model_dump_json()
+    assert reply == Reply(text, dict(metadata), reward, finished)
+    assert reply != Reply(text + "!", metadata, reward, finished) and reply != expected
+    episode = Episode({})
+    _record(episode, "submit", {}, reply)
+    _record(episode, "submit", {}, expected)
+    assert episode.transcript[0] | {"id": ""} == episode.transcript[1] | {"id": ""}
+    error = RunToolError(error="no")
+    assert output_of(expected) is expected and output_of(error) is error  # (the rest as they are)
+
+
+@pytest.mark.parametrize(
+    "details",
+    [
+        {"extracted": "72", "target": "72"},
+        {"score": 0.5, "pattern": "x", "nested": {"target": 1, "kept": 2}, "runs": [1]},
+        {"parts": [{"diff": "d", "ok": True}, "plain"], "reasoning": "gold"},
+        {},
+    ],
+)
+def test_the_gold_left_out_into_a_dict_is_the_gold_left_out_added_to_it(details: dict[str, Any]) -> None:
+    before = {"outcome": "correct", "score": 1.0}
+    into = dict(before)
+    assert without_gold(details, into) is into
+    assert into == {**before, **without_gold(details)}
+    assert not GOLD_DETAILS & _keys(into)  # (nested ones too)
+
+
+def _keys(value: Any) -> set[str]:
+    if isinstance(value, dict):
+        return set(value).union(*(_keys(v) for v in value.values()))
+    return set().union(*(_keys(v) for v in value)) if isinstance(value, list) else set()
+
+
+def test_grade_counts_count_by_outcome() -> None:
+    counts = GradeCounts()
+    for outcome in (Outcome.CORRECT, Outcome.CORRECT, Outcome.INCORRECT, Outcome.UNGRADEABLE):
+        counts.add(outcome)
+    assert counts.as_dict() == {"correct": 2, "incorrect": 1, "ungradeable": 1}
+    assert (counts.total, counts.ungradeable) == (4, 1)

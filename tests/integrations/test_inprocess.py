@@ -14,10 +14,11 @@ import skyrl_gym
 import envbuilder.integrations
 from envbuilder.authoring import gold_cases
 from envbuilder.environment import load_environment
-from envbuilder.episode import Episode
+from envbuilder.episode import Episode, Reply, output_of
 from envbuilder.graders import grade_off_loop
 from envbuilder.inprocess import LocalEpisode
 from envbuilder.integrations import skyrl, trl, verl
+from envbuilder.integrations._local import describe
 from envbuilder.protocol import RunToolError, ToolOutput, call_result
 from envbuilder.threadloop import run_sync
 from tests.conftest import ENVS
@@ -247,16 +248,28 @@ def test_the_answer_tool_in_process_gives_the_servers_bytes_and_leaves_its_episo
 
     def played(prefill: int) -> list[Any]:
         sync, in_loop, served = LocalEpisode(env, task), LocalEpisode(env, task), Episode(task=task)
+        stepped, astepped = LocalEpisode(env, task), LocalEpisode(env, task)  # (the adapters' way)
         entry = {"name": "x", "input": {}, "output": "", "error": False}
-        for episode in (sync.state, in_loop.state, served):
+        for episode in (sync.state, in_loop.state, served, stepped.state, astepped.state):
             episode.transcript += [{"id": f"call_{i + 1}", **entry} for i in range(prefill)]
+        replies = 0
         for tool_input in inputs:
             out = sync.call(answer, tool_input)
             assert run_sync(in_loop.acall(answer, tool_input)) == out
             wire = run_sync(env.call_tool(served, answer, tool_input))
             assert call_result(out) == wire and call_result(out).model_dump_json() == wire.model_dump_json()
-        assert sync.state.to_dict() == in_loop.state.to_dict() == served.to_dict()
-        assert sync.rewards == in_loop.rewards
+            # step/astep: a graded answer as a Reply (no wire model), the same output once made one
+            step, astep = stepped.step(answer, tool_input), run_sync(astepped.astep(answer, tool_input))
+            assert step == astep and output_of(step) == out and describe(step) == describe(out)
+            assert output_of(step).model_dump_json() == out.model_dump_json()  # type: ignore[union-attr]
+            graded = isinstance(out, ToolOutput) and "outcome" in (out.metadata or {})
+            assert isinstance(step, Reply) == graded  # (a refusal, the latch, the bound: as they are)
+            replies += graded
+        states = (sync.state, in_loop.state, stepped.state, astepped.state)
+        assert all(s.to_dict() == served.to_dict() for s in states)
+        assert sync.rewards == in_loop.rewards == stepped.rewards == astepped.rewards
+        assert sync.void == stepped.void and sync.reward == stepped.reward
+        assert replies == (0 if prefill else 1 + (submit.spec.max_attempts > 1))  # wrong, then right
         return sync.rewards
 
     rewards = played(0)
