@@ -355,13 +355,18 @@ def inproc_paths(count: int) -> list[tuple[str, Any, float]]:
     else:
         vf_env = vf_spec.load_environment(spec, split="train", num_tasks=count)  # renders the dataset once
 
-        assistant = vf.AssistantMessage  # (verifiers' lazy module attribute: looked up once)
+        # The model's replies as verifiers' rollout loop hands them over: its own pydantic
+        # messages, which it builds whatever the environment (12 k instructions each), so
+        # made before the count, not in it (the other paths are handed a plain string)
+        completions = [
+            [vf.AssistantMessage(role="assistant", content=f"The answer is {gold[i]}.")] for i in range(count)
+        ]
 
         async def verifiers_rollouts() -> None:
             for i in range(count):
                 state: dict[str, Any] = {"info": {"task_index": i}}
                 await vf_env.setup_state(state)
-                state["completion"] = [assistant(role="assistant", content=f"The answer is {gold[i]}.")]
+                state["completion"] = completions[i]
                 await vf_env.end_episode(state)
 
         paths.append(

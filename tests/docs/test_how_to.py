@@ -57,7 +57,7 @@ def test_train_with_sections_run(monkeypatch: pytest.MonkeyPatch) -> None:
             for want in expected:
                 assert any(line.strip() == want for line in printed), (want, printed)
             ran += 1
-    assert ran == 4
+    assert ran == 5
 
 
 def test_agent_example_is_a_valid_spec_over_the_shipped_data() -> None:
