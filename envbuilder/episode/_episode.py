@@ -142,9 +142,8 @@ class GradeCounts:
         self._counts = {outcome.value: 0 for outcome in Outcome}
 
     def add(self, outcome: Outcome) -> None:
-        key = outcome._value_  # (the plain str: hashing the member runs Enum.__hash__ in Python)
-        with self._lock:
-            self._counts[key] += 1
+        with self._lock:  # (a str enum member finds its value's key: no `.value` lookup)
+            self._counts[outcome] += 1
 
     @property
     def ungradeable(self) -> int:
