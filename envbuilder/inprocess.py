@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from envbuilder.environment import Environment
-from envbuilder.episode import Episode, Reply, output_of
+from envbuilder.episode import Episode, Reply, output_of, reward_of
 from envbuilder.protocol import ContentBlock, RunToolError, RunToolSuccess, TextBlock, ToolOutput, ToolSpec
 from envbuilder.threadloop import run_sync
 
@@ -106,7 +106,7 @@ class LocalEpisode:
     def _kept(self, out: Reply | ToolOutput | RunToolError) -> Reply | ToolOutput | RunToolError:
         """``out``, recorded as this episode's next call."""
         self.outputs.append(out)
-        self.rewards.append(out.reward if isinstance(out, Reply) or type(out) is ToolOutput else None)
+        self.rewards.append(reward_of(out))
         return out
 
     async def astep(self, name: str, tool_input: dict[str, Any]) -> Reply | ToolOutput | RunToolError:

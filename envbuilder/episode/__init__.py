@@ -10,6 +10,7 @@ from envbuilder.episode._episode import (
     Reply,
     finished_error,
     output_of,
+    reward_of,
     without_gold,
 )
 from envbuilder.episode._submit import SubmitTool
@@ -23,5 +24,6 @@ __all__ = [
     "SubmitTool",
     "finished_error",
     "output_of",
+    "reward_of",
     "without_gold",
 ]

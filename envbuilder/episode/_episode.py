@@ -12,7 +12,7 @@ from envbuilder.graders import Outcome
 from envbuilder.protocol import RunToolError, ToolOutput, text_output
 from envbuilder.world import json_copy
 
-__all__ = ["Episode", "GradeCounts", "Reply", "finished_error", "output_of"]
+__all__ = ["Episode", "GradeCounts", "Reply", "finished_error", "output_of", "reward_of"]
 
 log = logging.getLogger("envbuilder.episode")
 
@@ -92,46 +92,31 @@ class Episode:
         return cls(**data)
 
 
+@dataclass(slots=True)
 class Reply:
     """An answer's output before it is the wire's model: one text, its metadata, reward and
     end. The answer tool gives one for a graded answer; :meth:`output` is the ``ToolOutput``
     the server sends (one text block), made only by a caller that needs it (the in-process
     adapters read the four fields: an answer there builds no pydantic model)."""
 
-    __slots__ = ("finished", "metadata", "reward", "text")
-
-    def __init__(self, text: str, metadata: dict[str, Any], reward: float | None, finished: bool):
-        self.text = text
-        self.metadata = metadata
-        self.reward = reward
-        self.finished = finished
+    text: str
+    metadata: dict[str, Any]
+    reward: float | None
+    finished: bool
 
     def output(self) -> ToolOutput:
         """``ToolOutput(blocks=[TextBlock(text=...)], metadata=..., reward=..., finished=...)``."""
         return text_output(self.text, self.metadata, self.reward, self.finished)
 
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not Reply:
-            return NotImplemented
-        return (self.text, self.metadata, self.reward, self.finished) == (
-            other.text,
-            other.metadata,
-            other.reward,
-            other.finished,
-        )
-
-    __hash__ = None  # type: ignore[assignment]  # (mutable fields, as the model's)
-
-    def __repr__(self) -> str:
-        return (
-            f"Reply(text={self.text!r}, metadata={self.metadata!r}, reward={self.reward!r}, "
-            f"finished={self.finished!r})"
-        )
-
 
 def output_of(out: Reply | ToolOutput | RunToolError) -> ToolOutput | RunToolError:
     """``out`` as the wire has it: a :class:`Reply` made a ``ToolOutput``, the rest as it is."""
     return out.output() if isinstance(out, Reply) else out
+
+
+def reward_of(out: Reply | ToolOutput | RunToolError) -> float | None:
+    """The reward a call's result carries (None for an error, which carries none)."""
+    return out.reward if isinstance(out, Reply) or type(out) is ToolOutput else None
 
 
 class GradeCounts:

@@ -18,7 +18,7 @@ except ImportError as exc:  # an optional extra
     hint = "envbuilder.integrations.skyrl needs skyrl-gym: pip install 'envbuilder[skyrl]'"
     raise ImportError(hint) from exc
 
-from envbuilder.episode import Reply
+from envbuilder.episode import Reply, reward_of
 from envbuilder.integrations._local import LocalEpisode, describe, environment
 from envbuilder.protocol import RunToolError, ToolOutput
 
@@ -96,7 +96,7 @@ class EnvbuilderTextEnv(BaseTextEnv):
         elif type(call) is dict:
             out = episode.step(call["name"], call["arguments"])
         if out is not None:
-            reward = out.reward if isinstance(out, Reply) or type(out) is ToolOutput else None
+            reward = reward_of(out)
             finished = episode.state.finished
         else:  # a malformed call (what is wrong with it), or none and no answer tool
             reward, finished = None, False

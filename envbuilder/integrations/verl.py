@@ -14,9 +14,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from envbuilder.episode import Reply
+from envbuilder.episode import reward_of
 from envbuilder.integrations._local import LocalEpisode, describe, environment
-from envbuilder.protocol import ToolOutput
 from envbuilder.threadloop import shared_loop
 
 TOOL_CLASS = f"{__name__}.SpecTool"
@@ -41,7 +40,7 @@ def compute_score(
     episode = LocalEpisode.of(env, str(info.get("split", "train")), int(info.get("index", 0)))
     assert env.submit is not None
     out = episode.step(env.submit.spec.name, {env.submit.spec.answer_field: solution_str})
-    reward = out.reward if isinstance(out, Reply) or type(out) is ToolOutput else None
+    reward = reward_of(out)
     return {
         "score": 0.0 if reward is None else float(reward),
         "graded": int(reward is not None),
@@ -133,7 +132,7 @@ class SpecTool:
     ) -> tuple[Any, float, dict[str, Any]]:
         episode = self._episodes[instance_id]
         out = await asyncio.wrap_future(shared_loop().submit(episode.astep(self.name, parameters)))
-        reward = getattr(out, "reward", None)
+        reward = reward_of(out)
         return (
             _response(describe(out)),
             0.0 if reward is None else float(reward),

@@ -8,7 +8,16 @@ from typing import Any
 
 import pytest
 
-from envbuilder.episode import GOLD_DETAILS, Episode, GradeCounts, Reply, SubmitTool, output_of, without_gold
+from envbuilder.episode import (
+    GOLD_DETAILS,
+    Episode,
+    GradeCounts,
+    Reply,
+    SubmitTool,
+    output_of,
+    reward_of,
+    without_gold,
+)
 from envbuilder.episode.toolbox import _record
 from envbuilder.graders import TRAJECTORY, Grade, Grader, Outcome, Trajectory
 from envbuilder.graders._actions import ActionsConfig
@@ -128,6 +137,7 @@ def test_a_reply_is_the_wire_s_one_text_output(
     assert episode.transcript[0] | {"id": ""} == episode.transcript[1] | {"id": ""}
     error = RunToolError(error="no")
     assert output_of(expected) is expected and output_of(error) is error  # (the rest as they are)
+    assert reward_of(reply) == reward_of(expected) == reward and reward_of(error) is None
 
 
 @pytest.mark.parametrize(
