@@ -195,14 +195,16 @@ def test_only_templates_that_show_fields_render_untimed_on_the_loop(source: str,
 
 
 def test_a_filter_that_holds_the_interpreter_renders_in_a_process_killed_at_its_budget() -> None:
-    # One regular-expression split over 11.5M characters: seconds inside one C call (well past the
-    # budget and its grace on a fast machine too), which holds the interpreter lock and which no
-    # deadline in the server's own threads can stop.
+    # One C call that holds the interpreter lock and which no deadline in the server's own threads
+    # can stop: `sum` over 200,000 one-item lists copies the growing list at each step, 2 x 10^10
+    # item copies (seconds for a tenth of them: over the budget and its grace by orders of
+    # magnitude on any machine, not by a machine's speed; a linear C call, like one regular-
+    # expression split over the render's 16M characters, takes about a second and can finish within
+    # the grace on a fast machine, leaving the Python after it to the process's own deadline).
     with render_limits(0.3, None):
-        template = Template(
-            "{% set q = question*20 %}{% set q = q~q~q %}{{ (q~q~q~q) | wordwrap(2) }}", name="t"
-        )
-    assert not template.bounded
+        template = Template("{{ ([[question]] * 200000) | sum(start=[]) | length }}", name="t")
+        small = Template("{{ question | wordwrap(2) }}", name="t")
+    assert not template.bounded and not small.bounded
     killed = render_pool().killed
     ticks, stop = [0], threading.Event()
 
@@ -223,7 +225,7 @@ def test_a_filter_that_holds_the_interpreter_renders_in_a_process_killed_at_its_
     assert info.value.message == "t: rendering took longer than 0.3 s and was stopped"
     assert render_pool().killed == killed + 1  # its process was killed, not waited for
     assert ticks[0] >= 50  # the server's interpreter stayed free while it rendered
-    assert template.render({"question": "ab"}) == "\n".join(["ab"] * 240)  # a fresh process renders
+    assert small.render({"question": "ab " * 3}) == "ab\nab\nab"  # a fresh process renders
 
 
 def test_a_loop_stopped_by_its_deadline_keeps_its_render_process() -> None:
@@ -240,12 +242,18 @@ def test_fields_a_process_cannot_receive_render_here_under_the_deadline() -> Non
     assert template.render({"xs": [1, 2], "lock": threading.Lock()}) == "12"
 
 
+SLOW_PER_CHARACTER = "{{ question | list | map('upper') | map('lower') | join }}"
+"""A loop-free template whose time is Python's, per character of the question (each C call in it
+is one pass of milliseconds): a deadline stops it wherever it is."""
+
+
 def test_a_loop_free_template_is_stopped_at_its_deadline() -> None:
-    template = Template("{% set q = question*19 %}{{ (q~q~q~q) | wordwrap(2) }}", name="prompt.template")
+    # Python per character (two `map`s), after C calls of milliseconds (`list`): 3 s on this
+    # machine for 2.1M characters, 15 times the budget, so the process's own deadline stops it.
     with render_limits(0.2, None):
-        template = Template(template.source, name="prompt.template")
+        template = Template(SLOW_PER_CHARACTER, name="prompt.template")
     with pytest.raises(TemplateError) as info:
-        template.render({"question": "ab " * 3000})
+        template.render({"question": "ab " * 700_000})
     assert info.value.code == "template_budget" and "longer than 0.2 s" in info.value.message
 
 
@@ -256,11 +264,11 @@ def test_the_load_time_check_renders_the_longest_rows_not_only_row_0(tmp_path: P
     from envbuilder.spec import parse_spec
 
     rows = [{"question": "short", "answer": "1"}] * 40
-    rows[23] = {"question": "ab " * 5000, "answer": "1"}  # seconds to wrap, 10+ times the budget
+    rows[23] = {"question": "ab " * 700_000, "answer": "1"}  # seconds, 15 times the budget
     (tmp_path / "qa.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     spec = (
         "name: wrap\ndataset: {type: jsonl, files: {test: qa.jsonl}}\nsplits: {test: {}}\n"
-        'prompt: {template: "{% set q = question*19 %}{{ (q~q~q~q) | wordwrap(2) }}"}\n'
+        'prompt: {template: "' + SLOW_PER_CHARACTER + '"}\n'
         'grader: {type: exact_match, target: "{{ answer }}"}\nlimits: {render_seconds: 0.2}\n'
     )
     from envbuilder.environment import Environment

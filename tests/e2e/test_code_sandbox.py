@@ -243,4 +243,6 @@ def test_a_long_run_does_not_stall_other_sessions(url: str) -> None:
         for _ in range(5):
             assert c.get("/humaneval/splits").status_code == 200
         assert not slow.done()  # answered while the run still loops (an ordering, not a time)
-        assert slow.result()[0]["output"]["metadata"]["reason"].startswith("timeout")
+        # Stopped by its wall time or its CPU limit (as in the test above); either way graded.
+        reason = slow.result()[0]["output"]["metadata"]["reason"]
+        assert reason.startswith(("timeout: ", "cpu time limit: ")), reason

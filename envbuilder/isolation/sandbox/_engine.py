@@ -42,6 +42,9 @@ _TLS_ENV = ("DOCKER_TLS_VERIFY", "DOCKER_CERT_PATH")
 #: The variables that say where the engine is (a backend built with other values is another one).
 ENGINE_ENV = (HOST_ENV, *_TLS_ENV)
 _HINT = "Start the engine (dockerd, or `podman system service`), or point DOCKER_HOST at one"
+#: Podman's words in a 500 for a container that is not running (Docker: 409) or is being removed
+#: as the call arrives (an auto-removed container that ended by itself; Docker: 404).
+_PODMAN_GONE = ("container state improper", "no such container")
 _CONNECT_SECONDS = 10.0
 _REQUEST_SECONDS = 120.0
 STDOUT, STDERR = 1, 2
@@ -138,7 +141,7 @@ class EngineClient:
         timeout: float | None = _REQUEST_SECONDS,
     ) -> httpx.Response | None:
         """One call; its response (None when ``missing_ok`` and the container is gone or not running:
-        404, 409, or Podman's 500 "container state improper").
+        404, 409, or a Podman 500 that says so).
 
         Raises:
             SandboxError: the engine cannot be reached, or refused the call.
@@ -159,8 +162,7 @@ class EngineClient:
             raise self._unreachable(exc) from None
         if missing_ok and (
             response.status_code in (404, 409)
-            # Podman answers a kill of a container that has already stopped with a 500 (Docker: 409).
-            or (response.status_code == 500 and "state improper" in _message(response))
+            or (response.status_code == 500 and any(m in _message(response) for m in _PODMAN_GONE))
         ):
             return None
         if response.status_code >= 400:

@@ -85,6 +85,70 @@ def test_each_engine_setting_is_its_own_backend(monkeypatch: pytest.MonkeyPatch)
     assert second is not first and str(second.address) == "tcp://127.0.0.1:3"  # type: ignore[attr-defined]
 
 
+# What engines answer a kill or a removal of a container that is not running, or is gone:
+# Docker 409 and 404; Podman a 500 with its own words, "container state improper" for a stopped
+# one and "no such container" for one auto-removed as the call arrives (the run ended by itself,
+# at its CPU limit, as its wall time ran out).
+_GONE = [
+    (404, "No such container: c1"),
+    (409, "Container c1 is not running"),
+    (500, "can only kill running containers. c1 is in state exited: container state improper"),
+    (500, "no container with ID c1 found in database: no such container"),
+]
+
+
+@pytest.mark.parametrize(("status", "message"), _GONE)
+async def test_a_container_already_gone_is_killed_and_removed_without_error(
+    status: int, message: str
+) -> None:
+    from fastapi import FastAPI
+    from fastapi.responses import JSONResponse
+
+    from tests.servers import serve_app
+
+    app = FastAPI()
+    calls: list[str] = []
+
+    @app.api_route("/{path:path}", methods=["GET", "POST", "DELETE"])
+    async def answer(path: str) -> JSONResponse:
+        calls.append(path)
+        return JSONResponse({"message": message}, status_code=status)
+
+    with serve_app(app) as url:
+        engine = Engine(EngineAddress.from_env("tcp://" + url.removeprefix("http://")))
+        async with engine.connect() as api:
+            await api.kill("c1")
+            await api.remove("c1")
+            # Only a kill or a removal may find the container gone: a start that does is refused.
+            with pytest.raises(SandboxError) as info:
+                await api.start("c1")
+    assert calls == ["containers/c1/kill", "containers/c1", "containers/c1/start"]
+    refused = f"the container engine refused POST /containers/c1/start: {message} (HTTP {status})"
+    assert info.value.message == refused
+
+
+async def test_any_other_engine_failure_of_a_kill_is_a_sandbox_error() -> None:
+    from fastapi import FastAPI
+    from fastapi.responses import JSONResponse
+
+    from tests.servers import serve_app
+
+    app = FastAPI()
+
+    @app.post("/containers/c1/kill")
+    async def kill() -> JSONResponse:
+        return JSONResponse({"message": "runtime crashed: signal failed"}, status_code=500)
+
+    with serve_app(app) as url:
+        engine = Engine(EngineAddress.from_env("tcp://" + url.removeprefix("http://")))
+        async with engine.connect() as api:
+            with pytest.raises(SandboxError) as info:
+                await api.kill("c1")
+    assert info.value.message == (
+        "the container engine refused POST /containers/c1/kill: runtime crashed: signal failed (HTTP 500)"
+    )
+
+
 async def test_an_unreachable_engine_is_a_sandbox_error() -> None:
     with pytest.raises(SandboxError, match=r"the container engine at tcp://127\.0\.0\.1:1 cannot be reached"):
         await DockerBackend(host=UNREACHABLE).run(["python3", "main.py"], {"main.py": b"print(1)"}, LIMITS)
