@@ -15,7 +15,7 @@ from __future__ import annotations
 import codecs
 import io
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -133,6 +133,8 @@ class _FileSource(Source):
 
 
 _BLOCK = 4 << 20  # bytes per parsed block: bounds the memory of a conversion
+_PYARROW_BLOCK = 1 << 20  # pyarrow's own default block for one parse (its threads split on it)
+_MAX_PYARROW_BLOCK = (1 << 31) - 1  # its block size is a 32-bit int
 _JSON_ROWS = 8192  # rows per batch of a JSON array
 
 
@@ -184,15 +186,15 @@ class JsonlSource(_FileSource):
         for raw in _line_blocks(path, _BLOCK):
             block = _as_utf8(raw, self.config.encoding)
             if schema is None:
-                table = pjson.read_json(io.BytesIO(block))
+                table = _json_table(block)
                 schema = table.schema
             else:
                 options = pjson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="error")
-                table = pjson.read_json(io.BytesIO(block), parse_options=options)
+                table = _json_table(block, options)
             yield from table.to_batches()
 
     def read(self, path: Path) -> pa.Table:
-        return pjson.read_json(io.BytesIO(_as_utf8(path.read_bytes(), self.config.encoding)))
+        return _json_table(_as_utf8(path.read_bytes(), self.config.encoding))
 
 
 class JsonSource(_FileSource):
@@ -221,7 +223,36 @@ class CsvSource(_FileSource):
         yield from pcsv.open_csv(path, read_options=options)
 
     def read(self, path: Path) -> pa.Table:
-        return pcsv.read_csv(path, read_options=pcsv.ReadOptions(encoding=self.config.encoding))
+        # (A row longer than a streamed block ends the stream with ArrowInvalid: the file is read
+        # whole here, in one block if it must be.)
+        encoding = self.config.encoding
+
+        def parse(size: int) -> pa.Table:
+            return pcsv.read_csv(path, read_options=pcsv.ReadOptions(block_size=size, encoding=encoding))
+
+        return _one_block_if_needed(parse, path.stat().st_size)
+
+
+def _json_table(data: bytes, options: pjson.ParseOptions | None = None) -> pa.Table:
+    """The JSON lines of ``data`` (whole lines) as a table."""
+    return _one_block_if_needed(
+        lambda size: pjson.read_json(
+            io.BytesIO(data), read_options=pjson.ReadOptions(block_size=size), parse_options=options
+        ),
+        len(data),
+    )
+
+
+def _one_block_if_needed(parse: Callable[[int], pa.Table], size: int) -> pa.Table:
+    """``parse(block_size)`` with pyarrow's default block, else (a row longer than that block:
+    pyarrow's "straddling object" error) once more with the ``size`` bytes as one block. Long
+    rows are real data (a repository's files, a long document), not a malformed file."""
+    try:
+        return parse(_PYARROW_BLOCK)
+    except pa.ArrowInvalid as exc:
+        if "straddl" not in str(exc) or size < _PYARROW_BLOCK:
+            raise
+        return parse(min(size + 1, _MAX_PYARROW_BLOCK))
 
 
 def _as_utf8(data: bytes, encoding: str) -> bytes:

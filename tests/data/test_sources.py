@@ -137,6 +137,31 @@ def test_a_later_block_with_other_keys_falls_back_to_reading_whole(
     assert split.task(-1)["extra"] == [1, 2] and split.task(0)["extra"] is None
 
 
+@pytest.mark.parametrize("kind", ["jsonl", "json", "csv"])
+# pyarrow reads a row of up to about two blocks: over two of its own 1 MB, over two streamed 4 MB.
+@pytest.mark.parametrize("size", [3_000_000, 9_000_000])
+def test_a_row_longer_than_a_block_is_read(kind: str, size: int, tmp_path: Path) -> None:
+    """A long document, a repository's files: one row of megabytes among short ones, at the start
+    (the block that fixes the columns), in the middle and at the end."""
+    long = "ab " * (size // 3)
+    rows = [{"question": f"q{i}", "answer": str(i)} for i in range(300)]
+    for at in (0, 150, 299):
+        rows[at] = {"question": long + str(at), "answer": str(at)}
+    path = tmp_path / f"rows.{kind}"
+    if kind == "jsonl":
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    elif kind == "json":
+        path.write_text(json.dumps(rows))
+    else:
+        path.write_text("question,answer\n" + "".join(f'"{r["question"]}",{r["answer"]}\n' for r in rows))
+    split = make_env({"type": kind, "files": {"test": f"rows.{kind}"}}, {"test": {}}, tmp_path).split("test")
+    assert len(split) == 300
+    for at in (0, 1, 150, 298, 299):
+        task = split.task(at)
+        assert task["question"] == (long + str(at) if at in (0, 150, 299) else f"q{at}")
+        assert str(task["answer"]) == str(at)
+
+
 def test_an_empty_file_gives_an_empty_split(tmp_path: Path) -> None:
     (tmp_path / "rows.csv").write_text("question,answer\n")
     env = make_env({"type": "csv", "files": {"test": "rows.csv"}}, {"test": {}}, tmp_path)
