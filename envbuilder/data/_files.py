@@ -194,7 +194,12 @@ class JsonlSource(_FileSource):
             yield from table.to_batches()
 
     def read(self, path: Path) -> pa.Table:
-        return _json_table(_as_utf8(path.read_bytes(), self.config.encoding))
+        try:
+            return _json_table(_as_utf8(path.read_bytes(), self.config.encoding))
+        except pa.ArrowInvalid:
+            # pyarrow's reasons name neither the line nor (for a column that is a number in one
+            # row and text in another) a way out: each line parsed here says both.
+            return table_of_any([row for _, row in json_lines(path, self.config.encoding)])
 
 
 class JsonSource(_FileSource):
@@ -211,7 +216,7 @@ class JsonSource(_FileSource):
             data = data["data"]
         if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
             raise ValueError(f'{str(path)!r} must hold an array of objects (or {{"data": [...]}})')
-        return table_of(data)
+        return table_of_any(data)
 
 
 class CsvSource(_FileSource):
@@ -310,6 +315,59 @@ def table_of(rows: list[dict[str, Any]]) -> pa.Table:
     """``rows`` as a table with every field any of them has (pyarrow alone reads the first's)."""
     names = list(dict.fromkeys(key for row in rows for key in row))
     return pa.Table.from_pylist([{key: row.get(key) for key in names} for row in rows])
+
+
+def table_of_any(rows: list[dict[str, Any]]) -> pa.Table:
+    """:func:`table_of`, or, when a field's values differ in kind from row to row (one table
+    column holds one type), the table of :func:`uniform` ``rows``."""
+    try:
+        return table_of(rows)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return table_of(uniform(rows))
+
+
+def uniform(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``rows`` with each field whose values differ in kind (a number in one row and text in
+    another; a list in one and an object in another, as NeMo Gym's ``declared_tools``: ``[]`` or
+    tools) holding text in every row: a string as it is, any other value as its JSON text (``7``,
+    ``true``, ``[1, 2]``), so a template shows each as the file has it."""
+    kinds: dict[str, set[str]] = {}
+    for row in rows:
+        for key, value in row.items():
+            if value is not None:
+                number = isinstance(value, int | float) and not isinstance(value, bool)
+                kinds.setdefault(key, set()).add("number" if number else type(value).__name__)
+    mixed = {key for key, found in kinds.items() if len(found) > 1}
+    return [
+        {
+            k: json.dumps(v, ensure_ascii=False) if k in mixed and not isinstance(v, str | None) else v
+            for k, v in row.items()
+        }
+        for row in rows
+    ]
+
+
+def json_lines(path: Path, encoding: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Each object of the JSON Lines file ``path`` with where it is (``name:line``); blank lines
+    are skipped, a leading byte-order mark too.
+
+    Raises:
+        DataError: a line is not a JSON object (it says which).
+    """
+    with open(path, encoding=encoding) as f:
+        for number, text in enumerate(f, 1):
+            if number == 1:
+                text = text.removeprefix("\ufeff")
+            if not text.strip():
+                continue
+            where = f"{path.name}:{number}"
+            try:
+                line = json.loads(text)
+            except ValueError as exc:
+                raise DataError(f"{where}: not a JSON object ({exc})", code="data_unreadable") from None
+            if not isinstance(line, dict):
+                raise DataError(f"{where}: not a JSON object", code="data_unreadable")
+            yield where, line
 
 
 def stream_objects(rows: Iterable[dict[str, Any]], path: Path) -> Iterator[pa.RecordBatch]:

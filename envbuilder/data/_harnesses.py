@@ -34,7 +34,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from envbuilder.data._base import Table
-from envbuilder.data._files import _FilesConfig, _FileSource, stream_objects, table_of
+from envbuilder.data._files import _FilesConfig, _FileSource, json_lines, stream_objects, table_of_any
 from envbuilder.data._parquet import PathOrPaths, resolve_paths
 from envbuilder.data._remote import is_url
 from envbuilder.errors import DataError
@@ -70,28 +70,14 @@ class _ConvertedSource(_FileSource):
         yield from self._lines(path)
 
     def _lines(self, path: Path) -> Iterator[dict[str, Any]]:
-        with open(path, encoding=self.config.encoding) as f:
-            for number, text in enumerate(f, 1):
-                if not text.strip():
-                    continue
-                where = f"{path.name}:{number}"
-                try:
-                    line = json.loads(text)
-                except ValueError as exc:
-                    raise DataError(f"{where}: not a JSON object ({exc})", code="data_unreadable") from None
-                if not isinstance(line, dict):
-                    raise DataError(f"{where}: not a JSON object", code="data_unreadable")
-                yield self.convert(line, where)
+        for where, line in json_lines(path, self.config.encoding):
+            yield self.convert(line, where)
 
     def stream(self, path: Path) -> Iterator[pa.RecordBatch]:
         return stream_objects(self._rows(path), path)
 
     def read(self, path: Path) -> pa.Table:
-        rows = list(self._rows(path))
-        try:
-            return table_of(rows)
-        except (pa.ArrowInvalid, pa.ArrowTypeError):
-            return table_of(_uniform(rows))
+        return table_of_any(list(self._rows(path)))
 
 
 def _flat(value: Any) -> Any:
@@ -101,26 +87,6 @@ def _flat(value: Any) -> Any:
         isinstance(value, list) and any(isinstance(v, dict | list) for v in value)
     )
     return json.dumps(value, ensure_ascii=False) if nested else value
-
-
-def _uniform(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``rows`` with each column whose values differ in kind (a list in one row, text or an
-    object's JSON text in another, as NeMo Gym's ``declared_tools``: ``[]`` or tools) holding
-    JSON text in every row (one table column holds one type)."""
-    kinds: dict[str, set[str]] = {}
-    for row in rows:
-        for key, value in row.items():
-            if value is not None:
-                number = isinstance(value, int | float) and not isinstance(value, bool)
-                kinds.setdefault(key, set()).add("number" if number else type(value).__name__)
-    mixed = {key for key, found in kinds.items() if len(found) > 1}
-    return [
-        {
-            k: json.dumps(v, ensure_ascii=False) if k in mixed and not isinstance(v, str | None) else v
-            for k, v in row.items()
-        }
-        for row in rows
-    ]
 
 
 def _text(content: Any, where: str) -> str:

@@ -80,11 +80,52 @@ def test_text_formats(kind: str, tmp_path: Path) -> None:
     assert again.split("test").task_range(0, 5) == split.task_range(0, 5)
 
 
-def test_bad_json_is_a_located_error(tmp_path: Path) -> None:
-    (tmp_path / "bad.jsonl").write_text("{not json\n")
+@pytest.mark.parametrize("block", [None, 4096])  # the bad line in the first block, or further on
+def test_bad_json_is_a_located_error(
+    block: int | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from envbuilder.data import _files
+
+    if block:
+        monkeypatch.setattr(_files, "_BLOCK", block)
+    good = [json.dumps({"question": f"q{i}", "answer": str(i)}) for i in range(500)]
+    (tmp_path / "bad.jsonl").write_text("\n".join([*good[:300], "{not json", *good[300:]]) + "\n")
     with pytest.raises(SpecError) as exc:
         make_env({"type": "jsonl", "files": {"test": "bad.jsonl"}}, {"test": {}}, tmp_path)
-    assert "dataset.files.test: cannot read jsonl data" in str(exc.value)
+    assert str(exc.value).startswith(
+        "spec.yaml:5:11 dataset.files.test: bad.jsonl:301: not a JSON object (Expecting property name"
+    ), str(exc.value)
+    (tmp_path / "list.jsonl").write_text("\n".join([*good[:3], "[1, 2]"]) + "\n")
+    with pytest.raises(SpecError) as exc:
+        make_env({"type": "jsonl", "files": {"test": "list.jsonl"}}, {"test": {}}, tmp_path)
+    assert "dataset.files.test: list.jsonl:4: not a JSON object" in str(exc.value)
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "json"])
+@pytest.mark.parametrize("block", [None, 4096])  # the kinds met in one block, or a block apart
+def test_a_field_of_mixed_kinds_is_read_as_the_file_has_it(
+    kind: str, block: int | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`"answer": 7` in one row and `"answer": "seven"` in another (one table column holds one
+    type): each row's value as text, a string as it is, anything else as its JSON text."""
+    from envbuilder.data import _files
+
+    if block:
+        monkeypatch.setattr(_files, "_BLOCK", block)
+        monkeypatch.setattr(_files, "_JSON_ROWS", 100)
+    rows: list[dict] = [{"question": f"q{i}", "answer": i, "n": i} for i in range(400)]
+    odd = {390: "seven", 391: 2.5, 392: True, 393: [1, "x"], 394: {"a": None}, 395: None, 396: "ünï"}
+    for at, value in odd.items():
+        rows[at]["answer"] = value
+    path = tmp_path / f"rows.{kind}"
+    text = "".join(json.dumps(r) + "\n" for r in rows) if kind == "jsonl" else json.dumps(rows)
+    path.write_text(text)
+    split = make_env({"type": kind, "files": {"test": path.name}}, {"test": {}}, tmp_path).split("test")
+    assert len(split) == 400
+    answers = [t["answer"] for t in split.task_range(0, 400)]
+    assert answers[:3] == ["0", "1", "2"] and answers[389] == "389"
+    assert answers[390:397] == ["seven", "2.5", "true", '[1, "x"]', '{"a": null}', None, "ünï"]
+    assert [t["n"] for t in split.task_range(0, 400)] == list(range(400))  # a uniform field keeps its type
 
 
 def test_bad_path_names_the_key(tmp_path: Path) -> None:
