@@ -191,15 +191,20 @@ class JsonlSource(_FileSource):
             else:
                 options = pjson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="error")
                 table = _json_table(block, options)
+            if _rounded(table):
+                raise _Disagrees("an integer may be too large for 64 bits")
             yield from table.to_batches()
 
     def read(self, path: Path) -> pa.Table:
         try:
-            return _json_table(_as_utf8(path.read_bytes(), self.config.encoding))
+            table = _json_table(_as_utf8(path.read_bytes(), self.config.encoding))
+            if not _rounded(table):
+                return table
         except pa.ArrowInvalid:
-            # pyarrow's reasons name neither the line nor (for a column that is a number in one
-            # row and text in another) a way out: each line parsed here says both.
-            return table_of_any([row for _, row in json_lines(path, self.config.encoding)])
+            pass
+        # pyarrow's reasons name neither the line nor (for a column that is a number in one row
+        # and text in another) a way out: each line parsed here says both.
+        return table_of_any([row for _, row in json_lines(path, self.config.encoding)])
 
 
 class JsonSource(_FileSource):
@@ -225,17 +230,82 @@ class CsvSource(_FileSource):
 
     def stream(self, path: Path) -> Iterator[pa.RecordBatch]:
         options = pcsv.ReadOptions(block_size=_BLOCK, encoding=self.config.encoding)
-        yield from pcsv.open_csv(path, read_options=options)
+        for batch in pcsv.open_csv(path, read_options=options):
+            if _rounded(batch):
+                raise _Disagrees("an integer may be too large for 64 bits")
+            yield batch
 
     def read(self, path: Path) -> pa.Table:
         # (A row longer than a streamed block ends the stream with ArrowInvalid: the file is read
         # whole here, in one block if it must be.)
         encoding = self.config.encoding
 
-        def parse(size: int) -> pa.Table:
-            return pcsv.read_csv(path, read_options=pcsv.ReadOptions(block_size=size, encoding=encoding))
+        def parse(size: int, types: dict[str, pa.DataType] | None = None) -> pa.Table:
+            return pcsv.read_csv(
+                path,
+                read_options=pcsv.ReadOptions(block_size=size, encoding=encoding),
+                convert_options=pcsv.ConvertOptions(column_types=types),
+            )
 
-        return _one_block_if_needed(parse, path.stat().st_size)
+        size = path.stat().st_size
+        table = _one_block_if_needed(parse, size)
+        floats = [f.name for f in table.schema if pa.types.is_floating(f.type) and _rounded(table[f.name])]
+        if not floats:
+            return table
+        # pyarrow reads a column holding an integer over 64 bits as floats (5 as 5.0, the large
+        # one rounded): such a column is read as text, each value as the file writes it.
+        texts = _one_block_if_needed(lambda n: parse(n, dict.fromkeys(floats, pa.string())), size)
+        for name in floats:
+            if any(_too_long(v) for v in texts.column(name).to_pylist()):
+                table = table.set_column(table.schema.get_field_index(name), name, texts.column(name))
+        return table
+
+
+_INT64 = range(-(1 << 63), 1 << 63)
+
+
+def _rounded(data: pa.Table | pa.RecordBatch | pa.ChunkedArray | pa.Array) -> bool:
+    """``data`` holds a float of 2^63 or more in size, anywhere in it (lists and objects too):
+    perhaps an integer too large for 64 bits, which pyarrow's text readers make a float (rounded,
+    and every other number of its column a float: ``5`` shown as ``5.0``). The file is then read
+    exactly; a real float that large only costs that slower read."""
+    import pyarrow.compute as pc  # (here: 26 ms to import, for files with floats only)
+
+    if isinstance(data, pa.Table | pa.RecordBatch):
+        return any(_rounded(column) for column in data.columns)
+    kind = data.type
+    if pa.types.is_floating(kind):
+        largest = pc.max(pc.abs(data))
+        return largest.is_valid and largest.as_py() >= _2_63
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
+        return _rounded(pc.list_flatten(data))
+    if pa.types.is_struct(kind):
+        return any(_rounded(pc.struct_field(data, [i])) for i in range(kind.num_fields))
+    return False
+
+
+_2_63 = float(1 << 63)
+
+
+def _too_long(value: Any) -> bool:
+    """``value`` is an integer (or an integer's text) outside 64 bits."""
+    if isinstance(value, str):
+        text = value.strip()
+        if not text.lstrip("+-").isdigit():
+            return False
+        value = int(text)
+    return isinstance(value, int) and not isinstance(value, bool) and value not in _INT64
+
+
+def _holds_long(value: Any) -> bool:
+    """``value`` (a JSON value) holds an integer outside 64 bits, at any depth."""
+    if isinstance(value, int):
+        return _too_long(value)
+    if isinstance(value, list):
+        return any(_holds_long(v) for v in value)
+    if isinstance(value, dict):
+        return any(_holds_long(v) for v in value.values())
+    return False
 
 
 def _json_table(data: bytes, options: pjson.ParseOptions | None = None) -> pa.Table:
@@ -319,25 +389,27 @@ def table_of(rows: list[dict[str, Any]]) -> pa.Table:
 
 def table_of_any(rows: list[dict[str, Any]]) -> pa.Table:
     """:func:`table_of`, or, when a field's values differ in kind from row to row (one table
-    column holds one type), the table of :func:`uniform` ``rows``."""
+    column holds one type) or hold an integer over 64 bits, the table of :func:`uniform` ``rows``."""
     try:
         return table_of(rows)
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
         return table_of(uniform(rows))
 
 
 def uniform(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """``rows`` with each field whose values differ in kind (a number in one row and text in
     another; a list in one and an object in another, as NeMo Gym's ``declared_tools``: ``[]`` or
-    tools) holding text in every row: a string as it is, any other value as its JSON text (``7``,
-    ``true``, ``[1, 2]``), so a template shows each as the file has it."""
+    tools) or that holds an integer over 64 bits holding text in every row: a string as it is,
+    any other value as its JSON text (``7``, ``true``, ``[1, 2]``,
+    ``123456789012345678901234567890``), so a template shows each as the file has it."""
     kinds: dict[str, set[str]] = {}
     for row in rows:
         for key, value in row.items():
             if value is not None:
                 number = isinstance(value, int | float) and not isinstance(value, bool)
-                kinds.setdefault(key, set()).add("number" if number else type(value).__name__)
-    mixed = {key for key, found in kinds.items() if len(found) > 1}
+                kind = "long" if _holds_long(value) else "number" if number else type(value).__name__
+                kinds.setdefault(key, set()).add(kind)
+    mixed = {key for key, found in kinds.items() if len(found) > 1 or "long" in found}
     return [
         {
             k: json.dumps(v, ensure_ascii=False) if k in mixed and not isinstance(v, str | None) else v
@@ -376,13 +448,16 @@ def stream_objects(rows: Iterable[dict[str, Any]], path: Path) -> Iterator[pa.Re
     whole)."""
     schema: pa.Schema | None = None
     for batch in _batched(rows, _JSON_ROWS):
-        if schema is None:
-            table = table_of(batch)
-            schema = table.schema
-        else:
-            if any(key not in schema.names for row in batch for key in row):
-                raise _Disagrees(f"{str(path)!r} has other keys further on")
-            table = pa.Table.from_pylist(batch, schema=schema)
+        try:
+            if schema is None:
+                table = table_of(batch)
+                schema = table.schema
+            else:
+                if any(key not in schema.names for row in batch for key in row):
+                    raise _Disagrees(f"{str(path)!r} has other keys further on")
+                table = pa.Table.from_pylist(batch, schema=schema)
+        except OverflowError:
+            raise _Disagrees("an integer is too large for 64 bits") from None
         yield from table.to_batches()
 
 

@@ -6,6 +6,8 @@ from pathlib import Path
 import pytest
 
 from envbuilder.errors import SpecError
+from envbuilder.graders import Outcome
+from envbuilder.threadloop import run_sync
 from tests.conftest import DATA
 from tests.data.helpers import make_env
 
@@ -232,3 +234,57 @@ def test_a_column_null_in_one_file_takes_its_type_from_another(kind: str, tmp_pa
     dataset = {"type": kind, "files": {"test": [f"a.{kind}", f"b.{kind}"]}}
     split = make_env(dataset, {"test": {}}, tmp_path).split("test")
     assert [split.task(0)["note"], split.task(1)["note"]] == [None, "x"]
+
+
+BIG = 123456789012345678901234567890  # over 64 bits: pyarrow's text readers make it a float
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "json", "csv"])
+@pytest.mark.parametrize("block", [None, 4096])  # the large integer in the first block, or further on
+def test_an_integer_over_64_bits_is_read_exactly_and_its_column_as_the_file_has_it(
+    kind: str, block: int | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not 1.2345678901234568e+29, and not every other answer of its column as a float (`5.0`):
+    a gold answer the right response would then miss."""
+    from envbuilder.data import _files
+
+    if block:
+        monkeypatch.setattr(_files, "_BLOCK", block)
+        monkeypatch.setattr(_files, "_JSON_ROWS", 100)
+    rows: list[dict] = [
+        {"question": f"q{i}", "answer": i, "score": i / 2, "big": 2**63 - 1, "real": 1e300}
+        for i in range(400)
+    ]
+    rows[390]["answer"] = BIG
+    rows[391]["answer"] = -BIG
+    path = tmp_path / f"rows.{kind}"
+    if kind == "jsonl":
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    elif kind == "json":
+        path.write_text(json.dumps(rows))
+    else:
+        path.write_text(
+            "question,answer,score,big,real\n"
+            + "".join(f"{r['question']},{r['answer']},{r['score']},{r['big']},{r['real']}\n" for r in rows)
+        )
+    env = make_env({"type": kind, "files": {"test": path.name}}, {"test": {}}, tmp_path)
+    tasks = env.split("test").task_range(0, 400)
+    assert [t["answer"] for t in tasks[388:392]] == ["388", "389", str(BIG), str(-BIG)]
+    assert tasks[5]["answer"] == "5"
+    # The other columns keep their types: a float, the largest 64-bit integer, a float past 2^63.
+    assert (tasks[5]["score"], tasks[5]["big"], tasks[5]["real"]) == (2.5, 2**63 - 1, 1e300)
+    assert env.submit is not None
+    grade = run_sync(env.submit.grader.grade(str(BIG), tasks[390], {}))
+    assert grade.outcome is Outcome.CORRECT
+
+
+def test_an_integer_over_64_bits_inside_a_list_or_object_is_read_exactly(tmp_path: Path) -> None:
+    rows = [
+        {"question": "q0", "answer": "1", "steps": [1, 2], "meta": {"n": 3}},
+        {"question": "q1", "answer": "2", "steps": [BIG, 2], "meta": {"n": BIG}},
+    ]
+    (tmp_path / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    env = make_env({"type": "jsonl", "files": {"test": "rows.jsonl"}}, {"test": {}}, tmp_path)
+    tasks = env.split("test").task_range(0, 2)
+    assert [t["steps"] for t in tasks] == ["[1, 2]", f"[{BIG}, 2]"]
+    assert [t["meta"] for t in tasks] == ['{"n": 3}', f'{{"n": {BIG}}}']
