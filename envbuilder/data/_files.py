@@ -86,6 +86,7 @@ class _FileSource(Source):
             try:
                 try:
                     first = next(iter(self.stream(paths[0])))  # an empty file: read whole below
+                    _unique_names(first.schema, paths[0])
                     _check_text(first.schema, paths, encoding)
                     write_ipc(path, first.schema, _conformed(paths, first.schema, self.stream))
                 except (
@@ -98,6 +99,8 @@ class _FileSource(Source):
                     # whole files, whose types pyarrow unifies (a column all null in one file
                     # takes another file's type)
                     tables = [self.read(p) for p in paths]
+                    for p, t in zip(paths, tables, strict=True):
+                        _unique_names(t.schema, p)
                     _same_columns(paths, [t.schema for t in tables])
                     schema = pa.unify_schemas([t.schema for t in tables], promote_options="permissive")
                     _check_text(schema, paths, encoding)
@@ -157,6 +160,20 @@ def _conformed(paths: list[Path], schema: pa.Schema, stream: Any) -> Iterator[pa
                 for name, field in zip(schema.names, schema, strict=True)
             ]  # fmt: skip
             yield pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def _unique_names(schema: pa.Schema, path: Path) -> None:
+    """Each column of ``path`` has a name of its own (a CSV header can repeat one: a task would
+    silently hold only the last column of the name)."""
+    seen: dict[str, int] = {}
+    for number, name in enumerate(schema.names, 1):
+        if name in seen:
+            raise DataError(
+                f"{str(path)!r} has two columns named {name!r} (columns {seen[name]} and {number})",
+                hint="Rename one in the file's header (a task holds one value per name)",
+                code="data_schema_mismatch",
+            )
+        seen[name] = number
 
 
 def _same_columns(paths: list[Path], schemas: list[pa.Schema]) -> None:

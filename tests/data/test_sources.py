@@ -288,3 +288,20 @@ def test_an_integer_over_64_bits_inside_a_list_or_object_is_read_exactly(tmp_pat
     tasks = env.split("test").task_range(0, 2)
     assert [t["steps"] for t in tasks] == ["[1, 2]", f"[{BIG}, 2]"]
     assert [t["meta"] for t in tasks] == ['{"n": 3}', f'{{"n": {BIG}}}']
+
+
+@pytest.mark.parametrize("block", [None, 4096])  # read in blocks, or whole
+def test_a_csv_header_that_repeats_a_name_is_an_error(
+    block: int | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A task holds one value per name: it would silently hold the last `answer`, not the first."""
+    from envbuilder.data import _files
+
+    if block:
+        monkeypatch.setattr(_files, "_BLOCK", block)
+    lines = [f"q{i},{i},{i + 1}\n" for i in range(2000)]
+    (tmp_path / "rows.csv").write_text("question,answer,answer\n" + "".join(lines))
+    with pytest.raises(SpecError) as exc:
+        make_env({"type": "csv", "files": {"test": "rows.csv"}}, {"test": {}}, tmp_path)
+    assert "dataset.files.test: " in str(exc.value)
+    assert "rows.csv' has two columns named 'answer' (columns 2 and 3)" in str(exc.value)
