@@ -7,7 +7,13 @@ is its own, interleaved over ``--rounds``:
 * ``whole``: what the conversion did before, ``pyarrow.json.read_json`` of the whole file;
 * ``reopen``: a second open (the cached row file) and 1,000 random task reads.
 
+``--numbers`` gives each row a float and a list of integers too (the conversion then looks for
+floats of 2^63 or more, which may be integers over 64 bits); ``--old DIR`` converts with the
+envbuilder checked out in DIR too (``git worktree add DIR <commit>``), interleaved, so a change
+is compared with the commit before it in the same run.
+
     python bench/text_formats.py --rows 3000000 --rounds 3
+    python bench/text_formats.py --rows 1000000 --numbers --old /tmp/old
 """
 
 from __future__ import annotations
@@ -53,24 +59,29 @@ print(json.dumps({"rows": rows, "seconds": seconds, "peak_mb": peak, "reads_ms":
 """
 
 
-def write_rows(path: Path, n: int) -> None:
+def write_rows(path: Path, n: int, numbers: bool = False) -> None:
     rng = random.Random(0)
     with path.open("w", encoding="utf-8") as f:
         for i in range(n):
             a, b = rng.randrange(1, 1000), rng.randrange(1, 1000)
-            f.write(json.dumps({
+            row = {
                 "id": i,
                 "question": f"Sam has {a} apples and buys {b} more. How many apples does Sam have now?",
                 "answer": f"Sam has {a} + {b} = <<{a}+{b}={a + b}>>{a + b} apples.\n#### {a + b}",
-            }) + "\n")  # fmt: skip
+            }
+            if numbers:
+                row |= {"difficulty": a / 7, "steps": [a, b, a + b]}
+            f.write(json.dumps(row) + "\n")
 
 
-def run(mode: str, folder: Path, cache: Path) -> dict[str, float]:
+def run(mode: str, folder: Path, cache: Path, tree: str | None = None) -> dict[str, float]:
+    env = {**os.environ, "PYTHONPATH": tree} if tree else None
     out = subprocess.run(
         [sys.executable, "-c", CHILD, mode, str(folder), str(cache)],
         check=True,
         capture_output=True,
         text=True,
+        env=env,
     ).stdout
     return json.loads(out.strip().splitlines()[-1])
 
@@ -81,14 +92,20 @@ def main() -> None:
     )
     parser.add_argument("--rows", type=int, default=3_000_000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--numbers", action="store_true", help="rows with a float and a list of integers")
+    parser.add_argument("--old", help="a checkout of another commit to convert with too")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        write_rows(folder / "rows.jsonl", args.rows)
+        write_rows(folder / "rows.jsonl", args.rows, args.numbers)
         size = (folder / "rows.jsonl").stat().st_size
         results: dict[str, list[dict[str, float]]] = {"stream": [], "whole": [], "reopen": []}
+        if args.old:
+            results["old"] = []
         for r in range(args.rounds):
             cache = folder / f"cache{r}"
+            if args.old:
+                results["old"].append(run("stream", folder, folder / f"old{r}", args.old))
             results["stream"].append(run("stream", folder, cache))
             results["whole"].append(run("whole", folder, cache))
             results["reopen"].append(run("reopen", folder, cache))
@@ -102,6 +119,11 @@ def main() -> None:
         f"| first open: streamed conversion to the row file | {med['stream']['seconds']:.2f} "
         f"| {med['stream']['peak_mb']:,.0f} | {med['stream']['reads_ms']:.0f} |"
     )
+    if args.old:
+        print(
+            f"| the same, with {args.old} | {med['old']['seconds']:.2f} "
+            f"| {med['old']['peak_mb']:,.0f} | {med['old']['reads_ms']:.0f} |"
+        )
     print(
         f"| (before: `read_json` of the whole file, no reads) | {med['whole']['seconds']:.2f} "
         f"| {med['whole']['peak_mb']:,.0f} | — |"
