@@ -307,10 +307,12 @@ _2_63 = float(1 << 63)
 def _too_long(value: Any) -> bool:
     """``value`` is an integer (or an integer's text) outside 64 bits."""
     if isinstance(value, str):
-        text = value.strip()
-        if not text.lstrip("+-").isdigit():
+        digits = value.strip().lstrip("+-")
+        if not (digits.isascii() and digits.isdigit()):
             return False
-        value = int(text)
+        if len(digits.lstrip("0")) > 19:  # (no int() of it: Python refuses one of 4,300 digits)
+            return True
+        value = int(digits)
     return isinstance(value, int) and not isinstance(value, bool) and value not in _INT64
 
 
