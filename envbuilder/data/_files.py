@@ -233,7 +233,7 @@ class JsonSource(_FileSource):
 
     def read(self, path: Path) -> pa.Table:
         with open(path, encoding=self.config.encoding) as f:
-            data = json.load(f)
+            data = json.load(f, parse_int=_integer)
         if isinstance(data, dict) and isinstance(data.get("data"), list):
             data = data["data"]
         if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
@@ -316,9 +316,15 @@ def _too_long(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value not in _INT64
 
 
+def _integer(digits: str) -> int | str:
+    """A JSON integer; one of more digits than Python's int() reads (4,300) stays its text (a
+    field holding it is then text in every row, as any integer over 64 bits makes it)."""
+    return int(digits) if len(digits) <= 4000 else digits
+
+
 def _holds_long(value: Any) -> bool:
     """``value`` (a JSON value) holds an integer outside 64 bits, at any depth."""
-    if isinstance(value, int):
+    if isinstance(value, int | str):
         return _too_long(value)
     if isinstance(value, list):
         return any(_holds_long(v) for v in value)
@@ -453,7 +459,7 @@ def json_lines(path: Path, encoding: str) -> Iterator[tuple[str, dict[str, Any]]
                 continue
             where = f"{path.name}:{number}"
             try:
-                line = json.loads(text)
+                line = json.loads(text, parse_int=_integer)
             except ValueError as exc:
                 raise DataError(f"{where}: not a JSON object ({exc})", code="data_unreadable") from None
             if not isinstance(line, dict):
@@ -496,7 +502,7 @@ def _array_items(path: Path) -> Iterator[dict[str, Any]]:
 
     A file that is not a top-level array (``{"data": [...]}``) raises :class:`_Disagrees`, so
     it is read whole."""
-    decoder = json.JSONDecoder()
+    decoder = json.JSONDecoder(parse_int=_integer)
     with open(path, encoding="utf-8") as f:
         buf, pos, eof = f.read(1 << 20), 0, False
 

@@ -309,3 +309,13 @@ def test_a_csv_header_that_repeats_a_name_is_an_error(
         make_env({"type": "csv", "files": {"test": "rows.csv"}}, {"test": {}}, tmp_path)
     assert "dataset.files.test: " in str(exc.value)
     assert "rows.csv' has two columns named 'answer' (columns 2 and 3)" in str(exc.value)
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "json"])
+def test_an_integer_of_more_digits_than_python_reads_is_its_text(kind: str, tmp_path: Path) -> None:
+    huge = "9" * 5000  # Python's int() refuses over 4,300 digits
+    lines = ['{"question": "q0", "answer": 5}', '{"question": "q1", "answer": ' + huge + "}"]
+    text = "\n".join(lines) + "\n" if kind == "jsonl" else "[" + ",\n".join(lines) + "]"
+    (tmp_path / f"rows.{kind}").write_text(text)
+    env = make_env({"type": kind, "files": {"test": f"rows.{kind}"}}, {"test": {}}, tmp_path)
+    assert [t["answer"] for t in env.split("test").task_range(0, 2)] == ["5", huge]
