@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -12,6 +13,23 @@ from tests.conftest import DATA
 from tests.data.helpers import make_env
 
 ROWS = [{"question": f"q{i}", "answer": str(i), "tags": ["a", "b"][: i % 3]} for i in range(5)]
+
+
+def write_rows(
+    path: Path, rows: list[dict], columns: list[str] | None = None, indent: int | None = None
+) -> None:
+    """``rows`` in the format of ``path``'s suffix: JSON Lines, a JSON array (``indent``: over
+    many lines), or CSV with a header of ``columns`` (default: the first row's keys)."""
+    kind = path.suffix[1:]
+    if kind == "jsonl":
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    elif kind == "json":
+        path.write_text(json.dumps(rows, indent=indent))
+    else:
+        with path.open("w", newline="") as f:
+            writer = csv.DictWriter(f, columns or list(rows[0]), extrasaction="ignore", lineterminator="\n")
+            writer.writeheader()
+            writer.writerows(rows)
 
 
 def test_parquet_gsm8k() -> None:
@@ -64,12 +82,7 @@ def test_huggingface_not_cached_offline_says_what_to_do() -> None:
 @pytest.mark.parametrize("kind", ["jsonl", "json", "csv"])
 def test_text_formats(kind: str, tmp_path: Path) -> None:
     path = tmp_path / f"rows.{kind}"
-    if kind == "jsonl":
-        path.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
-    elif kind == "json":
-        path.write_text(json.dumps(ROWS))
-    else:
-        path.write_text("question,answer\n" + "".join(f"{r['question']},{r['answer']}\n" for r in ROWS))
+    write_rows(path, ROWS, ["question", "answer"])
     env = make_env({"type": kind, "files": {"test": f"rows.{kind}"}}, {"test": {}}, tmp_path)
     split = env.split("test")
     assert len(split) == 5 and env.source.files() == [path]
@@ -120,8 +133,7 @@ def test_a_field_of_mixed_kinds_is_read_as_the_file_has_it(
     for at, value in odd.items():
         rows[at]["answer"] = value
     path = tmp_path / f"rows.{kind}"
-    text = "".join(json.dumps(r) + "\n" for r in rows) if kind == "jsonl" else json.dumps(rows)
-    path.write_text(text)
+    write_rows(path, rows)
     split = make_env({"type": kind, "files": {"test": path.name}}, {"test": {}}, tmp_path).split("test")
     assert len(split) == 400
     answers = [t["answer"] for t in split.task_range(0, 400)]
@@ -152,13 +164,7 @@ def test_text_formats_stream_in_blocks_without_reading_files_whole(
         monkeypatch.setattr(source, "read", whole)
     rows = [{"question": f"q{i}", "answer": i, "note": "x" * (i % 7)} for i in range(5000)]
     path = tmp_path / f"rows.{kind}"
-    if kind == "jsonl":
-        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    elif kind == "json":
-        path.write_text(json.dumps(rows, indent=1))
-    else:
-        lines = [f"q{i},{i},{'x' * (i % 7)}\n" for i in range(5000)]
-        path.write_text("question,answer,note\n" + "".join(lines))
+    write_rows(path, rows, indent=1)
     split = make_env({"type": kind, "files": {"test": f"rows.{kind}"}}, {"test": {}}, tmp_path).split("test")
     assert len(split) == 5000
     assert [(t["question"], int(t["answer"])) for t in split.task_range(4990, 5000)] == [
@@ -190,13 +196,7 @@ def test_a_row_longer_than_a_block_is_read(kind: str, size: int, tmp_path: Path)
     rows = [{"question": f"q{i}", "answer": str(i)} for i in range(300)]
     for at in (0, 150, 299):
         rows[at] = {"question": long + str(at), "answer": str(at)}
-    path = tmp_path / f"rows.{kind}"
-    if kind == "jsonl":
-        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    elif kind == "json":
-        path.write_text(json.dumps(rows))
-    else:
-        path.write_text("question,answer\n" + "".join(f'"{r["question"]}",{r["answer"]}\n' for r in rows))
+    write_rows(tmp_path / f"rows.{kind}", rows)
     split = make_env({"type": kind, "files": {"test": f"rows.{kind}"}}, {"test": {}}, tmp_path).split("test")
     assert len(split) == 300
     for at in (0, 1, 150, 298, 299):
@@ -229,8 +229,7 @@ def test_a_column_null_in_one_file_takes_its_type_from_another(kind: str, tmp_pa
         "b": [{"question": "q1", "answer": "1", "note": "x"}],
     }
     for name, rows in files.items():
-        text = "".join(json.dumps(r) + "\n" for r in rows) if kind == "jsonl" else json.dumps(rows)
-        (tmp_path / f"{name}.{kind}").write_text(text)
+        write_rows(tmp_path / f"{name}.{kind}", rows)
     dataset = {"type": kind, "files": {"test": [f"a.{kind}", f"b.{kind}"]}}
     split = make_env(dataset, {"test": {}}, tmp_path).split("test")
     assert [split.task(0)["note"], split.task(1)["note"]] == [None, "x"]
@@ -259,15 +258,7 @@ def test_an_integer_over_64_bits_is_read_exactly_and_its_column_as_the_file_has_
     rows[391]["answer"] = -BIG
     rows[392]["score"] = "9" * 5000 if kind == "csv" else 0.5  # more digits than int() reads
     path = tmp_path / f"rows.{kind}"
-    if kind == "jsonl":
-        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    elif kind == "json":
-        path.write_text(json.dumps(rows))
-    else:
-        path.write_text(
-            "question,answer,score,big,real\n"
-            + "".join(f"{r['question']},{r['answer']},{r['score']},{r['big']},{r['real']}\n" for r in rows)
-        )
+    write_rows(path, rows)
     env = make_env({"type": kind, "files": {"test": path.name}}, {"test": {}}, tmp_path)
     tasks = env.split("test").task_range(0, 400)
     assert [t["answer"] for t in tasks[388:392]] == ["388", "389", str(BIG), str(-BIG)]
