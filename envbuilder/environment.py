@@ -40,7 +40,7 @@ from envbuilder.protocol import (
     Split,
     TextBlock,
 )
-from envbuilder.spec import LoadedSpec, code_parts, code_problems, load_spec
+from envbuilder.spec import LoadedSpec, code_parts, code_problems, evaluation_split, load_spec, training_split
 from envbuilder.templating import (
     Template,
     recording_files,
@@ -486,6 +486,19 @@ class Environment:
 
     def list_splits(self) -> list[Split]:
         return [Split(name=v.name, type=v.type) for v in self.splits.values()]  # type: ignore[arg-type]
+
+    def evaluation_split(self) -> str:
+        """The split to evaluate on when none is named (:func:`envbuilder.spec.evaluation_split`:
+        a test split, else a validation split, else the first)."""
+        chosen = evaluation_split((v.name, v.type) for v in self.splits.values())
+        if chosen is None:
+            raise TaskNotFound(f"environment {self.name!r} has no splits", code="invalid_split")
+        return chosen
+
+    def training_split(self) -> str | None:
+        """The split to train on when none is named (:func:`envbuilder.spec.training_split`: a
+        train split, else None)."""
+        return training_split((v.name, v.type) for v in self.splits.values())
 
     def split(self, name: str) -> SplitView:
         try:

@@ -100,7 +100,10 @@ def eval_command(
             help="USD per million prompt,completion tokens, e.g. 0.15,0.60 (default: the price table)."
         ),
     ] = None,
-    split: Annotated[str | None, typer.Option(help="Split to run (default: test, else the first).")] = None,
+    split: Annotated[
+        str | None,
+        typer.Option(help="Split to run (default: a test split, else validation, else the first)."),
+    ] = None,
     limit: Annotated[int | None, typer.Option(min=0, help="Run only the first N tasks.")] = None,
     samples: Annotated[int, typer.Option(min=1, help="Episodes per task (for pass@k).")] = 1,
     concurrency: Annotated[int, typer.Option(min=1, help="Episodes run at the same time.")] = 4,

@@ -19,7 +19,8 @@ def profile(
     base_url: Annotated[str, typer.Option(help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1.")],
     samples: Annotated[int, typer.Option(min=1, help="Episodes per task.")] = 8,
     split: Annotated[
-        str | None, typer.Option(help="Split to profile (default: test, else the first).")
+        str | None,
+        typer.Option(help="Split to profile (default: a test split, else validation, else the first)."),
     ] = None,
     limit: Annotated[int | None, typer.Option(min=0, help="Profile only the first N tasks.")] = None,
     out: Annotated[
@@ -48,7 +49,7 @@ def profile(
 
     with fail_on_errors():
         env = load_environment(spec, trust_code=True if trust_code else None)
-        chosen = split or ("test" if "test" in env.splits else next(iter(env.splits)))
+        chosen = split or env.evaluation_split()
         env.split(chosen)  # an unknown split fails before any model call
         results = out or spec.parent / "profiles" / f"{env.name}-{chosen}.jsonl"
         results.parent.mkdir(parents=True, exist_ok=True)

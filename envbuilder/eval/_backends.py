@@ -10,7 +10,7 @@ from envbuilder.client import AsyncClient, ClientError, ToolCallError, ToolFaile
 from envbuilder.environment import Environment
 from envbuilder.errors import EnvbuilderError, did_you_mean
 from envbuilder.inprocess import LocalEpisode
-from envbuilder.protocol import ListToolsOutput, Message, ToolSpec
+from envbuilder.protocol import ListToolsOutput, Message, Split, ToolSpec
 
 __all__ = ["EpisodeHandle", "EvalBackend", "LocalBackend", "RemoteBackend", "pick_environment"]
 
@@ -36,7 +36,10 @@ class EvalBackend(Protocol):
         """``sha256:…`` over the environment's files, None when unknown."""
         ...
 
-    async def splits(self) -> list[str]: ...
+    async def splits(self) -> list[Split]:
+        """The environment's splits, with what each is for."""
+        ...
+
     async def num_tasks(self, split: str) -> int: ...
     async def first_task(self, split: str) -> dict[str, Any]:
         """The fields of the split's first task (to check ``--group-by`` before running)."""
@@ -85,8 +88,8 @@ class LocalBackend:
 
         return content_hash({name: file_sha256(path) for name, path in self.env.files.items()})
 
-    async def splits(self) -> list[str]:
-        return list(self.env.splits)
+    async def splits(self) -> list[Split]:
+        return self.env.list_splits()
 
     async def num_tasks(self, split: str) -> int:
         return len(self.env.split(split))
@@ -194,8 +197,8 @@ class RemoteBackend:
             await client.aclose()
             raise
 
-    async def splits(self) -> list[str]:
-        return [s.name for s in await self.env.list_splits()]
+    async def splits(self) -> list[Split]:
+        return list(await self.env.list_splits())
 
     async def num_tasks(self, split: str) -> int:
         return await self.env.num_tasks(split)

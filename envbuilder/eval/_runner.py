@@ -17,6 +17,7 @@ from envbuilder.eval._records import RECORD_VERSION
 from envbuilder.eval._results import check_group_by
 from envbuilder.eval._run import EpisodeKey, ResultsFile, RunIdentity, without_transcript
 from envbuilder.llm import ChatModel
+from envbuilder.spec import evaluation_split
 
 __all__ = ["EvalPlan", "plan_eval", "run_eval"]
 
@@ -65,9 +66,12 @@ async def plan_eval(
         EnvbuilderError: an unknown split, a ``group_by`` field the tasks lack, ``answer="text"``
             on an environment without an answer tool.
     """
-    splits = await backend.splits()
+    listed = await backend.splits()
+    splits = [s.name for s in listed]
     if split is None:
-        split = "test" if "test" in splits else splits[0]
+        split = evaluation_split((s.name, s.type) for s in listed)
+        if split is None:
+            raise EnvbuilderError(f"{backend.env_name} has no splits", code="invalid_split")
     elif split not in splits:
         raise EnvbuilderError(
             f"unknown split {split!r}", hint=f"Splits: {', '.join(splits)}", code="invalid_split"

@@ -14,10 +14,11 @@ from pathlib import Path
 
 from envbuilder.environment import Environment, load_environment
 from envbuilder.episode import Reply
+from envbuilder.errors import TaskNotFound
 from envbuilder.inprocess import LocalEpisode, text_of
 from envbuilder.protocol import RunToolError, TextBlock, ToolOutput
 
-__all__ = ["LocalEpisode", "describe", "environment"]
+__all__ = ["LocalEpisode", "describe", "environment", "train_split"]
 
 
 @lru_cache(maxsize=64)
@@ -48,3 +49,24 @@ def describe(out: Reply | ToolOutput | RunToolError) -> str:
         return text or "(no output)"
     assert isinstance(out, RunToolError)
     return f"Error: {out.error}"
+
+
+def train_split(env: Environment, split: str | None = None) -> str:
+    """``split`` when given, else the split ``env`` declares for training
+    (:meth:`Environment.training_split`).
+
+    Raises:
+        TaskNotFound: none is given and ``env`` has no train split (a trainer never trains on
+            a held-out split unless it is named).
+    """
+    if split is not None:
+        return split
+    chosen = env.training_split()
+    if chosen is None:
+        splits = ", ".join(f"{v.name} ({v.type})" for v in env.splits.values()) or "none"
+        raise TaskNotFound(
+            f"{env.name} has no train split to train on (its splits: {splits})",
+            hint="Name the split to train on one of them anyway (split=...), or add a split of type: train",
+            code="invalid_split",
+        )
+    return chosen

@@ -142,10 +142,11 @@ def _init(entry: dict[str, Any], module: str, digest: str, content_hash: str) ->
     title = " ".join((entry["title"] or module).split()).replace('"""', "'''").replace("\\", "\\\\")
     return f'''"""{title}: an envbuilder environment for verifiers (exported by envbuilder {__version__}).
 
-``vf-eval {module} -m MODEL -b URL`` plays it; ``load_environment`` takes ``split``,
-``num_tasks``, ``max_turns`` and ``secrets`` (e.g. ``{{"OPENAI_API_KEY": ...}}`` for a judge or a
-simulated user). The environment is the pack beside this file, checked against the hash below
-before it is opened, and each of its files against the pack's lock.
+``vf-eval {module} -m MODEL -b URL`` plays it; ``load_environment`` takes ``split`` (default:
+the spec's train split to train on, its test split to evaluate on), ``num_tasks``, ``max_turns``
+and ``secrets`` (e.g. ``{{"OPENAI_API_KEY": ...}}`` for a judge or a simulated user). The
+environment is the pack beside this file, checked against the hash below before it is opened,
+and each of its files against the pack's lock.
 """
 
 from __future__ import annotations
@@ -159,7 +160,7 @@ CONTENT_HASH = {content_hash!r}
 
 
 def load_environment(
-    split: str = "test",
+    split: str | None = None,
     num_tasks: int | None = None,
     max_turns: int = 10,
     secrets: dict[str, str] | None = None,
@@ -195,8 +196,9 @@ def _readme(entry: dict[str, Any], name: str, content_hash: str) -> str:
         f"vf-eval {module} -m MODEL -b http://localhost:8000/v1 -n 5 -r 1",
         "```",
         "",
-        'Arguments (`-a \'{"split": "train", "num_tasks": 100}\'`): `split`, `num_tasks`, `max_turns`, and '
-        "`secrets` (API keys a judge or a simulated user reads). The reward is the spec's grader's; "
+        'Arguments (`-a \'{"split": "train", "num_tasks": 100}\'`): `split` (default: the train split '
+        "to train on, the test split to evaluate on; a name: that split for both), `num_tasks`, `max_turns`, "
+        "and `secrets` (API keys a judge or a simulated user reads). The reward is the spec's grader's; "
         "the `graded` metric is 0 when an episode was ungradeable (scored 0.0 by verifiers).",
         "",
         "| | |",

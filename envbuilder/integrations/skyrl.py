@@ -19,7 +19,7 @@ except ImportError as exc:  # an optional extra
     raise ImportError(hint) from exc
 
 from envbuilder.episode import Reply, reward_of
-from envbuilder.integrations._local import LocalEpisode, describe, environment
+from envbuilder.integrations._local import LocalEpisode, describe, environment, train_split
 from envbuilder.protocol import RunToolError, ToolOutput
 
 ENV_ID = "envbuilder"
@@ -69,8 +69,12 @@ class EnvbuilderTextEnv(BaseTextEnv):
         if not spec:
             raise ValueError("EnvbuilderTextEnv needs a spec: a `spec` column or env_config.spec")
         env = environment(spec)
+        split = extras.get("split")  # (dataset_rows writes it; else the spec's train split)
         self.episode = LocalEpisode.of(
-            env, str(extras.get("split", "train")), int(extras.get("task_index", 0)), extras.get("secrets")
+            env,
+            train_split(env) if split is None else str(split),
+            int(extras.get("task_index", 0)),
+            extras.get("secrets"),
         )
         turns = (
             extras["max_turns"] if "max_turns" in extras else config.get("max_turns", 10) if config else 10
@@ -156,11 +160,12 @@ def register(env_id: str = ENV_ID, spec: str | Path | None = None) -> str:
 
 
 def dataset_rows(
-    spec: str | Path, split: str = "train", limit: int | None = None, env_id: str = ENV_ID
+    spec: str | Path, split: str | None = None, limit: int | None = None, env_id: str = ENV_ID
 ) -> list[dict[str, Any]]:
-    """SkyRL dataset rows for ``split``: ``prompt`` (system with the tools, then the task),
-    ``env_class``, ``spec``, ``split`` and ``task_index``."""
+    """SkyRL dataset rows for ``split`` (default: the spec's train split): ``prompt`` (system
+    with the tools, then the task), ``env_class``, ``spec``, ``split`` and ``task_index``."""
     env = environment(spec)
+    split = train_split(env, split)
     n = len(env.split(split)) if limit is None else min(limit, len(env.split(split)))
     return [
         {

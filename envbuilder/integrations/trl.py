@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from envbuilder.environment import Environment
-from envbuilder.integrations._local import LocalEpisode, describe, environment
+from envbuilder.integrations._local import LocalEpisode, describe, environment, train_split
 from envbuilder.integrations._trl_http import served_spec
 from envbuilder.protocol import ToolSpec
 
@@ -117,8 +117,10 @@ def _method(tool: ToolSpec) -> Callable[..., str] | None:
     return call
 
 
-def environment_class(env: Environment, split: str = "train") -> type[TRLEnvironment]:
-    """A :class:`TRLEnvironment` subclass for ``env`` with one method per tool of its tasks."""
+def environment_class(env: Environment, split: str | None = None) -> type[TRLEnvironment]:
+    """A :class:`TRLEnvironment` subclass for ``env`` with one method per tool of its tasks
+    (on ``split``; default: the spec's train split)."""
+    split = train_split(env, split)
     methods: dict[str, Any] = {"_env": env, "_split": split, "_prompts": {}}
     for tool in env.task_tools(env.split(split).task(0)).tools:
         method = _method(tool)
@@ -135,11 +137,14 @@ def episode_reward(environments: list[TRLEnvironment], **_: Any) -> list[float |
 
 class TRLSpec:
     """What ``GRPOTrainer`` takes, from a spec: ``train_dataset``, ``environment_factory``,
-    ``reward_funcs``. ``num_tasks`` caps the dataset (default: the whole split)."""
+    ``reward_funcs``. ``split`` defaults to the spec's train split (an error when it has none:
+    name a split to train on it); ``num_tasks`` caps the dataset (default: the whole split)."""
 
-    def __init__(self, spec: str | Path | Environment, *, split: str = "train", num_tasks: int | None = None):
+    def __init__(
+        self, spec: str | Path | Environment, *, split: str | None = None, num_tasks: int | None = None
+    ):
         self.env = environment(spec)
-        self.split = split
+        self.split = train_split(self.env, split)
         self.num_tasks = num_tasks
 
     @cached_property

@@ -11,6 +11,7 @@ yet, it is submitted through the spec's answer tool when the rubric scores the r
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -30,39 +31,56 @@ _EPISODE = "envbuilder_episode"
 
 
 class SpecEnv(vf.MultiTurnEnv):
-    """A verifiers multi-turn environment over one split of a spec: one episode per rollout,
-    the spec's tools offered as native tool calls, and the episode's reward as the score."""
+    """A verifiers multi-turn environment over a spec: one episode per rollout, the spec's tools
+    offered as native tool calls, and the episode's reward as the score.
+
+    Its training dataset is the spec's train split and its evaluation dataset the split
+    evaluation plays (a test split, else validation: :meth:`Environment.evaluation_split`); a
+    spec without a train split has no training dataset, so a trainer never trains on held-out
+    rows. ``split`` names one split for both instead. Each dataset's prompts are rendered when
+    verifiers first asks for it (``vf-eval`` renders only the evaluation split)."""
 
     def __init__(
         self,
         env: Environment,
-        split: str,
+        split: str | None = None,
         num_tasks: int | None = None,
         max_turns: int = 10,
         secrets: dict[str, str] | None = None,
     ):
-        from datasets import Dataset
-
-        n = len(env.split(split)) if num_tasks is None else min(num_tasks, len(env.split(split)))
-        episodes = [LocalEpisode.of(env, split, i) for i in range(n)]
-        dataset = Dataset.from_dict(
-            {
-                "prompt": [e.messages() for e in episodes],
-                "answer": [""] * n,  # the gold stays in the spec
-                "info": [{"task_index": i} for i in range(n)],
-            }
-        )
-        tools = episodes[0].tools if episodes else []
-        self.env, self.split, self.secrets = env, split, dict(secrets or {})
+        if split is not None:
+            env.split(split)  # an unknown split fails here, not when a dataset is built
+        evaluated = split if split is not None else env.evaluation_split()
+        trained = split if split is not None else env.training_split()
+        self.env, self.split, self.secrets = env, evaluated, dict(secrets or {})
+        self.num_tasks = num_tasks
+        view = env.split(evaluated)
+        tools = env.task_tools(view.task(0)).tools if len(view) else []
         super().__init__(
-            dataset=dataset,
-            eval_dataset=dataset,
+            dataset=None if trained is None else functools.partial(self._dataset, trained),
+            eval_dataset=functools.partial(self._dataset, evaluated),
             tool_defs=[
                 {"name": t.name, "description": t.description or t.name, "parameters": t.input_schema or {}}
                 for t in tools
             ],
             rubric=vf.Rubric(funcs=[self.episode_reward, self.graded], weights=[1.0, 0.0]),
             max_turns=max_turns,
+        )
+
+    def _dataset(self, split: str) -> Any:
+        """The rollouts' dataset of ``split``: each task's conversation as the spec renders it,
+        no gold (``answer`` is empty), and where the task is (``info``: its split and index)."""
+        from datasets import Dataset
+
+        n = len(self.env.split(split))
+        n = n if self.num_tasks is None else min(self.num_tasks, n)
+        episodes = [LocalEpisode.of(self.env, split, i) for i in range(n)]
+        return Dataset.from_dict(
+            {
+                "prompt": [e.messages() for e in episodes],
+                "answer": [""] * n,  # the gold stays in the spec
+                "info": [{"split": split, "task_index": i} for i in range(n)],
+            }
         )
 
     def _episode(self, state: vf.State) -> LocalEpisode:
@@ -73,7 +91,8 @@ class SpecEnv(vf.MultiTurnEnv):
         info = state.get("info") or {}
         if isinstance(info, str):
             info = json.loads(info)
-        state[_EPISODE] = LocalEpisode.of(self.env, self.split, int(info.get("task_index", 0)), self.secrets)
+        split = str(info.get("split") or self.split)  # (a row without one: the evaluation split)
+        state[_EPISODE] = LocalEpisode.of(self.env, split, int(info.get("task_index", 0)), self.secrets)
         return state
 
     async def env_response(self, messages: vf.Messages, state: vf.State, **kwargs: Any) -> vf.Messages:
@@ -142,13 +161,14 @@ class SpecEnv(vf.MultiTurnEnv):
 
 def load_environment(
     spec: str | Path | Environment,
-    split: str = "test",
+    split: str | None = None,
     num_tasks: int | None = None,
     max_turns: int = 10,
     secrets: dict[str, str] | None = None,
 ) -> SpecEnv:
-    """The verifiers environment for ``split`` of ``spec`` (``num_tasks`` caps the dataset;
-    ``secrets`` are every episode's session secrets, such as a judge's API key)."""
+    """The verifiers environment of ``spec``: the train split to train on, the test split to
+    evaluate on, or ``split`` for both (:class:`SpecEnv`); ``num_tasks`` caps each dataset;
+    ``secrets`` are every episode's session secrets, such as a judge's API key."""
     return SpecEnv(environment(spec), split, num_tasks=num_tasks, max_turns=max_turns, secrets=secrets)
 
 
@@ -156,7 +176,7 @@ def load_exported(
     pack: Path,
     pack_sha256: str,
     content_hash: str,
-    split: str = "test",
+    split: str | None = None,
     num_tasks: int | None = None,
     max_turns: int = 10,
     secrets: dict[str, str] | None = None,

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from envbuilder.episode import reward_of
-from envbuilder.integrations._local import LocalEpisode, describe, environment
+from envbuilder.integrations._local import LocalEpisode, describe, environment, train_split
 from envbuilder.threadloop import shared_loop
 
 TOOL_CLASS = f"{__name__}.SpecTool"
@@ -37,7 +37,9 @@ def compute_score(
     if "spec" not in info:
         raise ValueError(f"extra_info must name the spec, split and index (data_source {data_source!r})")
     env = environment(info["spec"])
-    episode = LocalEpisode.of(env, str(info.get("split", "train")), int(info.get("index", 0)))
+    split = info.get("split")  # (dataset_rows writes it; else the spec's train split)
+    index = int(info.get("index", 0))
+    episode = LocalEpisode.of(env, train_split(env) if split is None else str(split), index)
     assert env.submit is not None
     out = episode.step(env.submit.spec.name, {env.submit.spec.answer_field: solution_str})
     reward = reward_of(out)
@@ -48,11 +50,14 @@ def compute_score(
     }
 
 
-def dataset_rows(spec: str | Path, split: str = "train", limit: int | None = None) -> list[dict[str, Any]]:
-    """verl RL dataset rows: ``data_source``, ``prompt`` (chat messages), ``ability``,
-    ``reward_model`` and ``extra_info`` (where :func:`compute_score` and :class:`SpecTool` find
-    the task)."""
+def dataset_rows(
+    spec: str | Path, split: str | None = None, limit: int | None = None
+) -> list[dict[str, Any]]:
+    """verl RL dataset rows of ``split`` (default: the spec's train split): ``data_source``,
+    ``prompt`` (chat messages), ``ability``, ``reward_model`` and ``extra_info`` (where
+    :func:`compute_score` and :class:`SpecTool` find the task)."""
     env = environment(spec)
+    split = train_split(env, split)
     path = str(Path(spec).resolve())
     view = env.split(split)
     n = len(view) if limit is None else min(limit, len(view))
@@ -122,8 +127,9 @@ class SpecTool:
             raise ValueError(f"{self.name}: create_kwargs (or the tool's config) must name the spec")
         env = environment(spec)
         instance_id = instance_id or uuid.uuid4().hex
+        split = where.get("split")
         self._episodes[instance_id] = LocalEpisode.of(
-            env, str(where.get("split", "train")), int(where.get("index", 0))
+            env, train_split(env) if split is None else str(split), int(where.get("index", 0))
         )
         return instance_id, _response("")
 

@@ -166,10 +166,9 @@ def result(observation: dict[str, Any], reward: float | None = None, done: bool 
 
 
 def _default_split(env: Environment) -> str:
-    splits = env.list_splits()
-    if not splits:
+    if not env.splits:
         raise RequestRejected(400, f"environment {env.name!r} has no splits to reset to")
-    return next((s.name for s in splits if s.type == "train"), splits[0].name)
+    return env.training_split() or next(iter(env.splits))
 
 
 def _create_request(

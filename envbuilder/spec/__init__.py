@@ -32,6 +32,7 @@ from envbuilder.spec._plugins import (
     tools,
 )
 from envbuilder.spec._schema import json_schema
+from envbuilder.spec._splits import evaluation_split, training_split
 
 __all__ = [
     "ENV_NAME_PATTERN",
@@ -60,6 +61,7 @@ __all__ = [
     "api_root",
     "code_parts",
     "code_problems",
+    "evaluation_split",
     "graders",
     "input_model",
     "json_schema",
@@ -71,4 +73,5 @@ __all__ = [
     "read_spec_data",
     "sources",
     "tools",
+    "training_split",
 ]

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from envbuilder.environment import Environment
+from envbuilder.environment import Environment, load_environment
 from envbuilder.eval import (
     ChatModel,
     LocalBackend,
@@ -297,3 +297,42 @@ def test_remote_sessions_are_deleted(gsm8k, answers) -> None:
         _, records = run(url, server, limit=4, concurrency=4)
         assert summarize(records).accuracy.mean == 1.0
         assert len(app.state.context.sessions) == 0
+
+
+@pytest.mark.parametrize("where", ["in process", "served"])
+def test_without_a_split_eval_plays_the_held_out_one_never_the_training_rows(tmp_path: Path, where) -> None:
+    # An HF-shaped spec with no `test` split: train and validation. The first split is the
+    # training one; eval must play validation (by its type), in process and through a server.
+    for name in ("train", "validation"):
+        rows = [{"question": f"{name}-{i}?", "answer": f"{name}-{i}"} for i in range(3)]
+        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    spec = tmp_path / "hf_shaped.yaml"
+    spec.write_text(
+        "name: hf-shaped\n"
+        "dataset: {type: jsonl, files: {train: train.jsonl, validation: validation.jsonl}}\n"
+        "splits: {train: {type: train}, validation: {type: validation}}\n"
+        'prompt: {template: "{{ question }}"}\n'
+        'grader: {type: exact_match, target: "{{ answer }}"}\n'
+    )
+    env = load_environment(spec)
+
+    def answer(req: dict[str, Any], i: int):
+        prompt = next(m["content"] for m in req["messages"] if m["role"] == "user")
+        return 200, tool_call_reply("submit", json.dumps({"answer": prompt.rstrip("?")})), {}
+
+    async def main(url: str | None, chat_url: str):
+        backend = await RemoteBackend.connect(url) if url else LocalBackend(env)
+        chat = ChatModel(chat_url, "fake-model", retry=RetryPolicy(max_retries=0))
+        try:
+            plan = await plan_eval(backend, chat, split=None, limit=None)
+            return plan, await run_eval(backend, chat, plan, concurrency=2)
+        finally:
+            await chat.aclose()
+            await backend.aclose()
+
+    with serve_app(create_app([env], ServerSettings())) as url, ChatServer(answer) as server:
+        plan, records = asyncio.run(main(url if where == "served" else None, server.base_url))
+        asked = [next(m["content"] for m in r["messages"] if m["role"] == "user") for r in server.requests]
+    assert plan.identity.split == "validation" and {r["split"] for r in records} == {"validation"}
+    assert sorted(asked) == ["validation-0?", "validation-1?", "validation-2?"]
+    assert summarize(records).accuracy.mean == 1.0
