@@ -127,7 +127,8 @@ def eval_command(
         ),
     ] = "tool",
     group_by: Annotated[
-        str | None, typer.Option(help="Also score per value of this task field, e.g. subject.")
+        str | None,
+        typer.Option(help="Also score per value of this task field, e.g. subject (or meta.level)."),
     ] = None,
     temperature: Annotated[float | None, typer.Option(min=0, help="Sampling temperature.")] = None,
     top_p: Annotated[float | None, typer.Option(min=0, max=1, help="Nucleus sampling mass.")] = None,

@@ -23,6 +23,9 @@ __all__ = ["EvalPlan", "plan_eval", "run_eval"]
 
 # Task fields longer than this are not copied into the records (they are for grouping).
 _FIELD_CHARS = 200
+# Fields of a task's objects (``meta.level``) copied at most, and how deep.
+_NESTED_FIELDS = 32
+_NESTED_DEPTH = 3
 
 
 @dataclass(frozen=True)
@@ -101,11 +104,31 @@ async def plan_eval(
 
 
 def task_fields(task: dict[str, Any]) -> dict[str, Any]:
-    """The task's short scalar fields, kept in the record so results can be grouped later."""
-    return {
+    """The task's short scalar fields, kept in the record so results can be grouped later:
+    its own, then those of its objects by dotted name (``metadata.difficulty``), at most
+    :data:`_NESTED_FIELDS` of those, :data:`_NESTED_DEPTH` deep."""
+    fields = {
         k: v for k, v in task.items()
         if isinstance(v, (str, int, float, bool)) and len(str(v)) <= _FIELD_CHARS
     }  # fmt: skip
+    nested: dict[str, Any] = {}
+    for k, v in task.items():
+        if type(v) is dict:
+            _nested_fields(v, f"{k}.", 1, nested)
+    for name, value in nested.items():
+        fields.setdefault(name, value)  # (a field whose own name has a dot keeps its value)
+    return fields
+
+
+def _nested_fields(value: dict[str, Any], prefix: str, depth: int, into: dict[str, Any]) -> None:
+    for k, v in value.items():
+        if len(into) >= _NESTED_FIELDS:
+            return
+        if isinstance(v, (str, int, float, bool)):
+            if len(str(v)) <= _FIELD_CHARS:
+                into[f"{prefix}{k}"] = v
+        elif type(v) is dict and depth < _NESTED_DEPTH:
+            _nested_fields(v, f"{prefix}{k}.", depth + 1, into)
 
 
 async def run_eval(

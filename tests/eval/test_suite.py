@@ -143,6 +143,37 @@ def test_view_reads_the_runs_grouping_and_refuses_an_unknown_one(folder: Path, t
     assert "--group-by 'partiy': run A's tasks have no such field. Did you mean 'parity'?" in compared.output
 
 
+def test_group_by_names_a_field_of_a_task_object_by_its_dotted_name(folder: Path, tmp_path: Path) -> None:
+    # HF datasets often nest what a run is grouped by (`metadata.difficulty`)
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    data = folder / "data" / "square.parquet"
+    table = pq.read_table(data)
+    meta = [{"size": "small" if n < 5 else "big", "deep": {"bucket": n % 2}} for n in table["n"].to_pylist()]
+    pq.write_table(table.append_column("meta", pa.array(meta)), data)
+    out = tmp_path / "r.jsonl"
+    with ChatServer(answering(lambda kind, n: n >= 5)) as server:
+        result = cli("eval", str(folder / "square.yaml"), "--model", "m", "--base-url", server.base_url,
+                     "--group-by", "meta.size", "--out", str(out))  # fmt: skip
+        assert result.exit_code == 0, result.output
+        unknown = cli("eval", str(folder / "square.yaml"), "--model", "m", "--base-url", server.base_url,
+                      "--group-by", "meta.sise")  # fmt: skip
+    assert "by meta.size" in result.output
+    summary = json.loads(out.with_suffix(".summary.json").read_text())
+    groups = {
+        k: (v["episodes"], v["accuracy_graded"]["mean"]) for k, v in summary["summary"]["groups"].items()
+    }
+    assert groups == {"small": (3, 1.0), "big": (3, 0.0)}  # n = 2, 3, 4 right; 5, 6, 7 wrong
+    records = [json.loads(line) for line in out.read_text().splitlines()[1:]]
+    assert {r["task"]["meta.deep.bucket"] for r in records} == {0, 1}
+    # a grouping chosen later reads the same records, two objects deep
+    by_bucket = cli("view", str(out), "--group-by", "meta.deep.bucket")
+    assert by_bucket.exit_code == 0, by_bucket.output
+    assert unknown.exit_code == 1 and "Did you mean 'meta.size'?" in unknown.output
+    assert "Fields: id, meta.deep.bucket, meta.size, n, parity, value" in unknown.output
+
+
 def test_compare_prints_sampling_options_as_options(folder: Path, tmp_path: Path) -> None:
     runs = []
     with ChatServer(answering()) as server:
