@@ -372,6 +372,11 @@ async def _run_one(
             f"({len(plan.episodes) // o.samples} tasks × {o.samples}), run {plan.identity.run_id}"
             + (f", {kept} already in {out}" if kept else "")
         )
+        if o.split is None and plan.split_type == "train":
+            line(
+                f"envbuilder: note: {plan.split} is a train split ({plan.env} has no test or "
+                "validation split): these are training-set figures"
+            )
         if plan.answer_tool is not None:
             line(f"envbuilder: answers in text are submitted to {plan.answer_tool.describe()}")
         lines = ProgressLines(

@@ -39,6 +39,8 @@ class EvalPlan:
     results: ResultsFile | None = None
     answer_tool: AnswerTool | None = None
     """``--answer text``: the tool the model's final message is submitted to."""
+    split_type: str | None = None
+    """What the split is for (``train``, ``validation`` or ``test``), as the environment says."""
 
     @property
     def env(self) -> str:
@@ -100,7 +102,8 @@ async def plan_eval(
     wanted = set(episodes)
     done = {k: r for k, r in earlier.items() if r.get("status") != "error" and k in wanted}
     todo = [k for k in episodes if k not in done]
-    return EvalPlan(identity, episodes, todo, done, results, answer_tool)
+    kind = next((s.type for s in listed if s.name == split), None)
+    return EvalPlan(identity, episodes, todo, done, results, answer_tool, split_type=kind)
 
 
 def task_fields(task: dict[str, Any]) -> dict[str, Any]:

@@ -174,6 +174,24 @@ def test_group_by_names_a_field_of_a_task_object_by_its_dotted_name(folder: Path
     assert "Fields: id, meta.deep.bucket, meta.size, n, parity, value" in unknown.output
 
 
+def test_a_run_on_a_train_split_says_so_unless_it_was_asked_for(folder: Path) -> None:
+    spec = folder / "square.yaml"
+    text = (
+        spec.read_text()
+        .replace("test: data/", "train: data/")
+        .replace("test: {type: test}", "train: {type: train}")
+    )
+    spec.write_text(text)
+    with ChatServer(answering()) as server:
+        chosen = cli("eval", str(spec), "--model", "m", "--base-url", server.base_url, "--limit", "1")
+        named = cli("eval", str(spec), "--model", "m", "--base-url", server.base_url, "--limit", "1",
+                    "--split", "train")  # fmt: skip
+    assert chosen.exit_code == 0 and named.exit_code == 0, chosen.output + named.output
+    note = "note: train is a train split (square has no test or validation split): these are training-set"
+    assert note in " ".join(chosen.output.split())
+    assert "square/train: 1 episodes" in named.output and "note:" not in named.output
+
+
 def test_compare_prints_sampling_options_as_options(folder: Path, tmp_path: Path) -> None:
     runs = []
     with ChatServer(answering()) as server:
