@@ -125,10 +125,15 @@ def _serve_podman(address: str, folder: Path | None = None) -> str:
     if podman is None:
         _skip("needs a container engine for the podman sandbox: podman is not installed (apt install podman)")
         raise AssertionError  # unreachable: _skip raises
+    # The service runs in a folder of its own, removed when the tests end: conmon writes a file
+    # named `oom` into its working directory when the OOM killer takes a container's process,
+    # which was the checkout's.
+    folder = folder or Path(tempfile.mkdtemp(prefix="envbuilder-podman-"))
     process = subprocess.Popen(
         [podman, "system", "service", "--time=0", address],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        cwd=folder,
     )
     _stop_at_exit(process, folder)
     deadline = time.monotonic() + 30
