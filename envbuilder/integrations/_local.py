@@ -51,16 +51,16 @@ def describe(out: Reply | ToolOutput | RunToolError) -> str:
     return f"Error: {out.error}"
 
 
-def train_split(env: Environment, split: str | None = None) -> str:
-    """``split`` when given, else the split ``env`` declares for training
-    (:meth:`Environment.training_split`).
+def train_split(env: Environment, split: object = None) -> str:
+    """``split`` when given (as text: a dataset row's column), else the split ``env`` declares
+    for training (:meth:`Environment.training_split`).
 
     Raises:
         TaskNotFound: none is given and ``env`` has no train split (a trainer never trains on
             a held-out split unless it is named).
     """
     if split is not None:
-        return split
+        return str(split)
     chosen = env.training_split()
     if chosen is None:
         splits = ", ".join(f"{v.name} ({v.type})" for v in env.splits.values()) or "none"

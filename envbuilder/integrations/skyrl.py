@@ -69,10 +69,9 @@ class EnvbuilderTextEnv(BaseTextEnv):
         if not spec:
             raise ValueError("EnvbuilderTextEnv needs a spec: a `spec` column or env_config.spec")
         env = environment(spec)
-        split = extras.get("split")  # (dataset_rows writes it; else the spec's train split)
         self.episode = LocalEpisode.of(
             env,
-            train_split(env) if split is None else str(split),
+            train_split(env, extras.get("split")),  # (dataset_rows writes it; else the train split)
             int(extras.get("task_index", 0)),
             extras.get("secrets"),
         )

@@ -48,13 +48,11 @@ class SpecEnv(vf.MultiTurnEnv):
         max_turns: int = 10,
         secrets: dict[str, str] | None = None,
     ):
-        if split is not None:
-            env.split(split)  # an unknown split fails here, not when a dataset is built
         evaluated = split if split is not None else env.evaluation_split()
         trained = split if split is not None else env.training_split()
         self.env, self.split, self.secrets = env, evaluated, dict(secrets or {})
         self.num_tasks = num_tasks
-        view = env.split(evaluated)
+        view = env.split(evaluated)  # (an unknown split fails here, not when a dataset is built)
         tools = env.task_tools(view.task(0)).tools if len(view) else []
         super().__init__(
             dataset=None if trained is None else functools.partial(self._dataset, trained),

@@ -37,9 +37,8 @@ def compute_score(
     if "spec" not in info:
         raise ValueError(f"extra_info must name the spec, split and index (data_source {data_source!r})")
     env = environment(info["spec"])
-    split = info.get("split")  # (dataset_rows writes it; else the spec's train split)
-    index = int(info.get("index", 0))
-    episode = LocalEpisode.of(env, train_split(env) if split is None else str(split), index)
+    split = train_split(env, info.get("split"))  # (dataset_rows writes it; else the train split)
+    episode = LocalEpisode.of(env, split, int(info.get("index", 0)))
     assert env.submit is not None
     out = episode.step(env.submit.spec.name, {env.submit.spec.answer_field: solution_str})
     reward = reward_of(out)
@@ -127,9 +126,8 @@ class SpecTool:
             raise ValueError(f"{self.name}: create_kwargs (or the tool's config) must name the spec")
         env = environment(spec)
         instance_id = instance_id or uuid.uuid4().hex
-        split = where.get("split")
         self._episodes[instance_id] = LocalEpisode.of(
-            env, train_split(env) if split is None else str(split), int(where.get("index", 0))
+            env, train_split(env, where.get("split")), int(where.get("index", 0))
         )
         return instance_id, _response("")
 
