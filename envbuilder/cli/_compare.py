@@ -17,18 +17,15 @@ def compare(
     group_by: Annotated[str | None, typer.Option(help="Also compare per value of this task field.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
 ) -> None:
-    """Compare two runs of one environment: the difference in mean reward and whether it is real."""
+    """Compare two runs of one environment on the tasks both graded: the difference in mean reward
+    and whether it is real (void and errored episodes are left out, never scored 0)."""
     from envbuilder.cli._console import line, table
     from envbuilder.eval._compare import compare_runs
 
     with fail_on_errors():
         c = compare_runs(a, b, group_by=group_by)
     if as_json:
-        typer.echo(json.dumps({
-            "a": c.a.to_dict()["run"], "b": c.b.to_dict()["run"], "overall": c.overall.to_dict(),
-            "groups": {k: g.to_dict() for k, g in c.groups.items()},
-            "only_a": c.only_a, "only_b": c.only_b, "notes": c.notes,
-        }, indent=2))  # fmt: skip
+        typer.echo(json.dumps(c.to_dict(), indent=2))
         return
     rows = []
     for name, d in [("all", c.overall), *c.groups.items()]:
@@ -36,14 +33,14 @@ def compare(
         rows.append((name, str(d.tasks), _num(d.a), _num(d.b), d.diff.format(), verdict))
     title = f"B − A: {c.b.run.model} (B) vs {c.a.run.model} (A) on {c.a.run.env}"
     table((group_by or "", "tasks", "A", "B", "B − A, 95% CI", "real?"), rows, title=title)
-    skipped = [f"{n} only in {x}" for n, x in ((c.only_a, "A"), (c.only_b, "B")) if n]
+    skipped = c.left_out()
     if skipped:
-        line(f"left out: {', '.join(skipped)} (tasks)")
+        line(f"left out: {'; '.join(skipped)}")
     for note in c.notes:
         line(f"note: {note}")
     overall = c.overall
     word = "a real difference" if overall.significant else "no difference distinguishable from 0"
-    line(f"{word} at 95% (paired over {overall.tasks} tasks)")
+    line(f"{word} at 95% (paired over the {overall.tasks} tasks graded in both runs)")
 
 
 def _num(value: float | None) -> str:

@@ -13,12 +13,6 @@ def _outcomes(s: Summary) -> str:
     return ", ".join(f"{name.replace('_', ' ')} {n}" for name, n in s.outcomes.items())
 
 
-def _counted(s: Summary) -> str:
-    """``20 episodes``, or ``18 episodes (2 void left out)``: void episodes are in no mean."""
-    void = s.outcomes.get("void", 0)
-    return f"{s.episodes - void} episodes ({void} void left out)" if void else f"{s.episodes} episodes"
-
-
 def print_summary(s: Summary, title: str, group_by: str | None) -> None:
     """The summary (one metric a row, fits any width) and the per-group table."""
     per = f" ({s.turns / s.episodes:.1f} per episode)" if s.episodes else ""
@@ -26,10 +20,10 @@ def print_summary(s: Summary, title: str, group_by: str | None) -> None:
         ("episodes (tasks)", f"{s.episodes} ({s.tasks})"),
         ("ended", _outcomes(s)),
         *[(f"  error: {reason}", str(n)) for reason, n in s.errors_by_reason.items()],
-        (f"mean reward, all {_counted(s)} (none = 0), 95% CI", s.reward_all.format()),
+        (f"{s.reward_all_label}, 95% CI", s.reward_all.format()),
         (f"mean reward, {s.graded} graded episodes, 95% CI", s.reward_graded.format()),
         ("accuracy of graded, 95% CI", s.accuracy.format(percent=True)),
-        *[(f"pass@{k}, 95% CI", v.format()) for k, v in s.pass_at_ci.items()],
+        *[(f"pass@{k} of graded, 95% CI", v.format()) for k, v in s.pass_at_ci.items()],
         ("turns", f"{s.turns}{per}"),
         ("tokens prompt / completion", f"{s.prompt_tokens:,} / {s.completion_tokens:,}"),
     ]

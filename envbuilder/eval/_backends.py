@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any, Protocol
 
 from envbuilder.client import AsyncClient, ClientError, ToolCallError, ToolFailed
 from envbuilder.environment import Environment
 from envbuilder.errors import EnvbuilderError, did_you_mean
 from envbuilder.inprocess import LocalEpisode
+from envbuilder.llm import EndpointUse
 from envbuilder.protocol import ListToolsOutput, Message, Split, ToolSpec
 
 __all__ = ["EpisodeHandle", "EvalBackend", "LocalBackend", "RemoteBackend", "pick_environment"]
@@ -31,6 +32,9 @@ class EvalBackend(Protocol):
     env_name: str
     server: str | None
     """The ORS server's URL, or None in-process."""
+    endpoints: Sequence[EndpointUse]
+    """The simulated user's and judges' endpoints as this process runs them (none on a server,
+    which runs its own)."""
 
     async def content_hash(self) -> str | None:
         """``sha256:…`` over the environment's files, None when unknown."""
@@ -82,6 +86,7 @@ class LocalBackend:
         self.env = env
         self.env_name = env.name
         self.server: str | None = None
+        self.endpoints: Sequence[EndpointUse] = env.endpoints
 
     async def content_hash(self) -> str | None:
         from envbuilder.catalog import content_hash, file_sha256
@@ -109,7 +114,8 @@ class LocalBackend:
             await episode.aend()
 
     async def aclose(self) -> None:
-        return None
+        # the judges' connections belong to this run's event loop: released with it
+        await self.env.aclose()
 
 
 class _RemoteEpisode:
@@ -163,6 +169,7 @@ class RemoteBackend:
         self.env = client.environment(env_name)
         self.env_name = env_name
         self.server: str | None = str(client.http.base_url)
+        self.endpoints: Sequence[EndpointUse] = ()
 
     async def content_hash(self) -> str | None:
         """From the server's ``GET /catalog`` (envbuilder's); None when it has none."""

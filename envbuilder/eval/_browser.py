@@ -18,7 +18,7 @@ from envbuilder.errors import EnvbuilderError
 from envbuilder.eval._compare import compare_records
 from envbuilder.eval._records import RunFileError, RunHeader
 from envbuilder.eval._report import _html, write_report
-from envbuilder.eval._results import Summary, summarize
+from envbuilder.eval._results import Summary, summarize, unscored
 from envbuilder.eval._run import ResultsFile, describe_sampling, episode_key
 from envbuilder.paths import write_file
 
@@ -74,10 +74,10 @@ def _row(path: Path, folder: Path, header: RunHeader, records: list[dict[str, An
 
 def _score(s: Summary) -> dict[str, Any]:
     """The run's score, or none when no episode got a reward: a run whose episodes were all
-    ungradeable (or failed) is void, not a model that scored 0.000."""
-    if s.episodes and s.outcomes["ungradeable"] + s.errors == s.episodes:
-        counts = ", ".join(f"{n} {o.replace('_', ' ')}" for o, n in s.outcomes.items() if n)
-        return {"score": None, "score_text": f"void: no episode was graded ({counts})"}
+    void, ungradeable or failed is void, not a model that scored 0.000."""
+    why = unscored(s.outcomes)
+    if why is not None:
+        return {"score": None, "score_text": why}
     return {"score": s.reward_all.mean, "score_text": s.reward_all.format()}
 
 
@@ -116,8 +116,7 @@ def write_browser(folder: Path) -> tuple[Path, int]:
                 comparisons[f"{rows[i]['id']},{rows[j]['id']}"] = {
                     **c.overall.to_dict(),
                     "text": c.overall.diff.format(),
-                    "only_a": c.only_a,
-                    "only_b": c.only_b,
+                    "left_out": c.left_out(),
                     "notes": c.notes,
                 }
     page = (

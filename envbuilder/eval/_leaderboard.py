@@ -1,7 +1,8 @@
 """Leaderboard rows for the catalog, generated from run summaries (or results files).
 
 ``envbuilder catalog … --results runs/*.summary.json`` puts each environment's rows on its page:
-model, mean reward over all episodes with its 95 % interval, graded accuracy, samples, date and
+model, mean reward over all episodes with its 95 % interval (none for a run with nothing graded:
+every episode void or an error is no score of the model), graded accuracy, samples, date and
 the command that reproduces the run (without local paths: a spec file is named by its file
 name, ``--out`` is dropped). Runs that cannot be ranked together are kept but marked with why:
 another version of the environment (its content hash), another split, number of tasks, samples
@@ -18,7 +19,7 @@ from typing import Any
 
 from envbuilder.errors import EnvbuilderError
 from envbuilder.eval._records import RunSummary, parse_line
-from envbuilder.eval._results import summarize
+from envbuilder.eval._results import summarize, unscored
 from envbuilder.eval._run import ResultsFile
 
 __all__ = ["attach_leaderboards", "leaderboard_row"]
@@ -50,18 +51,21 @@ def leaderboard_row(path: Path) -> dict[str, Any]:
     """One run as a leaderboard row (JSON-ready)."""
     data = _load(path)
     run, s = data.run, data.summary
+    # a run with nothing graded (every episode void or an error) has no score: it is not a 0
+    void = unscored({k: v for k, v in s.outcomes.model_dump().items() if isinstance(v, int)})
     return {
         "env": run.env,
         "env_hash": run.env_hash,
         "model": run.model,
-        "score": s.mean_reward_all.mean,
-        "ci95": list(s.mean_reward_all.ci95),
+        "score": None if void else s.mean_reward_all.mean,
+        "ci95": [None, None] if void else list(s.mean_reward_all.ci95),
+        "void": void,
         "accuracy_graded": s.accuracy_graded.mean,
         "episodes": s.episodes,
         "tasks": s.tasks,
         "samples": run.samples,
         "errors": s.outcomes.error,
-        "pass_at_k": s.pass_at_k,
+        "pass_at_k": {} if void else s.pass_at_k,
         "split": run.split,
         "date": (data.finished or "")[:10],
         "command": public_command(data.command),
@@ -139,7 +143,9 @@ def attach_leaderboards(catalog: dict[str, Any], paths: list[Path]) -> list[str]
             continue
         for row in runs:
             row["same_version"] = row["env_hash"] in (None, entry.get("content_hash"))
-        entry["leaderboard"] = sorted(runs, key=lambda r: (-(r["score"] or 0.0), r["model"]))
+        # best first; a run without a score (nothing graded) last, never ranked as a 0
+        board = sorted(runs, key=lambda r: (r["score"] is None, -(r["score"] or 0.0), r["model"]))
+        entry["leaderboard"] = board
         _mark_comparable(entry["leaderboard"])
     return [
         f"{len(runs)} run(s) of {name!r}, which is not in the catalog"

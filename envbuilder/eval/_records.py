@@ -61,6 +61,8 @@ class RunFields(BaseModel):
     samples: int = 1
     max_turns: int = 10
     answer: str = "tool"
+    endpoints: dict[str, dict[str, str]] = Field(default_factory=dict)
+    """The simulated user's and judge's overridden endpoints (absent: none was)."""
 
 
 class RunHeader(_Record):

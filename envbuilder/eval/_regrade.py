@@ -22,7 +22,7 @@ from envbuilder.errors import EnvbuilderError
 from envbuilder.eval._agent import absorb, conclude
 from envbuilder.eval._records import RECORD_VERSION, RunFields, RunHeader
 from envbuilder.eval._results import Summary, outcome_of, summarize
-from envbuilder.eval._run import ResultsFile, RunIdentity, without_transcript
+from envbuilder.eval._run import ResultsFile, RunIdentity, endpoint_identity, without_transcript
 from envbuilder.eval._runner import task_fields
 from envbuilder.inprocess import LocalEpisode
 from envbuilder.paths import new_file
@@ -129,6 +129,7 @@ async def regrade_run(results: Path, env: Environment, out: Path | None = None) 
             "env": env.name,
             "env_hash": await LocalBackend(env).content_hash(),
             "server": None,
+            "endpoints": endpoint_identity(env.endpoints),
         }
     )
     new_records, changes, replayed = [], [], 0

@@ -11,22 +11,36 @@ How an episode ended (its ``outcome``), one of :data:`OUTCOMES`:
 * ``error``: the model endpoint or the environment failed (the reason is in ``error``).
 
 Two mean rewards, labelled: over **all** episodes but the void ones (an episode without a reward
-counts 0, errors included) and over the **graded** ones only.
+counts 0, errors included) and over the **graded** ones only (:func:`is_graded`: correct or
+incorrect), which is also what accuracy, pass@k and ``eval compare`` are computed over. A run
+with no episode the agent could be scored on (:func:`unscored`) has no score at all.
 """
 
 from __future__ import annotations
 
 import collections
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from envbuilder.errors import EnvbuilderError, did_you_mean
 from envbuilder.eval._stats import FEW, Estimate, clustered_mean, pass_at_k
 
-__all__ = ["OUTCOMES", "Summary", "check_group_by", "interval_methods", "outcome_of", "summarize"]
+__all__ = [
+    "GRADED",
+    "OUTCOMES",
+    "Summary",
+    "check_group_by",
+    "interval_methods",
+    "is_graded",
+    "outcome_of",
+    "summarize",
+    "unscored",
+]
 
 OUTCOMES = ("correct", "incorrect", "ungradeable", "void", "no_answer", "error")
+GRADED = ("correct", "incorrect")
+"""The outcomes the grader decided: the episodes of every "graded" figure."""
 
 
 def outcome_of(record: dict[str, Any]) -> str:
@@ -39,6 +53,25 @@ def outcome_of(record: dict[str, Any]) -> str:
         metadata = record.get("metadata")
         return "void" if isinstance(metadata, dict) and metadata.get("void") else "ungradeable"
     return "correct" if record.get("correct") else "incorrect"
+
+
+def is_graded(record: dict[str, Any]) -> bool:
+    """Whether the grader decided the episode of ``record`` (its outcome is in :data:`GRADED`)."""
+    return outcome_of(record) in GRADED
+
+
+def unscored(outcomes: Mapping[str, int]) -> str | None:
+    """Why a run (or group) with these outcome counts has no score, or None when it has one.
+
+    No score when none of its episodes got a reward from the agent's behaviour (each was void,
+    ended in an error or was ungradeable): a mean would score failures outside the answer as 0.
+    Episodes that ran out of turns count (not answering is the agent's own failure).
+    """
+    counts = {o: n for o, n in outcomes.items() if n}
+    if not counts or any(o in (*GRADED, "no_answer") for o in counts):
+        return None
+    said = ", ".join(f"{counts[o]} {o.replace('_', ' ')}" for o in OUTCOMES if o in counts)
+    return f"void: no episode was graded ({said})"
 
 
 def group_of(record: dict[str, Any], field_name: str) -> str:
@@ -84,7 +117,7 @@ class Summary:
     accuracy: Estimate
     """Share of correct episodes among graded ones."""
     pass_at: dict[int, float]
-    """pass@k for k ≤ the fewest samples any task has (correct = the grader's outcome)."""
+    """pass@k over graded episodes, for k ≤ the fewest graded samples any task with one has."""
     pass_at_ci: dict[int, Estimate]
     """pass@k with its 95 % interval (bootstrap over tasks; Wilson when k = samples = 1)."""
     turns: int
@@ -98,7 +131,20 @@ class Summary:
 
     @property
     def graded(self) -> int:
-        return self.outcomes["correct"] + self.outcomes["incorrect"]
+        return sum(self.outcomes[o] for o in GRADED)
+
+    @property
+    def scored(self) -> bool:
+        """Whether the run has a score at all (see :func:`unscored`)."""
+        return unscored(self.outcomes) is None
+
+    @property
+    def reward_all_label(self) -> str:
+        """What :attr:`reward_all` is over, in words: ``mean reward, all 18 episodes (2 void
+        left out) (none = 0)``; the one label of that figure wherever it is shown."""
+        void = self.outcomes["void"]
+        counted = f"{self.episodes - void} episodes" + (f" ({void} void left out)" if void else "")
+        return f"mean reward, all {counted} (none = 0)"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -142,10 +188,10 @@ def summarize(records: Iterable[dict[str, Any]], *, group_by: str | None = None)
     reasons = collections.Counter(
         str(r.get("error_reason") or "other") for r in records if outcome_of(r) == "error"
     )
-    graded = [r for r in records if outcome_of(r) in ("correct", "incorrect")]
+    graded = [r for r in records if is_graded(r)]
     counted = [r for r in records if outcome_of(r) != "void"]
     by_task: dict[tuple[str, int], list[bool]] = collections.defaultdict(list)
-    for r in counted:
+    for r in graded:  # like accuracy: an episode the grader did not decide is no failed attempt
         by_task[_task(r)].append(outcome_of(r) == "correct")
     fewest = min((len(v) for v in by_task.values()), default=0)
     pass_at_ci = {

@@ -1,8 +1,12 @@
 """A run's identity and its results file: the header that says which run the episodes belong to.
 
 A run is everything that decides its results: the environment and its content hash, the split
-and task selection, the model and its endpoint, the sampling parameters, samples per task and
-the turn limit. The results file (JSONL) starts with a header line ``{"run": {...}, "run_id":
+and task selection, the model and its endpoint, the sampling parameters, samples per task, the
+turn limit, and the simulated user's and judge's endpoints where a flag or variable replaced the
+spec's (``--judge-model``, ``--user-base-url`` …; the spec's own are in its hash). A base URL is
+recorded without credentials (user info, query, fragment); an API key never is.
+
+The results file (JSONL) starts with a header line ``{"run": {...}, "run_id":
 ...}`` and every episode line carries the same ``run_id``. Resuming into a file continues
 exactly that run; any other run is refused, naming each field that differs. Both kinds of line
 are read back as the typed records of :mod:`envbuilder.eval._records` (with their ``version``).
@@ -13,6 +17,8 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
+import urllib.parse
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +35,7 @@ __all__ = [
     "RunMismatch",
     "describe",
     "describe_sampling",
+    "endpoint_identity",
     "episode_key",
 ]
 
@@ -48,7 +55,10 @@ _OPTIONS = {
     "samples": "--samples",
     "max_turns": "--max-turns",
     "answer": "--answer",
+    "endpoints": "the simulated user's and judge's endpoints",
 }
+#: The override of each endpoint field (a flag, or its variable ``$ENVBUILDER_JUDGE_MODEL`` …).
+_ENDPOINT_FIELDS = ("base_url", "model")
 _SAMPLING = {
     "temperature": "--temperature",
     "top_p": "--top-p",
@@ -68,6 +78,37 @@ def describe_sampling(sampling: dict[str, Any] | None) -> str:
             continue
         parts.append(f"{option} {json.dumps(value, sort_keys=True) if key == 'extra' else value}")
     return " ".join(parts) or "the endpoint's defaults"
+
+
+def _public_url(url: str) -> str:
+    """``url`` without what may be a secret: user info, query and fragment."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    host = f"[{host}]" if ":" in host else host
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    netloc = f"{host}:{port}" if port is not None else host
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def endpoint_identity(uses: Iterable[Any]) -> dict[str, dict[str, str]]:
+    """The part of a run's identity that the environment's model endpoints make
+    (:class:`envbuilder.llm.EndpointUse`): per role (``judge``, ``user``), the base URL and model
+    that replaced the spec's. Empty when none did. Never a key."""
+    out: dict[str, dict[str, str]] = {}
+    for use in uses:
+        for name in _ENDPOINT_FIELDS:
+            if name in use.overridden:
+                value = getattr(use, name)
+                out.setdefault(use.role, {})[name] = _public_url(value) if name == "base_url" else value
+    return out
+
+
+def _option(role: str, name: str) -> str:
+    flag = f"--{role}-{name.replace('_', '-')}"
+    return f"{flag} (or $ENVBUILDER_{role.upper()}_{name.upper()})"
 
 
 def describe(key: str, value: Any) -> str:
@@ -102,9 +143,14 @@ class RunIdentity:
     max_turns: int = 10
     answer: str = "tool"
     """How the model answers: ``tool`` (it calls the answer tool) or ``text`` (its final message)."""
+    endpoints: dict[str, dict[str, str]] = field(default_factory=dict)
+    """The simulated user's and judge's overridden endpoints (:func:`endpoint_identity`)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        if not self.endpoints:  # absent, as before the field: such a run keeps its run_id
+            del out["endpoints"]
+        return out
 
     @property
     def run_id(self) -> str:
@@ -119,12 +165,21 @@ class RunIdentity:
 
     def differences(self, other: RunIdentity) -> list[str]:
         """One line per field that differs: ``--model: "a" in the file, "b" now``."""
-        mine, theirs = self.to_dict(), other.to_dict()
+        mine, theirs = asdict(self), asdict(other)
         out = []
         for k in _OPTIONS:
             if mine[k] == theirs[k]:
                 continue
-            if k == "sampling":
+            if k == "endpoints":
+                a, b = mine[k] or {}, theirs[k] or {}
+                out += [
+                    f"{_option(role, name)}: {json.dumps(a.get(role, {}).get(name))} in the file, "
+                    f"{json.dumps(b.get(role, {}).get(name))} now"
+                    for role in sorted(a.keys() | b.keys())
+                    for name in _ENDPOINT_FIELDS
+                    if a.get(role, {}).get(name) != b.get(role, {}).get(name)
+                ]
+            elif k == "sampling":
                 a, b = mine[k] or {}, theirs[k] or {}
                 out += [
                     f"{_SAMPLING[s]}: {json.dumps(a.get(s))} in the file, {json.dumps(b.get(s))} now"

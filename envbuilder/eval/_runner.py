@@ -15,7 +15,7 @@ from envbuilder.eval._answer import AnswerMode, AnswerTool, choose_answer_tool
 from envbuilder.eval._backends import EvalBackend
 from envbuilder.eval._records import RECORD_VERSION
 from envbuilder.eval._results import check_group_by
-from envbuilder.eval._run import EpisodeKey, ResultsFile, RunIdentity, without_transcript
+from envbuilder.eval._run import EpisodeKey, ResultsFile, RunIdentity, endpoint_identity, without_transcript
 from envbuilder.llm import ChatModel
 from envbuilder.spec import evaluation_split
 
@@ -93,6 +93,7 @@ async def plan_eval(
         env=backend.env_name, env_hash=await backend.content_hash(), server=backend.server,
         split=split, limit=limit, model=model.model, endpoint=model.base_url,
         sampling=model.sampling.to_dict(), samples=samples, max_turns=max_turns, answer=answer,
+        endpoints=endpoint_identity(backend.endpoints),
     )  # fmt: skip
     episodes = [
         (split, i, s) for i in range(n if limit is None else min(n, max(0, limit))) for s in range(samples)

@@ -94,11 +94,9 @@
     strong.className = "verdict";
     strong.textContent = verdict;
     result.appendChild(document.createTextNode(
-      c.tasks + " paired tasks: A " + c.a.toFixed(3) + ", B " + c.b.toFixed(3) + ", B − A " + c.text + ": "));
+      c.tasks + " tasks graded in both runs: A " + c.a.toFixed(3) + ", B " + c.b.toFixed(3) + ", B − A " + c.text + ": "));
     result.appendChild(strong);
-    var lines = c.notes.slice();
-    if (c.only_a) lines.push(c.only_a + " task(s) only in A, left out");
-    if (c.only_b) lines.push(c.only_b + " task(s) only in B, left out");
+    var lines = c.notes.concat(c.left_out.map(function (text) { return "left out: " + text; }));
     lines.forEach(function (text) {
       var li = document.createElement("li");
       li.textContent = text;

@@ -116,7 +116,7 @@ def test_pick_two_runs_for_a_paired_comparison(runs: Path, tmp_path: Path) -> No
     # weak is wrong on n = 2, 4, 6: paired over 6 tasks, A 0.5, B 1.0
     # per-task differences 0,1,0,1,0,1: mean .5, s.e. sqrt(.3/6), the normal paired interval
     assert (
-        "6 paired tasks: A 0.500, B 1.000, B − A 0.500 [0.062, 0.938] (few: 6 tasks): "
+        "6 tasks graded in both runs: A 0.500, B 1.000, B − A 0.500 [0.062, 0.938] (few: 6 tasks): "
         '<span class="verdict">a real difference at 95%</span>'
     ) in panel
     cube = run_id(runs, "nested/odd-cube.jsonl")
@@ -199,3 +199,37 @@ def test_hostile_folder_names_and_titles_run_no_script_and_make_no_javascript_li
         assert not [h for h in hrefs if h.startswith(("javascript:", "data:", "vbscript:"))], page
     dom = browse((root / "index.html").as_uri(), "--dump-dom")
     assert re.findall(r'<a href="([^"]*)"', dom) == ["javascript%3Aalert%28document.domain%29/run.html"]
+
+
+def test_comparisons_pair_only_tasks_graded_in_both_runs(tmp_path: Path) -> None:
+    """The browser's comparisons are eval compare's: void and errored episodes left out, said."""
+    from tests.eval.test_compare import judged_runs
+
+    a, b = judged_runs(tmp_path)
+    assert cli("view", str(a.parent)).exit_code == 0
+    html = (a.parent / "index.html").read_text()
+    found = re.search(r'<script id="data" type="application/json">(.*?)</script>', html, re.S)
+    assert found is not None
+    comparisons = json.loads(found[1])["comparisons"]
+    ids = [json.loads(p.read_text().splitlines()[0])["run_id"] for p in (a, b)]
+    c = comparisons[f"{ids[0]},{ids[1]}"]
+    assert (c["tasks"], c["a"], c["b"], c["significant"]) == (2, 1.0, 1.0, False)
+    assert "3 void, 1 error episodes in B (not graded)" in c["left_out"]
+
+
+def test_a_run_with_every_episode_void_has_no_score(tmp_path: Path) -> None:
+    """A judge down on every task: every episode void, the run is no 0.000."""
+    from tests.eval.test_compare import JUDGED, judge, model
+
+    folder = write_arithmetic(tmp_path / "envs", names=("square",))
+    spec, out = folder / "square.yaml", tmp_path / "runs"
+    with ChatServer(judge({"references": {str(n * n) for n in range(2, 8)}})) as judge_server:
+        spec.write_text(JUDGED.format(name="square", extra="", judge=judge_server.base_url))
+        with ChatServer(model()) as server:
+            result = cli("eval", str(spec), "--model", "m", "--base-url", server.base_url, "--no-cache",
+                         "--out", str(out / "void.jsonl"))  # fmt: skip
+    assert "void 6" in result.output, result.output
+    assert cli("view", str(out)).exit_code == 0
+    row = re.search(r'<tr class="run".*?</tr>', (out / "index.html").read_text(), re.S)
+    assert row is not None
+    assert 'data-score=""' in row.group(0) and "void: no episode was graded (6 void)" in row.group(0)

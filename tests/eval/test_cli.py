@@ -202,7 +202,7 @@ def test_compare_finds_a_planted_difference(runs) -> None:
     assert overall["difference"]["mean"] == pytest.approx(0.5)
     assert overall["difference"]["stderr"] == pytest.approx((3 / 11) ** 0.5 / 12**0.5)
     text = cli("eval", "compare", str(runs["a"]), str(runs["c"])).output
-    assert "a real difference at 95% (paired over 12 tasks)" in text
+    assert "a real difference at 95% (paired over the 12 tasks graded in both runs)" in text
 
 
 def test_compare_finds_no_planted_non_difference(runs) -> None:

@@ -69,7 +69,7 @@ def test_the_baseline_resumes(folder: Path, tmp_path: Path) -> None:
 def test_every_identity_field_has_a_resume_test() -> None:
     # the tests below cover these; a new field must get its own test
     covered = {"env", "env_hash", "server", "split", "limit", "model", "endpoint", "sampling", "samples",
-               "max_turns", "answer"}  # fmt: skip
+               "max_turns", "answer", "endpoints"}  # fmt: skip
     assert set(RunIdentity.__dataclass_fields__) == covered == set(_OPTIONS)
 
 
@@ -156,3 +156,85 @@ def test_a_header_without_the_answer_field_resumes_as_tool(folder: Path, tmp_pat
     shutil.copy(out, tmp_path / "copy.jsonl")
     refused(tmp_path / "copy.jsonl", '--answer: "tool" in the file, "text" now', spec=folder / "square.yaml",
             answer="text")  # fmt: skip
+
+
+JUDGE_AND_USER = """\
+grader:
+  type: llm_judge
+  base_url: http://127.0.0.1:9/v1
+  model: judge
+  reference: "{{ value }}"
+user:
+  base_url: http://127.0.0.1:9/v1
+  model: user
+  template: "You are the customer. Say ###STOP### when done."
+"""
+
+
+@pytest.fixture
+def judged(folder: Path) -> Path:
+    """square.yaml with an llm_judge grader and a simulated user (neither is called by planning)."""
+    spec = folder / "judged.yaml"
+    text = (folder / "square.yaml").read_text()
+    spec.write_text(text[: text.index("grader:")].replace("name: square", "name: judged") + JUDGE_AND_USER)
+    return spec
+
+
+@pytest.mark.parametrize("role", ["judge", "user"])
+@pytest.mark.parametrize(("name", "value"), [("model", "other"), ("base_url", "http://127.0.0.1:10/v1")])
+def test_endpoints(
+    judged: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, role: str, name: str, value: str
+) -> None:
+    """Another judge or simulated user (a flag sets its variable) is another run."""
+    out = tmp_path / "r.jsonl"
+    plan(judged, out=out)
+    monkeypatch.setenv(f"ENVBUILDER_{role.upper()}_{name.upper()}", value)
+    option = f"--{role}-{name.replace('_', '-')} (or $ENVBUILDER_{role.upper()}_{name.upper()})"
+    refused(out, f'{option}: null in the file, "{value}" now', spec=judged)
+    shutil.copy(out, tmp_path / "copy.jsonl")  # and back: a run with an override refuses one without
+    plan(judged, out=tmp_path / "other.jsonl")
+    monkeypatch.delenv(f"ENVBUILDER_{role.upper()}_{name.upper()}")
+    refused(tmp_path / "other.jsonl", f'{option}: "{value}" in the file, null now', spec=judged)
+
+
+def test_an_endpoint_is_recorded_without_credentials_and_never_a_key(
+    judged: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "r.jsonl"
+    monkeypatch.setenv("ENVBUILDER_JUDGE_BASE_URL", "http://ann:pa55word@127.0.0.1:9/v1?token=t0ken#frag")
+    monkeypatch.setenv("ENVBUILDER_JUDGE_API_KEY", "sk-judge-must-never-leak")
+    first = plan(judged, out=out)
+    assert first.identity.endpoints == {"judge": {"base_url": "http://127.0.0.1:9/v1"}}
+    text = out.read_text()
+    assert all(secret not in text for secret in ("ann", "pa55word", "t0ken", "frag", "sk-judge"))
+    monkeypatch.setenv("ENVBUILDER_JUDGE_API_KEY", "sk-another-key")  # another key: the same run
+    assert plan(judged, out=out).identity == first.identity
+
+
+def test_a_header_without_endpoints_resumes_without_overrides(judged: Path, tmp_path: Path) -> None:
+    """Files written before the field existed (no ``endpoints``) keep their run and run_id."""
+    import json
+
+    out = tmp_path / "r.jsonl"
+    first = plan(judged, out=out)
+    head = json.loads(out.read_text().splitlines()[0])
+    assert "endpoints" not in head["run"]
+    old = {k: v for k, v in first.identity.to_dict().items() if k != "endpoints"}
+    assert head["run"] == old and head["run_id"] == first.identity.run_id
+    assert plan(judged, out=out).identity == first.identity
+
+
+def test_eval_refuses_to_resume_a_run_with_another_judge(judged: Path, tmp_path: Path) -> None:
+    """The auditor's case, through the CLI: --judge-model on a file of the spec's judge."""
+    from typer.testing import CliRunner
+
+    from envbuilder.cli import app
+
+    out = tmp_path / "r.jsonl"
+    plan(judged, out=out)
+    args = ["eval", str(judged), "--model", "m", "--base-url", URL, "--split", "test", "--limit", "3",
+            "--out", str(out)]  # fmt: skip
+    result = CliRunner().invoke(app, [*args, "--judge-model", "other-judge"])
+    assert result.exit_code == 1, result.output
+    assert "belongs to another run" in result.output
+    assert '--judge-model (or $ENVBUILDER_JUDGE_MODEL): null in the file, "other-judge" now' in result.output

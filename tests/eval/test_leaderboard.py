@@ -75,3 +75,32 @@ def test_runs_that_cannot_be_ranked_together_are_marked(answers, tmp_path: Path)
     assert {r["model"]: r["not_comparable"] for r in board} == {"a": [], "b": [], "c": ["2 tasks"]}
     html = (site / "env" / "gsm8k.html").read_text()
     assert "(not comparable: 2 tasks)" in html
+
+
+def test_a_run_with_nothing_graded_has_no_score_and_is_ranked_last(answers, tmp_path: Path) -> None:
+    """The model endpoint down for a whole run: every episode an error, which is no model scoring 0."""
+    from tests.eval.test_compare import closed_port_url
+
+    good = tmp_path / "good.jsonl"
+    with ChatServer(right_when(answers, lambda i: i == 0)) as server:
+        result = CliRunner().invoke(app, ["eval", str(ENVS / "gsm8k.yaml"), "--model", "good", "--base-url",
+                                          server.base_url, "--limit", "4", "--out", str(good)])  # fmt: skip
+        assert result.exit_code == 0, result.output
+    down = tmp_path / "down.jsonl"
+    result = CliRunner().invoke(app, ["eval", str(ENVS / "gsm8k.yaml"), "--model", "down", "--base-url",
+                                      closed_port_url(), "--limit", "4", "--max-retries", "0",
+                                      "--out", str(down)])  # fmt: skip
+    assert "error 4" in result.output and "pass@" not in result.output, result.output
+    site = tmp_path / "site"
+    result = CliRunner().invoke(app, ["catalog", str(ENVS / "gsm8k.yaml"), "--out", str(site),
+                                      "--results", str(tmp_path / "down.summary.json"),
+                                      "--results", str(tmp_path / "good.summary.json")])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    board = json.loads((site / "catalog.json").read_text())["environments"][0]["leaderboard"]
+    assert [(r["model"], r["score"], r["ci95"], r["pass_at_k"]) for r in board] == [
+        ("good", 0.25, board[0]["ci95"], {"1": 0.25}), ("down", None, [None, None], {})]  # fmt: skip
+    assert board[1]["void"] == "void: no episode was graded (4 error)"
+    html = (site / "env" / "gsm8k.html").read_text()
+    row = re.search(r'<tr class="run"><td><code>down</code>.*?</tr>', html, re.S)
+    assert row is not None and "0.000" not in row.group(0)
+    assert "void: no episode was graded (4 error)" in row.group(0)

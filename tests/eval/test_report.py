@@ -77,7 +77,7 @@ def test_the_page_shows_the_summary_and_every_episode(report: Path) -> None:
     assert '<p id="count">4 of 4 episodes</p>' in dom
     assert "correct 1</span>" in dom and "no answer 1</span>" in dom and "error 1</span>" in dom
     assert "HTTP 400: 1" in dom  # errors by reason
-    assert "<th>Mean reward, all 4 episodes (none = 0)</th><td>0.250 [" in dom
+    assert "<th>mean reward, all 4 episodes (none = 0)</th><td>0.250 [" in dom
     assert "<th>Mean reward, 2 graded episodes</th><td>0.500 [" in dom
     assert "<h2>By <code>id</code></h2>" in dom and "<td>test-0</td>" in dom
 
@@ -108,3 +108,17 @@ def test_search_finds_words_in_transcripts(report: Path) -> None:
     assert shown(dom) == {"ep-0-0": False, "ep-1-0": False, "ep-2-0": False, "ep-3-0": True}
     dom = browse(report.as_uri() + "#q=nothing-matches-this", "--dump-dom")
     assert not any(shown(dom).values()) and '<p id="none">No episode matches.</p>' in dom
+
+
+def test_the_page_labels_the_mean_over_all_as_eval_prints_it(tmp_path: Path) -> None:
+    """6 episodes, 3 of them void: the mean is over 3, and both say so in the same words."""
+    from tests.eval.test_compare import judged_runs
+
+    _, b = judged_runs(tmp_path)
+    label = "mean reward, all 3 episodes (3 void left out) (none = 0)"
+    assert label in b.with_suffix(".out").read_text()
+    result = CliRunner().invoke(app, ["view", str(b)])
+    assert result.exit_code == 0, result.output
+    html = b.with_suffix(".html").read_text()
+    assert f"<th>{label}</th><td>0.667 [" in html  # 2 correct, 1 error (none = 0)
+    assert "all 6 episodes" not in html

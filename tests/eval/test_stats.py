@@ -94,7 +94,7 @@ def test_a_constructed_run_with_groups() -> None:
     assert (s.reward_all.mean, s.reward_all.n) == (pytest.approx(3 / 9), 9)
     assert (s.reward_graded.mean, s.reward_graded.n) == (0.75, 4)
     assert s.reward_graded.stderr == pytest.approx(0.25)  # sd 0.5 / sqrt(4)
-    assert s.pass_at == {1: pytest.approx(3 / 9)}
+    assert s.pass_at == {1: 0.75}  # over the 4 graded, as accuracy: errors are no failed attempts
     assert (s.turns, s.prompt_tokens, s.completion_tokens) == (9, 27, 18)
     assert list(s.groups) == ["1", "2", "3"]
     one, two, three = s.groups.values()
