@@ -8,11 +8,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from envbuilder.data import Task
-from envbuilder.graders import Outcome
+from envbuilder.graders import Grade, Outcome
 from envbuilder.protocol import RunToolError, ToolOutput, text_output
 from envbuilder.world import json_copy
 
-__all__ = ["Episode", "GradeCounts", "Reply", "finished_error", "output_of", "reward_of"]
+__all__ = ["Episode", "GradeCounts", "Reply", "finished_error", "grade_metadata", "output_of", "reward_of"]
 
 log = logging.getLogger("envbuilder.episode")
 
@@ -41,6 +41,23 @@ def without_gold(details: dict[str, Any], into: dict[str, Any] | None = None) ->
             value = [without_gold(v) if isinstance(v, dict) else v for v in value]
         out[key] = value
     return out
+
+
+def grade_metadata(grade: Grade, reveal: bool, **extra: Any) -> dict[str, Any]:
+    """What an answer's output says of its ``grade``: ``{outcome, score, reason, **extra,
+    **details}``, the details without :data:`GOLD_DETAILS` unless ``reveal`` (the episode has
+    finished and the spec sets ``reveal_answer``). Every output (or feedback) that shows a
+    grade's details builds them here, so no path shows the gold answer while it still counts."""
+    metadata: dict[str, Any] = {
+        "outcome": grade.outcome._value_,  # (the plain str, without the enum's property)
+        "score": grade.score,
+        "reason": grade.reason,
+        **extra,
+    }
+    if reveal:
+        metadata.update(grade.details)
+        return metadata
+    return without_gold(grade.details, metadata)  # (written into it: no dict of its own)
 
 
 @dataclass

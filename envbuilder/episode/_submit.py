@@ -19,8 +19,8 @@ from envbuilder.episode._episode import (
     Reply,
     _Saved,
     finished_error,
+    grade_metadata,
     output_of,
-    without_gold,
 )
 from envbuilder.episode.dialogue import Dialogue
 from envbuilder.episode.simulated_user import Exchange, SimulatedUser, UserCall, UserUnavailable
@@ -311,9 +311,7 @@ class SubmitTool:
             episode.scores.append(grade.score)
             if grade.void:
                 episode.void = episode.void or grade.reason
-            metadata.update(
-                outcome=grade.outcome.value, score=grade.score, reason=grade.reason, **grade.details
-            )
+            metadata.update(grade_metadata(grade, last and self.spec.reveal_answer))
             metadata["turn_reward"] = self._reward(grade.score)
         if not last:
             turns = (
@@ -430,17 +428,9 @@ class SubmitTool:
             target = self.target(episode.task)
             if target is not None:
                 text += f" The correct answer is {target}."
-        metadata: dict[str, Any] = {
-            "outcome": grade.outcome._value_,  # (the plain str, without the enum's property)
-            "score": grade.score,
-            "reason": grade.reason,
-            "attempt": episode.attempts,
-            "max_attempts": spec.max_attempts,
-        }
-        if finished and spec.reveal_answer:
-            metadata.update(grade.details)
-        else:
-            without_gold(grade.details, metadata)  # (written into it: no dict of its own)
+        metadata = grade_metadata(
+            grade, finished and spec.reveal_answer, attempt=episode.attempts, max_attempts=spec.max_attempts
+        )
         if ungradeable:
             metadata["ungradeable_policy"] = policy
             metadata["ungradeable_count"] = episode.ungradeable
@@ -468,7 +458,7 @@ class SubmitTool:
             "attempts_left": left,
             "finished": finished,
             "answer": answer,
-            "grade": dict(grade.details),
+            "grade": grade_metadata(grade, finished and self.spec.reveal_answer),
         }
         try:
             return self.feedback.render(context).strip()

@@ -35,6 +35,9 @@ class EvalBackend(Protocol):
     endpoints: Sequence[EndpointUse]
     """The simulated user's and judges' endpoints as this process runs them (none on a server,
     which runs its own)."""
+    private_fields: frozenset[str]
+    """The task fields clients never see (the gold answer), when known: in-process only (a
+    server's tasks arrive without them)."""
 
     async def content_hash(self) -> str | None:
         """``sha256:…`` over the environment's files, None when unknown."""
@@ -62,7 +65,7 @@ class _LocalEpisode:
 
     def __init__(self, episode: LocalEpisode):
         self.episode = episode
-        self.task = dict(episode.task)
+        self.task = dict(episode.env.public(episode.task))  # what a served run records: /task's
         self.task_id = str(self.task["id"]) if self.task.get("id") is not None else None
 
     async def messages(self) -> list[Message]:
@@ -87,6 +90,7 @@ class LocalBackend:
         self.env_name = env.name
         self.server: str | None = None
         self.endpoints: Sequence[EndpointUse] = env.endpoints
+        self.private_fields = env.private_fields
 
     async def content_hash(self) -> str | None:
         from envbuilder.catalog import content_hash, file_sha256
@@ -100,7 +104,7 @@ class LocalBackend:
         return len(self.env.split(split))
 
     async def first_task(self, split: str) -> dict[str, Any]:
-        return dict(self.env.split(split).task(0))
+        return dict(self.env.public(self.env.split(split).task(0)))
 
     async def tool_listing(self) -> ListToolsOutput:
         return self.env.tools_listing
@@ -170,6 +174,7 @@ class RemoteBackend:
         self.env_name = env_name
         self.server: str | None = str(client.http.base_url)
         self.endpoints: Sequence[EndpointUse] = ()
+        self.private_fields: frozenset[str] = frozenset()  # (the server does not say)
 
     async def content_hash(self) -> str | None:
         """From the server's ``GET /catalog`` (envbuilder's); None when it has none."""

@@ -72,16 +72,19 @@ async def _replay(env: Environment, record: dict[str, Any]) -> dict[str, Any]:
             hint=_SAME_TASKS, code="tasks_differ",
         )  # fmt: skip
     task = env.split(split).task(index)
-    now, was = task_fields(dict(task)), record.get("task") or {}
-    differs = [k for k in sorted(was.keys() & now.keys()) if was[k] != now[k]]
+    # A run records the public fields (older runs, in-process, the private ones too): all are
+    # compared, only public ones quoted (an error message never shows a gold answer).
+    now, full, was = task_fields(env.public(task)), task_fields(task), record.get("task") or {}
+    differs = [k for k in sorted(was.keys() & full.keys()) if was[k] != full[k]]
     if differs:
         k = differs[0]
+        shown = f"{k}: {was[k]} in the run, {now[k]} now" if k in now else f"its private field {k!r} differs"
+        where = f"{split}[{index}]"
         raise EnvbuilderError(
-            f"{split}[{index}] is another task in the new spec ({k}: {was[k]} in the run, {now[k]} now)",
-            hint=_SAME_TASKS, code="tasks_differ",
-        )  # fmt: skip
+            f"{where} is another task in the new spec ({shown})", hint=_SAME_TASKS, code="tasks_differ"
+        )
     episode = LocalEpisode(env, task)
-    new = {**record, "reward": None, "finished": False, "metadata": None}
+    new = {**record, "task": now, "reward": None, "finished": False, "metadata": None}
     calls = []
     for entry in record.get("tool_calls") or []:
         if new["finished"]:

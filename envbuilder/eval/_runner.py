@@ -84,6 +84,13 @@ async def plan_eval(
     if answer not in ("tool", "text"):
         raise EnvbuilderError(f"--answer {answer!r}: expected tool or text", code="invalid_option")
     n = await backend.num_tasks(split)
+    if group_by is not None and group_by.split(".")[0] in backend.private_fields:
+        raise EnvbuilderError(
+            f"--group-by {group_by!r}: a private field of {backend.env_name}'s tasks (what the grader "
+            "reads), which runs do not record",
+            hint="Group by a field the tasks show (as /task returns them)",
+            code="private_field",
+        )
     if group_by is not None and n:
         check_group_by(group_by, task_fields(await backend.first_task(split)), f"{backend.env_name}'s tasks")
     answer_tool = (

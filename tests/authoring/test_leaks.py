@@ -95,3 +95,11 @@ def test_an_id_column_that_is_the_answer_repeats_and_leaks(tmp_path: Path) -> No
     assert "Choose an id column that is not the answer" in out
     result = runner.invoke(app, ["check", spec])
     assert result.exit_code == 1 and "task ids repeat" in result.output
+
+
+def test_hh_rlhf_rejected_response_was_public() -> None:
+    """The reply raters did not prefer tells which one they did: both labels are private."""
+    env = load_environment(ENVS / "hh_rlhf.yaml")
+    task = env.split("test").task(0)
+    assert {"chosen_response", "rejected_response"} <= task.keys()
+    assert not {"chosen_response", "rejected_response"} & env.public(task).keys()
