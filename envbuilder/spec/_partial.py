@@ -70,14 +70,17 @@ def load_spec_partially(path: str | os.PathLike[str]) -> PartialLoad:
     """
     p = Path(path)
     base_dir = p.resolve().parent
+    read: list[Problem] = []  # a duplicate key: reported with the rest, its first value checked
     try:
-        data, positions = read_spec_data(read_spec_text(p), file=str(p), base_dir=base_dir, path=p)
+        data, positions = read_spec_data(
+            read_spec_text(p), file=str(p), base_dir=base_dir, path=p, problems=read
+        )
     except SpecError as exc:
-        return PartialLoad(None, exc.problems)
+        return PartialLoad(None, [*read, *exc.problems])
     try:
         spec = Spec.model_validate(data)
     except ValidationError as exc:
-        problems = spec_problems(exc, positions, data)
+        problems = [*read, *spec_problems(exc, positions, data)]
         usable = _usable(copy.deepcopy(data), positions, exc)
         if usable is None:
             return PartialLoad(None, problems)
@@ -85,7 +88,7 @@ def load_spec_partially(path: str | os.PathLike[str]) -> PartialLoad:
         return PartialLoad(
             LoadedSpec(spec=partial, path=p, base_dir=base_dir, positions=positions), problems, skipped
         )
-    return PartialLoad(LoadedSpec(spec=spec, path=p, base_dir=base_dir, positions=positions), [])
+    return PartialLoad(LoadedSpec(spec=spec, path=p, base_dir=base_dir, positions=positions), read)
 
 
 def _usable(

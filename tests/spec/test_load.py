@@ -103,3 +103,12 @@ def test_dates_stay_strings() -> None:
 def test_unreadable_file(tmp_path: Path) -> None:
     with pytest.raises(SpecError, match="cannot read spec"):
         load_spec(tmp_path / "missing.yaml")
+
+
+def test_a_duplicate_key_is_reported_with_the_other_problems() -> None:
+    text = GOOD.replace("{train: data.parquet}", "{train: data.parquet, train: data.parquet}") + "bogus: 1\n"
+    assert _errors(text) == [
+        "x.yaml:4:32 dataset.files.train: duplicate key 'train'. Each key may appear once in a mapping; "
+        "remove one of them",
+        "x.yaml:12:1 bogus: unknown key 'bogus'",
+    ]
