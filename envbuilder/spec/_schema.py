@@ -88,7 +88,7 @@ def homes_of(key: str, loc: tuple[Any, ...], data: Any) -> list[tuple[Any, ...]]
         if isinstance(value, dict):
             if here != loc[:-1] and key not in value and key in keys_at(here, data):
                 homes.append(here)
-            children = [(k, v) for k, v in value.items() if isinstance(k, str)]
+            children: list[tuple[str | int, Any]] = [(k, v) for k, v in value.items() if isinstance(k, str)]
         elif isinstance(value, list):
             children = list(enumerate(value))
         else:
