@@ -26,7 +26,15 @@ from envbuilder.errors import (
     TemplateError,
     name_hint,
 )
-from envbuilder.graders import TRAJECTORY, Grader, GraderContext, graders
+from envbuilder.graders import (
+    TRAJECTORY,
+    FieldUse,
+    Grader,
+    GraderConfigError,
+    GraderContext,
+    field_uses_of,
+    graders,
+)
 from envbuilder.isolation.sandbox import SessionContainers
 from envbuilder.llm import override_endpoints
 from envbuilder.paths import check_inside
@@ -104,6 +112,9 @@ class Environment:
             # checks would build): the refusal is all there is to say.
             raise SpecError(problems)
         self._refused_tools = refused  # built without these; `validate` reports the rest
+        self._named: set[Loc] = set()
+        """The keys of ``used`` whose value names a task field (`choices_field: options`) rather
+        than holding a template that reads them."""
 
         def fail(loc: Loc, exc: EnvbuilderError) -> None:
             problems.append(loaded.locate(loc, exc.message, code=exc.code, hint=exc.hint))
@@ -178,10 +189,9 @@ class Environment:
         try:
             grader = graders.for_config(spec.grader)(spec.grader, GraderContext(base_dir=loaded.base_dir))
         except EnvbuilderError as exc:
-            # A nested grader's error says where inside the block it is (`graders[1].type`).
-            fail(("grader", *exc.loc), exc)
+            self._grader_failed(("grader",), exc, used, extra, fail)
             return None
-        used[("grader",)] = grader.fields - extra
+        self._grader_fields(("grader",), field_uses_of(grader), used, extra)
         if not self._declared("state") and any(g.needs_state for g in grader.walk()):
             fail(
                 ("grader",),
@@ -223,7 +233,10 @@ class Environment:
         self.private_fields: frozenset[str] = (
             frozenset(private)
             if private is not None
-            else (used.get(("grader",), frozenset()) | _gold_fields(self.spec.gold))
+            else (
+                frozenset().union(*(names for loc, names in used.items() if loc[:1] == ("grader",)))
+                | _gold_fields(self.spec.gold)
+            )
             - prompt_fields
             - template_globals()
             - {"id"}
@@ -237,6 +250,17 @@ class Environment:
         if any(p.loc[:1] == ("task",) for p in problems):
             fields |= set(self.spec.task.rename.values())  # a misnamed column: reported once, above
         for loc, names in used.items():
+            if loc in self._named:  # a key naming a field: no template globals stand in for it
+                for var in sorted(set(names) - fields):
+                    fail(
+                        loc,
+                        DataError(
+                            f"the tasks have no field {var!r}",
+                            hint=name_hint(var, sorted(fields), "Task fields"),
+                            code="unknown_field",
+                        ),
+                    )
+                continue
             for var in sorted(set(names) - fields - template_globals()):
                 fail(
                     loc,
@@ -245,6 +269,34 @@ class Environment:
                         hint=name_hint(var, sorted(fields), "Task fields"),
                     ),
                 )
+
+    def _grader_fields(
+        self, at: Loc, uses: list[FieldUse], used: dict[Loc, frozenset[str]], exclude: frozenset[str]
+    ) -> None:
+        """Add the fields a grader block at ``at`` reads to ``used``, each at the key that reads it
+        (``grader.graders[1].pattern``), leaving out ``exclude`` (names the grader is given)."""
+        for use in uses:
+            loc = (*at, *use.at)
+            used[loc] = used.get(loc, frozenset()) | (use.fields - exclude)
+            if use.named:
+                self._named.add(loc)
+
+    def _grader_failed(
+        self,
+        at: Loc,
+        exc: EnvbuilderError,
+        used: dict[Loc, frozenset[str]],
+        exclude: frozenset[str],
+        fail: Fail,
+    ) -> None:
+        """Report every problem of a grader block at ``at`` that could not be built (each says
+        where inside the block it is: `graders[1].type`), and still check the fields its parts
+        that were built read."""
+        errors = exc.errors if isinstance(exc, GraderConfigError) else [exc]
+        for error in errors:
+            fail((*at, *error.loc), error)
+        if isinstance(exc, GraderConfigError):
+            self._grader_fields(at, exc.field_uses, used, exclude)
 
     def _dialogue(self, used: dict[Loc, frozenset[str]], fail: Fail) -> tuple[Dialogue | None, Grader | None]:
         spec, loaded = self.spec, self.loaded
@@ -277,10 +329,12 @@ class Environment:
                 transcript_grader = graders.for_config(config)(
                     config, GraderContext(base_dir=loaded.base_dir)
                 )
-                used[("dialogue", "transcript_grader")] = transcript_grader.fields - DIALOGUE_VARIABLES
             except EnvbuilderError as exc:
                 problems += 1
-                fail(("dialogue", "transcript_grader", *exc.loc), exc)
+                self._grader_failed(("dialogue", "transcript_grader"), exc, used, DIALOGUE_VARIABLES, fail)
+            else:
+                uses = field_uses_of(transcript_grader)
+                self._grader_fields(("dialogue", "transcript_grader"), uses, used, DIALOGUE_VARIABLES)
         try:
             dialogue = Dialogue(spec.dialogue, loaded.base_dir, self._first_turn)
         except EnvbuilderError as exc:
@@ -289,6 +343,7 @@ class Environment:
         used.update(dialogue.variables())
         if spec.dialogue.column is not None:
             used[("dialogue", "column")] = frozenset({spec.dialogue.column})
+            self._named.add(("dialogue", "column"))
         return (None, None) if problems else (dialogue, transcript_grader)
 
     def _user(self, used: dict[Loc, frozenset[str]], fail: Fail) -> SimulatedUser | None:
@@ -315,7 +370,7 @@ class Environment:
         except EnvbuilderError as exc:
             fail(("user",), exc)
             return None
-        used[("user",)] = user.fields
+        used[("user", "template" if spec.user.template is not None else "template_file")] = user.fields
         return None if bad else user
 
     def _first_turn(self, task: Task) -> str:
@@ -352,6 +407,7 @@ class Environment:
                 return None
         if state.field is not None:
             used[("state", "field")] = frozenset({state.field})
+            self._named.add(("state", "field"))
         try:
             return Document.load(path, state.field)
         except EnvbuilderError as exc:
@@ -448,8 +504,11 @@ class Environment:
                         stateless.append(((*loc, "type"), str(config.type)))
                     continue
                 used[(*loc, *tool.fields_at)] = tool.fields
+                if tool.names_fields:
+                    self._named.add((*loc, *tool.fields_at))
                 if config.only_for is not None:
                     used[(*loc, "only_for")] = frozenset({config.only_for})
+                    self._named.add((*loc, "only_for"))
                 built.append(tool)
         if stateless:  # one cause, one problem: at the first tool, the others counted in it
             (where, kind), more = stateless[0], len(stateless) - 1

@@ -1,6 +1,7 @@
 """Graders: turn a submitted answer into a grade; a registry keyed by the YAML ``type:``."""
 
 from envbuilder.graders._base import (
+    FieldUse,
     Grade,
     Grader,
     GraderConfig,
@@ -8,6 +9,7 @@ from envbuilder.graders._base import (
     GraderContext,
     Outcome,
     build_grader,
+    field_uses_of,
     grade_off_loop,
     graders,
 )
@@ -16,6 +18,7 @@ from envbuilder.graders._trajectory import TRAJECTORY, Trajectory
 
 __all__ = [
     "TRAJECTORY",
+    "FieldUse",
     "Grade",
     "Grader",
     "GraderConfig",
@@ -25,6 +28,7 @@ __all__ = [
     "Trajectory",
     "build_grader",
     "fidelity_of",
+    "field_uses_of",
     "grade_off_loop",
     "graders",
 ]

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from envbuilder.graders._base import Grade, Grader, GraderConfig, Task
+from envbuilder.graders._base import FieldUse, Grade, Grader, GraderConfig, Task
 from envbuilder.graders._trajectory import TRAJECTORY, Call, Trajectory, gold_calls
 
 
@@ -35,9 +35,8 @@ class ActionsGrader(Grader):
     Config = ActionsConfig
     config: ActionsConfig
 
-    @property
-    def fields(self) -> frozenset[str]:
-        return frozenset({self.config.actions})
+    def field_uses(self) -> list[FieldUse]:
+        return [FieldUse(("actions",), frozenset({self.config.actions}), named=True)]
 
     def missing_target(self, task: Task) -> str | None:
         if self.config.actions not in task:

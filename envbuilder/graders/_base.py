@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 
 from envbuilder import deadlines
 from envbuilder.data import Task
-from envbuilder.errors import GraderError, TemplateError
+from envbuilder.errors import EnvbuilderError, GraderError, Loc, TemplateError
 from envbuilder.graders._trajectory import TRAJECTORY
 from envbuilder.plugins import Plugin, Registry
 from envbuilder.spec import GraderConfig
@@ -145,6 +145,53 @@ def why_target_missing(templates: list[Template], task: Task, *, allow_empty: bo
 
 
 @dataclass(frozen=True)
+class FieldUse:
+    """The task fields one key of a grader's block reads: where a field the tasks lack is reported."""
+
+    at: Loc
+    """The key inside the grader's block: ``("target",)``, ``("graders", 1, "pattern")``."""
+    fields: frozenset[str]
+    named: bool = False
+    """True when the key's value is a field's name (``choices_field: options``), False when it
+    is a template that reads the fields."""
+
+    def under(self, key: Loc) -> FieldUse:
+        """This use, seen from the block that holds this grader's block at ``key``."""
+        return FieldUse((*key, *self.at), self.fields, self.named)
+
+
+def field_uses_of(grader: Grader) -> list[FieldUse]:
+    """``grader``'s :meth:`~Grader.field_uses`, and the rest of its :attr:`~Grader.fields` (a
+    plugin that names only those) located at its block."""
+    uses = [use for use in grader.field_uses() if use.fields]
+    rest = grader.fields - frozenset().union(*(use.fields for use in uses))
+    return [*uses, FieldUse((), rest)] if rest else uses
+
+
+def nested(key: Loc, exc: EnvbuilderError) -> GraderConfigError:
+    """``exc`` (with the errors it carries) raised by a grader built at ``key`` inside another
+    grader's block, located from that block."""
+    errors = exc.errors if isinstance(exc, GraderConfigError) else [exc]
+    moved = [GraderConfigError(e.message, loc=(*key, *e.loc), hint=e.hint, code=e.code) for e in errors]
+    uses = exc.field_uses if isinstance(exc, GraderConfigError) else []
+    return GraderConfigError.of(moved, [use.under(key) for use in uses])
+
+
+def grader_template(
+    source: str, *, key: Loc, context: GraderContext, name: str | None = None, from_file: bool = False
+) -> Template:
+    """The template at ``key`` of a grader's block; one that does not compile is a
+    GraderConfigError located at ``key`` (``name``, the template's name in render errors,
+    defaults to ``grader.<key>``)."""
+    name = name or "grader." + ".".join(map(str, key))
+    try:
+        return Template(source, name=name, base_dir=context.base_dir, from_file=from_file)
+    except TemplateError as exc:
+        message = exc.message.removeprefix(f"{name}: ")
+        raise GraderConfigError(message, loc=key, hint=exc.hint, code=exc.code) from None
+
+
+@dataclass(frozen=True)
 class GraderContext:
     """What a grader may need besides its config."""
 
@@ -195,8 +242,15 @@ class Grader(Plugin, abc.ABC):
 
     @property
     def fields(self) -> frozenset[str]:
-        """The task fields this grader reads (checked against the data at load time)."""
-        return frozenset()
+        """The task fields this grader reads (checked against the data at load time): by
+        default those of :meth:`field_uses`."""
+        return frozenset().union(*(use.fields for use in self.field_uses()))
+
+    def field_uses(self) -> list[FieldUse]:
+        """The task fields this grader reads, by the key of its block that reads them (a
+        missing field is reported at that key). A plugin may give only :attr:`fields`
+        instead: those are reported at its block."""
+        return []
 
     @abc.abstractmethod
     async def grade(self, answer: str, task: Task, secrets: dict[str, str]) -> Grade:
@@ -237,7 +291,33 @@ class Grader(Plugin, abc.ABC):
 
 
 class GraderConfigError(GraderError):
-    """A grader cannot be built from its config; ``loc`` is the key path inside the grader block."""
+    """A grader cannot be built from its config; ``loc`` is the key path inside the grader block.
+
+    A composite grader reports every child's problem at once: :attr:`errors` holds them all
+    (this one first), and :attr:`field_uses` the fields its children that were built read, so
+    those are still checked against the data.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        hint: str | None = None,
+        code: str | None = None,
+        loc: tuple[str | int, ...] = (),
+    ):
+        super().__init__(message, hint=hint, code=code, loc=loc)
+        self.errors: list[EnvbuilderError] = [self]
+        self.field_uses: list[FieldUse] = []
+
+    @classmethod
+    def of(cls, errors: list[GraderConfigError], field_uses: list[FieldUse]) -> GraderConfigError:
+        """One error carrying ``errors`` (at least one) and the ``field_uses`` built beside them."""
+        first = errors[0]
+        out = cls(first.message, hint=first.hint, code=first.code, loc=first.loc)
+        out.errors = [out, *errors[1:]]
+        out.field_uses = field_uses
+        return out
 
 
 def build_grader(config: GraderConfig, context: GraderContext) -> Grader:

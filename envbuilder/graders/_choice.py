@@ -10,12 +10,14 @@ from pydantic import Field
 
 from envbuilder.graders._answer import COPULA, PHRASE, run_items
 from envbuilder.graders._base import (
+    FieldUse,
     Grade,
     Grader,
     GraderConfig,
     GraderContext,
     MissingTarget,
     Task,
+    grader_template,
     render_target,
     why_target_missing,
 )
@@ -74,12 +76,13 @@ class ChoiceGrader(Grader):
 
     def __init__(self, config: ChoiceConfig, context: GraderContext):
         super().__init__(config, context)
-        self._target = Template(config.target, name="grader.target", base_dir=context.base_dir)
+        self._target = grader_template(config.target, key=("target",), context=context)
 
-    @property
-    def fields(self) -> frozenset[str]:
-        extra = {self.config.choices_field} if self.config.choices_field else set()
-        return self._target.variables | extra
+    def field_uses(self) -> list[FieldUse]:
+        uses = [FieldUse(("target",), self._target.variables)]
+        if self.config.choices_field:
+            uses.append(FieldUse(("choices_field",), frozenset({self.config.choices_field}), named=True))
+        return uses
 
     def missing_target(self, task: Task) -> str | None:
         return why_target_missing([self._target], task)

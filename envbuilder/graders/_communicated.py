@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Literal
 
-from envbuilder.graders._base import Grade, Grader, GraderConfig, Task
+from envbuilder.graders._base import FieldUse, Grade, Grader, GraderConfig, Task
 from envbuilder.graders._trajectory import TRAJECTORY, Trajectory
 
 
@@ -30,9 +30,8 @@ class CommunicatedGrader(Grader):
     Config = CommunicatedConfig
     config: CommunicatedConfig
 
-    @property
-    def fields(self) -> frozenset[str]:
-        return frozenset({self.config.info})
+    def field_uses(self) -> list[FieldUse]:
+        return [FieldUse(("info",), frozenset({self.config.info}), named=True)]
 
     def missing_target(self, task: Task) -> str | None:
         if self.config.info not in task:

@@ -14,6 +14,7 @@ from pydantic import ConfigDict, Field, model_validator
 
 from envbuilder.errors import EnvbuilderError
 from envbuilder.graders._base import (
+    FieldUse,
     Grade,
     Grader,
     GraderConfig,
@@ -22,7 +23,9 @@ from envbuilder.graders._base import (
     Outcome,
     Task,
     build_grader,
+    field_uses_of,
     graders,
+    nested,
 )
 from envbuilder.plugins import PluginField
 
@@ -91,23 +94,25 @@ class _Composite(Grader):
     def __init__(self, config: _CompositeConfig, context: GraderContext):
         super().__init__(config, context)
         self.children: list[Grader] = []
+        errors: list[GraderConfigError] = []
+        uses: list[FieldUse] = []  # of the children built, for the caller to check all the same
         for i, child in enumerate(config.graders):
             try:
                 self.children.append(build_grader(child, context))
             except EnvbuilderError as exc:
-                raise GraderConfigError(
-                    exc.message,
-                    loc=("graders", i, *exc.loc),
-                    hint=exc.hint,
-                    code=exc.code,
-                ) from None
+                failed = nested(("graders", i), exc)
+                errors += failed.errors  # type: ignore[arg-type]  # (all GraderConfigErrors)
+                uses += failed.field_uses
+            else:
+                uses += [use.under(("graders", i)) for use in field_uses_of(self.children[-1])]
+        if errors:  # every child's problems at once, not only the first's
+            raise GraderConfigError.of(errors, uses)
         self.blocking = any(c.blocking for c in self.children)
         self.task_free = all(c.task_free for c in self.children)  # (some are awaited in turn)
         self.compares_target = any(c.compares_target for c in self.children)
 
-    @property
-    def fields(self) -> frozenset[str]:
-        return frozenset().union(*(c.fields for c in self.children))
+    def field_uses(self) -> list[FieldUse]:
+        return [u.under(("graders", i)) for i, c in enumerate(self.children) for u in field_uses_of(c)]
 
     @property
     def reads_trajectory(self) -> bool:

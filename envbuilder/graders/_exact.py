@@ -7,8 +7,10 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from envbuilder import deadlines
+from envbuilder.errors import Loc
 from envbuilder.graders import _safe_regex
 from envbuilder.graders._base import (
+    FieldUse,
     Grade,
     Grader,
     GraderConfig,
@@ -16,6 +18,7 @@ from envbuilder.graders._base import (
     GraderContext,
     MissingTarget,
     Task,
+    grader_template,
     render_target,
     why_target_missing,
 )
@@ -83,8 +86,13 @@ class ExactMatchGrader(Grader):
     def __init__(self, config: ExactMatchConfig, context: GraderContext):
         super().__init__(config, context)
         targets = [config.target] if isinstance(config.target, str) else config.target
+        # A list's templates are at `target[i]`; one template is at `target`.
+        self._keys: list[Loc] = (
+            [("target",)] if isinstance(config.target, str) else [("target", i) for i in range(len(targets))]
+        )
         self._targets = [
-            Template(t, name=f"grader.target[{i}]", base_dir=context.base_dir) for i, t in enumerate(targets)
+            grader_template(t, key=key, context=context, name=f"grader.target[{i}]")
+            for i, (t, key) in enumerate(zip(targets, self._keys, strict=True))
         ]
         extract = config.extract
         self._regex = (
@@ -105,9 +113,8 @@ class ExactMatchGrader(Grader):
                     code="grader_config",
                 )
 
-    @property
-    def fields(self) -> frozenset[str]:
-        return frozenset().union(*(t.variables for t in self._targets))
+    def field_uses(self) -> list[FieldUse]:
+        return [FieldUse(key, t.variables) for key, t in zip(self._keys, self._targets, strict=True)]
 
     def target_templates(self) -> list[Template]:
         return list(self._targets)

@@ -28,7 +28,7 @@ import math
 from typing import Any, Literal
 
 from envbuilder.errors import SandboxError
-from envbuilder.graders._base import Grade, Grader, GraderConfig, Outcome, Task
+from envbuilder.graders._base import FieldUse, Grade, Grader, GraderConfig, Outcome, Task
 from envbuilder.graders._trajectory import TRAJECTORY, Trajectory
 from envbuilder.isolation.sandbox._result import Status
 from envbuilder.isolation.sandbox._verifier import VerifierRun, run_verifier
@@ -53,9 +53,11 @@ class HarborTestsGrader(Grader):
     compares_target = False
     empty_earns_nothing = True
 
-    @property
-    def fields(self) -> frozenset[str]:
-        return frozenset({self.config.tests, self.config.verifier})
+    def field_uses(self) -> list[FieldUse]:
+        return [
+            FieldUse((key,), frozenset({getattr(self.config, key)}), named=True)
+            for key in ("tests", "verifier")
+        ]
 
     def missing_target(self, task: Task) -> str | None:
         return None if task.get(self.config.tests) else f"the task has no `{self.config.tests}`"

@@ -16,14 +16,17 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from envbuilder import deadlines
+from envbuilder.errors import Loc
 from envbuilder.graders import _safe_regex
 from envbuilder.graders._base import (
+    FieldUse,
     Grade,
     Grader,
     GraderConfig,
     GraderContext,
     Outcome,
     Task,
+    grader_template,
     render_target,
     why_target_missing,
 )
@@ -41,7 +44,7 @@ from envbuilder.llm import (
 from envbuilder.plugins import ConfigModel
 from envbuilder.retry import RetryPolicy
 from envbuilder.spec import api_root
-from envbuilder.templating import Template, template_or_file
+from envbuilder.templating import Template
 
 if TYPE_CHECKING:
     import httpx
@@ -179,23 +182,25 @@ class LLMJudgeGrader(Grader):
 
     def __init__(self, config: LLMJudgeConfig, context: GraderContext):
         super().__init__(config, context)
-        base = context.base_dir
-        prompt = template_or_file(
-            config.template,
-            config.template_file,
-            key="grader.template",
-            base_dir=base,
-            default_file="judges/correctness.jinja",
-        )
-        assert prompt is not None
-        self._prompt = prompt
-        self._system = Template(config.system, name="grader.system", base_dir=base) if config.system else None
-        self._question = (
-            Template(config.question, name="grader.question", base_dir=base) if config.question else None
-        )
-        self._reference = (
-            Template(config.reference, name="grader.reference", base_dir=base) if config.reference else None
-        )
+        if config.template is not None:
+            self._prompt_at: Loc = ("template",)
+            self._prompt = grader_template(config.template, key=self._prompt_at, context=context)
+        else:
+            self._prompt_at = ("template_file",) if config.template_file is not None else ()
+            self._prompt = grader_template(
+                config.template_file or "judges/correctness.jinja",
+                key=self._prompt_at or ("template_file",),
+                context=context,
+                from_file=True,
+            )
+
+        def optional(key: str) -> Template | None:
+            source = getattr(config, key)
+            return grader_template(source, key=(key,), context=context) if source else None
+
+        self._system = optional("system")
+        self._question = optional("question")
+        self._reference = optional("reference")
         verdict = config.verdict
         self._numeric = verdict.score_range is not None
         self._labels = {
@@ -217,12 +222,15 @@ class LLMJudgeGrader(Grader):
             repeat_safe=True,
         )
 
-    @property
-    def fields(self) -> frozenset[str]:
-        templates = [t for t in (self._prompt, self._system) if t is not None]
-        own = frozenset().union(*(t.variables for t in templates)) - JUDGE_VARIABLES
-        task_templates = [t for t in (self._question, self._reference) if t is not None]
-        return own.union(*(t.variables for t in task_templates))
+    def field_uses(self) -> list[FieldUse]:
+        # The judge's own templates get its variables (the answer, …) besides the task's fields.
+        uses = [FieldUse(self._prompt_at, self._prompt.variables - JUDGE_VARIABLES)]
+        if self._system is not None:
+            uses.append(FieldUse(("system",), self._system.variables - JUDGE_VARIABLES))
+        for key, template in (("question", self._question), ("reference", self._reference)):
+            if template is not None:
+                uses.append(FieldUse((key,), template.variables))
+        return uses
 
     def target_templates(self) -> list[Template]:
         return [] if self._reference is None else [self._reference]

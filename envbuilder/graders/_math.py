@@ -35,6 +35,7 @@ from pydantic import Field
 
 from envbuilder.graders._answer import answer_span, is_prose
 from envbuilder.graders._base import (
+    FieldUse,
     Grade,
     Grader,
     GraderConfig,
@@ -42,6 +43,7 @@ from envbuilder.graders._base import (
     GraderContext,
     MissingTarget,
     Task,
+    grader_template,
     render_target,
     why_target_missing,
 )
@@ -118,7 +120,7 @@ class MathGrader(Grader):
             sub = getattr(mv, module, None)
             if sub is not None and hasattr(sub, "TIMEOUT_WARNING_SHOWN"):
                 sub.TIMEOUT_WARNING_SHOWN = True
-        self._target = Template(config.target, name="grader.target", base_dir=context.base_dir)
+        self._target = grader_template(config.target, key=("target",), context=context)
         latex, expr = mv.LatexExtractionConfig(), mv.ExprExtractionConfig()
         self._pred_config = {"latex_and_expr": [latex, expr], "latex": [latex], "expr": [expr]}[
             config.extract
@@ -127,9 +129,8 @@ class MathGrader(Grader):
         # A prompt's samples often end on the same answer: one checker process per distinct one.
         self.verdicts: Verdicts[tuple[bool | None, str, str]] = Verdicts(VERDICTS, MAX_INLINE_CHARS)
 
-    @property
-    def fields(self) -> frozenset[str]:
-        return self._target.variables
+    def field_uses(self) -> list[FieldUse]:
+        return [FieldUse(("target",), self._target.variables)]
 
     def target_templates(self) -> list[Template]:
         return [self._target]

@@ -23,15 +23,17 @@ from pydantic import ConfigDict, Field
 from envbuilder.data._reasoning_gym import declared
 from envbuilder.errors import EnvbuilderError
 from envbuilder.graders._base import (
+    FieldUse,
     Grade,
     Grader,
     GraderConfig,
-    GraderConfigError,
     GraderContext,
     Outcome,
     Task,
     build_grader,
+    field_uses_of,
     graders,
+    nested,
 )
 from envbuilder.graders._normalize import hedged_numbers
 from envbuilder.isolation import processes
@@ -118,17 +120,18 @@ class ReasoningGymGrader(Grader):
             try:
                 self.otherwise = build_grader(config.otherwise, context)
             except EnvbuilderError as exc:
-                raise GraderConfigError(
-                    exc.message, loc=("otherwise", *exc.loc), hint=exc.hint, code=exc.code
-                ) from None
+                raise nested(("otherwise",), exc) from None
 
     def walk(self) -> list[Grader]:
         return [self, *(self.otherwise.walk() if self.otherwise else [])]
 
-    @property
-    def fields(self) -> frozenset[str]:
+    def field_uses(self) -> list[FieldUse]:
         # `answer` too: only the grader reads it, so by default clients never see it.
-        return frozenset({"rg", "answer"}) | (self.otherwise.fields if self.otherwise else frozenset())
+        own = FieldUse((), frozenset({"rg", "answer"}))
+        return [
+            own,
+            *(u.under(("otherwise",)) for u in (field_uses_of(self.otherwise) if self.otherwise else [])),
+        ]
 
     def target(self, task: Task) -> Any:
         if isinstance(task.get("rg"), dict):

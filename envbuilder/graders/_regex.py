@@ -10,12 +10,14 @@ from pydantic import Field, field_validator
 from envbuilder import deadlines
 from envbuilder.graders import _safe_regex
 from envbuilder.graders._base import (
+    FieldUse,
     Grade,
     Grader,
     GraderConfig,
     GraderContext,
     MissingTarget,
     Task,
+    grader_template,
     render_target,
     why_target_missing,
 )
@@ -63,14 +65,13 @@ class RegexGrader(Grader):
         # split() alternates literal text and expression sources.
         self._literals = parts[0::2]
         self._values = [
-            Template("{{" + src + "}}", name=f"grader.pattern[{i}]", base_dir=context.base_dir)
+            grader_template("{{" + src + "}}", key=("pattern",), context=context, name=f"grader.pattern[{i}]")
             for i, src in enumerate(parts[1::2])
         ]
         self._static = None if self._values else _safe_regex.compile_pattern(config.pattern, config.flags)
 
-    @property
-    def fields(self) -> frozenset[str]:
-        return frozenset().union(*(t.variables for t in self._values))
+    def field_uses(self) -> list[FieldUse]:
+        return [FieldUse(("pattern",), frozenset().union(*(t.variables for t in self._values)))]
 
     def missing_target(self, task: Task) -> str | None:
         return why_target_missing(self._values, task)

@@ -31,7 +31,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from envbuilder.errors import GraderError, SandboxError
-from envbuilder.graders._base import Grade, Grader, GraderConfig, Task
+from envbuilder.graders._base import FieldUse, Grade, Grader, GraderConfig, Task
 from envbuilder.graders._repo_tree import PROTECTED, PatchFailed, build_tree
 from envbuilder.graders._trajectory import TRAJECTORY, Trajectory
 
@@ -73,10 +73,9 @@ class RepoTestsGrader(Grader):
     blocking = True
     compares_target = False
 
-    @property
-    def fields(self) -> frozenset[str]:
-        c = self.config
-        return frozenset({c.test_patch, c.fail_to_pass, c.pass_to_pass})
+    def field_uses(self) -> list[FieldUse]:
+        keys = ("test_patch", "fail_to_pass", "pass_to_pass")
+        return [FieldUse((key,), frozenset({getattr(self.config, key)}), named=True) for key in keys]
 
     def missing_target(self, task: Task) -> str | None:
         for name in (self.config.test_patch, self.config.fail_to_pass):

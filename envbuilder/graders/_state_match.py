@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from envbuilder.graders._base import Grade, Grader, GraderConfig, Task
+from envbuilder.graders._base import FieldUse, Grade, Grader, GraderConfig, Task
 from envbuilder.graders._trajectory import BROKE, TRAJECTORY, Trajectory, gold_calls
 from envbuilder.world import MISSING, changed_paths
 
@@ -39,9 +39,8 @@ class StateMatchGrader(Grader):
     config: StateMatchConfig
     needs_state = True
 
-    @property
-    def fields(self) -> frozenset[str]:
-        return frozenset({self.config.actions})
+    def field_uses(self) -> list[FieldUse]:
+        return [FieldUse(("actions",), frozenset({self.config.actions}), named=True)]
 
     def missing_target(self, task: Task) -> str | None:
         if self.config.actions not in task:

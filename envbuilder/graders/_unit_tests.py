@@ -48,12 +48,21 @@ from pydantic import Field, model_validator
 
 from envbuilder import deadlines
 from envbuilder.errors import SandboxError, TemplateError
-from envbuilder.graders._base import Grade, Grader, GraderConfig, GraderContext, Outcome, Task
+from envbuilder.graders._base import (
+    FieldUse,
+    Grade,
+    Grader,
+    GraderConfig,
+    GraderContext,
+    Outcome,
+    Task,
+    grader_template,
+)
 from envbuilder.graders._code import extract_code
 from envbuilder.graders._harness_main import KILLED, MEMORY
 from envbuilder.isolation.sandbox import Limits, RunResult, default_backend, run_code
 from envbuilder.plugins import ConfigModel
-from envbuilder.templating import Template, template_or_file
+from envbuilder.templating import Template
 
 #: Names the program template gets besides the task's fields (these win on a clash).
 PROGRAM_VARIABLES = frozenset({"answer", "case", "task"})
@@ -141,12 +150,17 @@ class UnitTestsGrader(Grader):
 
     def __init__(self, config: UnitTestsConfig, context: GraderContext):
         super().__init__(config, context)
-        base = context.base_dir
-        program = template_or_file(config.program, config.program_file, key="grader.program", base_dir=base)
-        assert program is not None  # the config requires one of them
-        self._program = program
+        # The config requires one of `program` and `program_file`.
+        self._program_at = ("program",) if config.program is not None else ("program_file",)
+        source = config.program if config.program is not None else config.program_file
+        assert source is not None
+        self._program = grader_template(
+            source, key=self._program_at, context=context, from_file=config.program is None
+        )
         self._reference = (
-            Template(config.reference, name="grader.reference", base_dir=base) if config.reference else None
+            grader_template(config.reference, key=("reference",), context=context)
+            if config.reference
+            else None
         )
         # Checked here, so a bad backend name fails when the spec loads, not on each answer.
         self._backend = default_backend(config.backend)
@@ -155,16 +169,17 @@ class UnitTestsGrader(Grader):
             for key in ("entry_point", "tests", "call"):
                 text = getattr(config.harness, key)
                 if text is not None:
-                    self._harness[key] = Template(text, name=f"grader.harness.{key}", base_dir=base)
+                    self._harness[key] = grader_template(text, key=("harness", key), context=context)
 
-    @property
-    def fields(self) -> frozenset[str]:
-        own = self._program.variables - PROGRAM_VARIABLES
-        for template in self._harness.values():
-            own |= template.variables - PROGRAM_VARIABLES
+    def field_uses(self) -> list[FieldUse]:
+        uses = [FieldUse(self._program_at, self._program.variables - PROGRAM_VARIABLES)]
+        for key, template in self._harness.items():
+            uses.append(FieldUse(("harness", key), template.variables - PROGRAM_VARIABLES))
         if self.config.cases:
-            own |= {self.config.cases}
-        return own | (self._reference.variables if self._reference else frozenset())
+            uses.append(FieldUse(("cases",), frozenset({self.config.cases}), named=True))
+        if self._reference is not None:
+            uses.append(FieldUse(("reference",), self._reference.variables))
+        return uses
 
     def target(self, task: Task) -> str | None:
         return self._reference.render(task) if self._reference else None

@@ -13,7 +13,7 @@ from envbuilder.errors import Loc, Problem, SpecError
 from envbuilder.spec._extends import resolve_extends
 from envbuilder.spec._messages import spec_problems
 from envbuilder.spec._models import Spec
-from envbuilder.spec._yaml import Positions, load_yaml
+from envbuilder.spec._yaml import Positions, read_yaml
 
 __all__ = ["LoadedSpec", "load_spec", "parse_spec", "read_spec_data"]
 
@@ -94,11 +94,14 @@ def parse_spec(
 
     An ``extends:`` path is resolved against ``base_dir`` (the current directory by default).
     """
-    data, positions = read_spec_data(text, file=file, base_dir=base_dir, path=path)
+    read: list[Problem] = []  # a duplicate key: reported with the schema's problems
+    data, positions = read_spec_data(text, file=file, base_dir=base_dir, path=path, problems=read)
     try:
         spec = Spec.model_validate(data)
     except ValidationError as exc:
-        raise SpecError(spec_problems(exc, positions, data)) from None
+        raise SpecError([*read, *spec_problems(exc, positions, data)]) from None
+    if read:
+        raise SpecError(read)
     return LoadedSpec(spec=spec, path=path, base_dir=Path(base_dir or Path.cwd()), positions=positions)
 
 
@@ -108,9 +111,18 @@ def read_spec_data(
     file: str = "<spec>",
     base_dir: str | os.PathLike[str] | None = None,
     path: Path | None = None,
+    problems: list[Problem] | None = None,
 ) -> tuple[dict[str, Any], Positions]:
-    """The spec's data (``extends:`` merged in) and its positions, before validation."""
-    data, positions = load_yaml(text, file)
+    """The spec's data (``extends:`` merged in) and its positions, before validation.
+
+    The problems of its YAML that leave it readable (a duplicate key) are added to
+    ``problems`` when it is given, so they are reported with the rest; else they raise.
+    """
+    data, positions, found = read_yaml(text, file)
+    if found and problems is None:
+        raise SpecError(found)
+    problems = problems if problems is not None else []
+    problems += found
     if not isinstance(data, dict):
         raise SpecError(
             [

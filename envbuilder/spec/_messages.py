@@ -14,12 +14,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from envbuilder.errors import Loc, Problem, did_you_mean
+from envbuilder.errors import Loc, Problem, did_you_mean, format_loc
 from envbuilder.spec._yaml import Positions
 
 __all__ = ["misspelled_keys", "spec_problems"]
 
 _QUOTED = re.compile(r"'([^']*)'")
+KEY_CUTOFF = 0.7
+"""How alike an unknown key and a known one must be for "Did you mean …?" (difflib's ratio):
+`promt` → `prompt` is 0.91, `nmae` → `name` 0.75; `target` → `dataset` (0.62) is no typo."""
 
 _EXPECTED = {
     "string_type": "a string",
@@ -159,8 +162,14 @@ def _problem(loc: Loc, err: dict[str, Any], positions: Positions, data: Any) -> 
         has_value = False
     elif kind == "extra_forbidden":
         message = f"unknown key {loc[-1]!r}"
+        # Where it belongs when the spec has a block that takes it, else a close spelling,
+        # else a top-level block the spec lacks that takes it.
         known = _known_keys(loc[:-1], data)
-        hint = did_you_mean(str(loc[-1]), known) if known else None
+        hint = (
+            _misplaced(loc, data, present=True)
+            or (did_you_mean(str(loc[-1]), known, cutoff=KEY_CUTOFF) if known else None)
+            or _misplaced(loc, data, present=False)
+        )
         has_value = False
     elif kind == "missing":
         message = f"missing required key {loc[-1]!r}" if loc else "missing required key"
@@ -223,6 +232,23 @@ def _known_keys(loc: Loc, data: Any) -> list[str]:
     from envbuilder.spec._schema import keys_at
 
     return keys_at(loc, data)
+
+
+def _misplaced(loc: Loc, data: Any, *, present: bool) -> str | None:
+    """Where an unknown key belongs when it is a key of another block (indented at the wrong
+    level): "`target` is a key of `grader` (indent it under grader)"; a block of the spec
+    (``present``) or a top-level block it does not have."""
+    from envbuilder.spec._schema import blocks_with, homes_of
+
+    key = loc[-1]
+    if not isinstance(key, str):
+        return None
+    homes = (homes_of(key, loc, data) if present else blocks_with(key, data))[:3]
+    if not homes:
+        return None
+    where = " or ".join(f"`{format_loc(home)}`" for home in homes)
+    how = "indent it under" if len(homes[0]) >= len(loc) else "move it under"
+    return f"`{key}` is a key of {where} ({how} {format_loc(homes[0])})"
 
 
 def _description(loc: Loc, data: Any) -> str | None:

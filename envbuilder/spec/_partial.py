@@ -25,7 +25,7 @@ from envbuilder.errors import EnvbuilderError, Loc, Problem, SpecError
 from envbuilder.spec._load import LoadedSpec, read_spec_data, read_spec_text
 from envbuilder.spec._messages import misspelled_keys, spec_problems
 from envbuilder.spec._models import Spec
-from envbuilder.spec._yaml import Positions
+from envbuilder.spec._yaml import Positions, read_yaml
 
 __all__ = ["PartialLoad", "Unchecked", "UncheckedError", "load_spec_partially"]
 
@@ -70,14 +70,19 @@ def load_spec_partially(path: str | os.PathLike[str]) -> PartialLoad:
     """
     p = Path(path)
     base_dir = p.resolve().parent
+    read: list[Problem] = []  # a duplicate key: reported with the rest, its first value checked
     try:
-        data, positions = read_spec_data(read_spec_text(p), file=str(p), base_dir=base_dir, path=p)
+        text = read_spec_text(p)
     except SpecError as exc:
         return PartialLoad(None, exc.problems)
     try:
+        data, positions = read_spec_data(text, file=str(p), base_dir=base_dir, path=p, problems=read)
+    except SpecError as exc:  # (a base that cannot be read does not hide the spec's own mistakes)
+        return PartialLoad(None, [*read, *exc.problems, *_own_problems(text, str(p))])
+    try:
         spec = Spec.model_validate(data)
     except ValidationError as exc:
-        problems = spec_problems(exc, positions, data)
+        problems = [*read, *spec_problems(exc, positions, data)]
         usable = _usable(copy.deepcopy(data), positions, exc)
         if usable is None:
             return PartialLoad(None, problems)
@@ -85,7 +90,7 @@ def load_spec_partially(path: str | os.PathLike[str]) -> PartialLoad:
         return PartialLoad(
             LoadedSpec(spec=partial, path=p, base_dir=base_dir, positions=positions), problems, skipped
         )
-    return PartialLoad(LoadedSpec(spec=spec, path=p, base_dir=base_dir, positions=positions), [])
+    return PartialLoad(LoadedSpec(spec=spec, path=p, base_dir=base_dir, positions=positions), read)
 
 
 def _usable(
@@ -130,6 +135,27 @@ def _usable(
         outermost = {loc for loc in skipped if not any(loc[:n] in skipped for n in range(1, len(loc)))}
         return spec, sorted(outermost, key=lambda loc: [str(part) for part in loc])
     return None
+
+
+#: Problems a base spec may settle: a required key, or a block's `type:`, it may supply.
+_FROM_BASE = frozenset({"missing", "union_tag_not_found"})
+
+
+def _own_problems(text: str, file: str) -> list[Problem]:
+    """The problems of a spec's own keys when its ``extends:`` base cannot be read: those no
+    base could settle (an unknown key, a bad value), not the keys the base may supply."""
+    try:
+        data, positions, _ = read_yaml(text, file)  # (its own read problems are reported already)
+    except SpecError:
+        return []
+    if not isinstance(data, dict) or "extends" not in data:
+        return []
+    data.pop("extends")
+    try:
+        Spec.model_validate(data)
+    except ValidationError as exc:
+        return [p for p in spec_problems(exc, positions, data) if p.loc and p.code not in _FROM_BASE]
+    return []
 
 
 def _read_misspelled(data: dict[str, Any], positions: Positions, problems: list[Problem]) -> None:

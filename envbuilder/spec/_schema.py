@@ -77,6 +77,41 @@ def keys_at(loc: tuple[Any, ...], data: Any) -> list[str]:
     return sorted(node.get("properties", {})) if node else []
 
 
+def homes_of(key: str, loc: tuple[Any, ...], data: Any) -> list[tuple[Any, ...]]:
+    """The other mappings of ``data`` where the schema allows ``key`` (a key indented at the
+    wrong level, found at ``loc``), nearest the top first (``[("grader",)]`` for a top-level
+    ``target``); with none, the top-level blocks the spec does not have that allow it."""
+    homes: list[tuple[Any, ...]] = []
+    queue: list[tuple[tuple[Any, ...], Any]] = [((), data)]
+    while queue:  # breadth first: the nearest home first
+        here, value = queue.pop(0)
+        if isinstance(value, dict):
+            if here != loc[:-1] and key not in value and key in keys_at(here, data):
+                homes.append(here)
+            children: list[tuple[str | int, Any]] = [(k, v) for k, v in value.items() if isinstance(k, str)]
+        elif isinstance(value, list):
+            children = list(enumerate(value))
+        else:
+            continue
+        queue += [((*here, k), v) for k, v in children if (*here, k) != loc]
+    return homes
+
+
+def blocks_with(key: str, data: Any) -> list[tuple[Any, ...]]:
+    """The top-level blocks ``data`` does not have whose schema allows ``key`` (a union's
+    members aside: a block whose `type:` is not known yet)."""
+    homes: list[tuple[Any, ...]] = []
+    top = json_schema()["$defs"]["Spec"].get("properties", {})
+    defs = json_schema()["$defs"]
+    for name in sorted(top):
+        if isinstance(data, dict) and name in data:
+            continue
+        node = _resolve(top[name], defs, None)
+        if node is not None and key in node.get("properties", {}):
+            homes.append((name,))
+    return homes
+
+
 def description_at(loc: tuple[Any, ...], data: Any) -> str | None:
     """The schema's description of the key at ``loc`` of ``data`` (None when unknown)."""
     if not loc:

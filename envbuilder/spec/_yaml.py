@@ -79,7 +79,18 @@ class Positions:
 
 
 def load_yaml(text: str, file: str) -> tuple[Any, Positions]:
-    """Parse ``text`` into plain Python data plus the positions of every node."""
+    """Parse ``text`` into plain Python data plus the positions of every node; any problem
+    raises a :class:`SpecError`."""
+    data, positions, problems = read_yaml(text, file)
+    if problems:
+        raise SpecError(problems)
+    return data, positions
+
+
+def read_yaml(text: str, file: str) -> tuple[Any, Positions, list[Problem]]:
+    """Like :func:`load_yaml`, with the problems that leave the data readable (a duplicate key,
+    whose first value is kept; an unknown tag, read as null) returned instead of raised, so
+    they are reported beside the spec's other problems. Invalid YAML still raises."""
     positions = Positions(file)
     loader = _Loader(text)
     try:
@@ -91,15 +102,13 @@ def load_yaml(text: str, file: str) -> tuple[Any, Positions]:
     finally:
         loader.dispose()
     if node is None:
-        return None, positions
+        return None, positions, []
     problems: list[Problem] = []
     try:
         data = _build(node, (), positions, loader, problems)
     except RecursionError:
         raise SpecError([_too_deep(file)]) from None
-    if problems:
-        raise SpecError(problems)
-    return data, positions
+    return data, positions, problems
 
 
 def _syntax_problem(exc: yaml.MarkedYAMLError, file: str) -> Problem:
@@ -155,7 +164,7 @@ def _build(node: yaml.Node, loc: Loc, pos: Positions, loader: _Loader, problems:
                         hint="Each key may appear once in a mapping; remove one of them",
                     )
                 )
-                continue
+                continue  # the first value is kept, and checked
             child: Loc = (*loc, key) if isinstance(key, str | int) else (*loc, str(key))
             pos.key_marks[child] = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
             out[key] = _build(value_node, child, pos, loader, problems)

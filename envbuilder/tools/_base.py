@@ -147,6 +147,10 @@ class Tool(Plugin, abc.ABC):
         reported), e.g. ``("template",)``."""
         return ()
 
+    names_fields: ClassVar[bool] = False
+    """True when the key at :attr:`fields_at` names a task field (``field: body``) rather than
+    holding a template that reads fields (a missing one is reported as such)."""
+
     def expand(self) -> list[Tool]:
         """The tools this entry of `tools:` offers: itself, or several (an MCP server's)."""
         return [self]

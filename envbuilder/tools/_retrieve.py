@@ -87,6 +87,8 @@ class RetrieveTool(Tool):
             return frozenset({self.config.field})
         return frozenset()
 
+    names_fields = True
+
     @property
     def fields_at(self) -> tuple[str | int, ...]:
         return ("field",)

@@ -49,6 +49,32 @@ def test_unknown_key_and_bad_value_reported_together() -> None:
     ]
 
 
+def test_a_key_at_the_wrong_level_is_told_where_it_belongs() -> None:
+    # Out of `grader:` (its required `target` then missing too), not a far spelling ('dataset').
+    text = GOOD.replace('  target: "{{ answer }}"', 'target: "{{ answer }}"')
+    assert _errors(text)[-1] == (
+        "x.yaml:11:1 target: unknown key 'target'. `target` is a key of `grader` (indent it under grader)"
+    )
+    # A key of a block the spec lacks; one of the mapping beside it.
+    text = GOOD.replace("grader:\n", "grader:\n  max_attempts: 2\n").replace(
+        "prompt:\n", "prompt:\n  extract: number\n"
+    )
+    assert _errors(text) == [
+        "x.yaml:8:3 prompt.extract: unknown key 'extract'. `extract` is a key of `grader` "
+        "(move it under grader)",
+        "x.yaml:11:3 grader.max_attempts: unknown key 'max_attempts'. `max_attempts` is a key of `submit` "
+        "(move it under submit)",
+    ]
+
+
+def test_a_far_spelling_is_no_hint() -> None:
+    # `outset` is as far from `dataset` (0.62) as `target` is: no typo of it.
+    assert _errors(GOOD + "outset: 1\n") == ["x.yaml:12:1 outset: unknown key 'outset'"]
+    assert _errors(GOOD + "datset: 1\n") == [
+        "x.yaml:12:1 datset: unknown key 'datset' Did you mean 'dataset'?"
+    ]
+
+
 def test_unknown_key_inside_plugin_block() -> None:
     text = GOOD.replace("  files: {train: data.parquet}", "  file: {train: data.parquet}")
     # One mistake, one problem: not also "missing required key 'files'".
@@ -77,3 +103,12 @@ def test_dates_stay_strings() -> None:
 def test_unreadable_file(tmp_path: Path) -> None:
     with pytest.raises(SpecError, match="cannot read spec"):
         load_spec(tmp_path / "missing.yaml")
+
+
+def test_a_duplicate_key_is_reported_with_the_other_problems() -> None:
+    text = GOOD.replace("{train: data.parquet}", "{train: data.parquet, train: data.parquet}") + "bogus: 1\n"
+    assert _errors(text) == [
+        "x.yaml:4:32 dataset.files.train: duplicate key 'train'. Each key may appear once in a mapping; "
+        "remove one of them",
+        "x.yaml:12:1 bogus: unknown key 'bogus'",
+    ]
