@@ -199,6 +199,9 @@ def _shaper(shape: TaskShape, label: str, table: Table, errors: Errors) -> TaskS
             else "Give each column a name of its own"
         )
         errors.append(
-            (loc, DataError(clash_message(old, new, other, f"split {label!r}"), hint=hint, code="rename_clash"))
+            (
+                loc,
+                DataError(clash_message(old, new, other, f"split {label!r}"), hint=hint, code="rename_clash"),
+            )
         )
     return shaper
