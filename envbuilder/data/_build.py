@@ -16,7 +16,7 @@ from envbuilder.data._base import Source, Table, sources
 from envbuilder.data._filter import RowFilter, filter_profiled, filter_rows
 from envbuilder.data._maps import Complement, Gather, Identity, IndexMap, Permutation, Window, slice_bounds
 from envbuilder.data._profile import read_profile
-from envbuilder.data._splits import SplitView, TaskShaper
+from envbuilder.data._splits import SplitView, TaskShaper, clash_message, rename_clashes
 from envbuilder.errors import DataError, EnvbuilderError, Loc, name_hint
 from envbuilder.paths import check_inside
 
@@ -179,7 +179,7 @@ def _shaper(shape: TaskShape, label: str, table: Table, errors: Errors) -> TaskS
     # Reported; the shaper leaves the missing columns out (and a broken `include` keeps every
     # column), so templates are still checked without the same mistake reported again.
     absent = {c for _, c in missing}
-    return TaskShaper(
+    shaper = TaskShaper(
         label,
         id_column=shape.id if shape.id not in absent else None,
         include=None if absent.intersection(shape.include or ()) else shape.include,
@@ -187,3 +187,21 @@ def _shaper(shape: TaskShape, label: str, table: Table, errors: Errors) -> TaskS
         rename={k: v for k, v in shape.rename.items() if k not in absent},
         columns=columns,
     )
+    for old, new, other in rename_clashes(shaper.rename):
+        loc = ("task", "rename", old)
+        if loc in reported:
+            continue
+        reported.add(loc)
+        hint = (
+            f"Rename it to a name no column has, rename {new!r} as well, or drop {new!r} with"
+            f" `exclude: [{new}]`"
+            if other == new
+            else "Give each column a name of its own"
+        )
+        errors.append(
+            (
+                loc,
+                DataError(clash_message(old, new, other, f"split {label!r}"), hint=hint, code="rename_clash"),
+            )
+        )
+    return shaper

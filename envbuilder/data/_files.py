@@ -8,16 +8,21 @@ Streaming takes the columns and their types from the first block (4 MB) of the f
 A later block that disagrees (a new key, an int column turning into text) makes the conversion
 start again reading each file whole, whose types pyarrow then unifies: correct, at the memory
 cost of one file, and only for such files.
+
+A CSV file has no types: its values are text, and a column is a number only when every value
+in it is written exactly as that number is (``5``, ``2.5``, but not ``00501``, ``1.10``, ``+5``,
+``1e3``), so that a template or the task JSON shows each value as the file has it.
 """
 
 from __future__ import annotations
 
 import codecs
+import contextlib
 import io
 import json
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, TypeVar
 
 import pyarrow as pa
 import pyarrow.csv as pcsv
@@ -26,7 +31,7 @@ from pydantic import Field, field_validator
 
 from envbuilder.data._base import Source, SourceConfig, Table
 from envbuilder.data._cache import cache_key, cache_path, file_identity
-from envbuilder.data._encoding import detect_encoding, first_undecodable
+from envbuilder.data._encoding import detect_encoding, first_undecodable, text_encoding
 from envbuilder.data._ipc import IpcTable, write_ipc
 from envbuilder.data._parquet import PathOrPaths, resolve_paths
 from envbuilder.errors import DataError
@@ -38,7 +43,8 @@ class _FilesConfig(SourceConfig):
     or the `s3://`, `gs://`, `https://` or `hf://` URL of one file (fetched once into the cache)."""
     encoding: str = "utf-8"
     """The files' text encoding, e.g. `cp1252` or `latin-1` for legacy CSV exports (default
-    UTF-8). A file that is not valid text in it is refused, naming the encoding it reads as."""
+    UTF-8). A file that is not valid text in it is refused, naming the encoding it reads as. A
+    file that begins with a byte-order mark (UTF-8, UTF-16, UTF-32) is read as its mark says."""
 
     @field_validator("encoding")
     @classmethod
@@ -70,6 +76,11 @@ class CsvConfig(_FilesConfig):
 class _FileSource(Source):
     config: _FilesConfig
     suffix: ClassVar[str]
+    revision: ClassVar[int] = 0
+    """Raised when the rows a file converts to change, so that no cached conversion is reused."""
+    exact: ClassVar[bool] = False
+    """A later block's column is never cast to the first block's type (CSV: ``5`` of an int
+    block is not ``5.0`` of a float column); a block that differs reads the files whole."""
 
     def split_names(self) -> list[str]:
         return list(self.config.files)
@@ -80,7 +91,12 @@ class _FileSource(Source):
     def open_files(self, files: PathOrPaths, key: str) -> Table:
         paths = resolve_paths(files, self.base_dir, key, suffix=self.suffix)
         encoding = self.config.encoding
-        key = cache_key(self.type_name, file_identity(paths), *([encoding] if encoding != "utf-8" else []))
+        key = cache_key(
+            self.type_name,
+            file_identity(paths),
+            *([encoding] if encoding != "utf-8" else []),
+            *([f"revision {self.revision}"] if self.revision else []),
+        )
         path = cache_path("rows", key, ".arrow")
         if not path.exists():
             try:
@@ -88,7 +104,7 @@ class _FileSource(Source):
                     first = next(iter(self.stream(paths[0])))  # an empty file: read whole below
                     _unique_names(first.schema, paths[0])
                     _check_text(first.schema, paths, encoding)
-                    write_ipc(path, first.schema, _conformed(paths, first.schema, self.stream))
+                    write_ipc(path, first.schema, _conformed(paths, first.schema, self.stream, self.exact))
                 except (
                     pa.ArrowInvalid,
                     pa.ArrowTypeError,
@@ -96,15 +112,9 @@ class _FileSource(Source):
                     _Disagrees,
                     StopIteration,
                 ):
-                    # whole files, whose types pyarrow unifies (a column all null in one file
-                    # takes another file's type)
-                    tables = [self.read(p) for p in paths]
-                    for p, t in zip(paths, tables, strict=True):
-                        _unique_names(t.schema, p)
-                    _same_columns(paths, [t.schema for t in tables])
-                    schema = pa.unify_schemas([t.schema for t in tables], promote_options="permissive")
+                    schema, tables = self.read_all(paths)
                     _check_text(schema, paths, encoding)
-                    write_ipc(path, schema, _unified(tables, schema))
+                    write_ipc(path, schema, tables)
             except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError, OSError) as exc:
                 not_text = _not_text(paths, encoding)
                 if not_text is not None:
@@ -119,6 +129,10 @@ class _FileSource(Source):
     def location(self, split: str) -> tuple[str | int, ...]:
         return ("dataset", "files", split)
 
+    def encoding_of(self, path: Path) -> str:
+        """The text encoding ``path`` is read in: its byte-order mark's, else ``encoding:``."""
+        return text_encoding(path, self.config.encoding)
+
     def files(self) -> list[Path]:
         found = (
             resolve_paths(p, self.base_dir, f"dataset.files.{s}", suffix=self.suffix, remote=False)
@@ -126,13 +140,22 @@ class _FileSource(Source):
         )
         return sorted({path for paths in found for path in paths})
 
-    def stream(self, path: Path) -> Iterator[pa.RecordBatch]:
-        """The rows of ``path`` a block at a time (the first block fixes the columns)."""
+    def stream(self, path: Path, schema: pa.Schema | None = None) -> Iterator[pa.RecordBatch]:
+        """The rows of ``path`` a block at a time (the first block fixes the columns: ``schema``,
+        once there is one, which a source may read its blocks to)."""
         raise NotImplementedError
 
     def read(self, path: Path) -> pa.Table:
         """All the rows of ``path``, types inferred over the whole file."""
         raise NotImplementedError
+
+    def read_all(self, paths: list[Path]) -> tuple[pa.Schema, Iterator[pa.Table]]:
+        """Whole files, whose types pyarrow unifies (a column all null in one file takes another
+        file's type): their schema and tables."""
+        tables = [self.read(p) for p in paths]
+        _check_columns(paths, [t.schema for t in tables])
+        schema = pa.unify_schemas([t.schema for t in tables], promote_options="permissive")
+        return schema, _unified(tables, schema)
 
 
 _BLOCK = 4 << 20  # bytes per parsed block: bounds the memory of a conversion
@@ -145,15 +168,21 @@ class _Disagrees(ValueError):
     """A later block does not fit the columns of the first: convert whole files instead."""
 
 
-def _conformed(paths: list[Path], schema: pa.Schema, stream: Any) -> Iterator[pa.RecordBatch]:
-    """Every block of every file, cast to ``schema`` (raises :class:`_Disagrees` if one cannot be)."""
+def _conformed(paths: list[Path], schema: pa.Schema, stream: Any, exact: bool) -> Iterator[pa.RecordBatch]:
+    """Every block of every file, cast to ``schema`` (raises :class:`_Disagrees` if one cannot be,
+    or, ``exact``, if a column of it has another type than null)."""
     for path in paths:
-        for batch in stream(path):
+        for batch in stream(path, schema):
             if batch.schema.equals(schema):
                 yield batch
                 continue
             if set(batch.schema.names) - set(schema.names):
                 raise _Disagrees(f"{str(path)!r} has other columns")
+            if exact and any(
+                not f.type.equals(schema.field(f.name).type) and not pa.types.is_null(f.type)
+                for f in batch.schema
+            ):
+                raise _Disagrees(f"{str(path)!r} has a column of another type")
             columns = [
                 batch.column(name).cast(field.type) if name in batch.schema.names
                 else pa.nulls(batch.num_rows, field.type)
@@ -176,7 +205,10 @@ def _unique_names(schema: pa.Schema, path: Path) -> None:
         seen[name] = number
 
 
-def _same_columns(paths: list[Path], schemas: list[pa.Schema]) -> None:
+def _check_columns(paths: list[Path], schemas: list[pa.Schema]) -> None:
+    """Each file's columns have names of their own, and all files have the same."""
+    for p, schema in zip(paths, schemas, strict=True):
+        _unique_names(schema, p)
     for p, schema in zip(paths[1:], schemas[1:], strict=True):
         if schema.names != schemas[0].names:
             raise DataError(
@@ -195,13 +227,13 @@ class JsonlSource(_FileSource):
     Config = JsonlConfig
     suffix = ".jsonl"
 
-    def stream(self, path: Path) -> Iterator[pa.RecordBatch]:
+    def stream(self, path: Path, schema: pa.Schema | None = None) -> Iterator[pa.RecordBatch]:
         # Whole lines, a block at a time, each parsed on its own with the first block's columns:
         # pyarrow's own streaming JSON reader reads ahead without bound (its peak memory grows
-        # with the file), this stays at a few blocks.
-        schema: pa.Schema | None = None
-        for raw in _line_blocks(path, _BLOCK):
-            block = _as_utf8(raw, self.config.encoding)
+        # with the file), this stays at a few blocks. Each file is typed by its own first block
+        # (`_conformed` casts it to the first file's).
+        schema = None
+        for block in _line_blocks(path, _BLOCK, self.encoding_of(path)):
             if schema is None:
                 table = _json_table(block)
                 schema = table.schema
@@ -214,25 +246,25 @@ class JsonlSource(_FileSource):
 
     def read(self, path: Path) -> pa.Table:
         try:
-            table = _json_table(_as_utf8(path.read_bytes(), self.config.encoding))
+            table = _json_table(_as_utf8(path.read_bytes(), self.encoding_of(path)))
             if not _rounded(table):
                 return table
         except pa.ArrowInvalid:
             pass
         # pyarrow's reasons name neither the line nor (for a column that is a number in one row
         # and text in another) a way out: each line parsed here says both.
-        return table_of_any([row for _, row in json_lines(path, self.config.encoding)])
+        return table_of_any([row for _, row in json_lines(path, self.encoding_of(path))])
 
 
 class JsonSource(_FileSource):
     Config = JsonConfig
     suffix = ".json"
 
-    def stream(self, path: Path) -> Iterator[pa.RecordBatch]:
-        return stream_objects(_array_items(path), path)
+    def stream(self, path: Path, schema: pa.Schema | None = None) -> Iterator[pa.RecordBatch]:
+        return stream_objects(_array_items(path, self.encoding_of(path)), path)
 
     def read(self, path: Path) -> pa.Table:
-        with open(path, encoding=self.config.encoding) as f:
+        with open(path, encoding=self.encoding_of(path)) as f:
             data = json.load(f, parse_int=_integer)
         if isinstance(data, dict) and isinstance(data.get("data"), list):
             data = data["data"]
@@ -244,38 +276,130 @@ class JsonSource(_FileSource):
 class CsvSource(_FileSource):
     Config = CsvConfig
     suffix = ".csv"
+    revision = 1  # 1: columns typed only when exact (pyarrow's inference read `00501` as 501)
+    exact = True
 
-    def stream(self, path: Path) -> Iterator[pa.RecordBatch]:
-        options = pcsv.ReadOptions(block_size=_BLOCK, encoding=self.config.encoding)
-        for batch in pcsv.open_csv(path, read_options=options):
-            if _rounded(batch):
-                raise _Disagrees("an integer may be too large for 64 bits")
+    def stream(self, path: Path, schema: pa.Schema | None = None) -> Iterator[pa.RecordBatch]:
+        encoding = self.encoding_of(path)
+        options = pcsv.ReadOptions(block_size=_BLOCK, encoding=encoding)
+        names = pcsv.open_csv(path, read_options=options).schema.names
+        reader = pcsv.open_csv(path, read_options=options, convert_options=_as_text(names))
+        for batch in reader:
+            batch = _with_numbers(batch, schema)
+            schema = schema or batch.schema
             yield batch
 
     def read(self, path: Path) -> pa.Table:
-        # (A row longer than a streamed block ends the stream with ArrowInvalid: the file is read
-        # whole here, in one block if it must be.)
-        encoding = self.config.encoding
+        return _with_numbers(self.read_text(path))
 
-        def parse(size: int, types: dict[str, pa.DataType] | None = None) -> pa.Table:
-            return pcsv.read_csv(
-                path,
-                read_options=pcsv.ReadOptions(block_size=size, encoding=encoding),
-                convert_options=pcsv.ConvertOptions(column_types=types),
-            )
+    def read_all(self, paths: list[Path]) -> tuple[pa.Schema, Iterator[pa.Table]]:
+        # One decision per column over every file: `5` in one file and `2.5` in another is text.
+        texts = [self.read_text(p) for p in paths]
+        _check_columns(paths, [t.schema for t in texts])
+        table = _with_numbers(pa.concat_tables(texts))
+        return table.schema, iter([table])
+
+    def read_text(self, path: Path) -> pa.Table:
+        """All the rows of ``path``, every column text as the file writes it. (A row longer than
+        a streamed block ends the stream with ArrowInvalid: the file is read whole here, in one
+        block if it must be.)"""
+        encoding = self.encoding_of(path)
+
+        def options(size: int) -> pcsv.ReadOptions:
+            return pcsv.ReadOptions(block_size=size, encoding=encoding)
 
         size = path.stat().st_size
-        table = _one_block_if_needed(parse, size)
-        floats = [f.name for f in table.schema if pa.types.is_floating(f.type) and _rounded(table[f.name])]
-        if not floats:
-            return table
-        # pyarrow reads a column holding an integer over 64 bits as floats (5 as 5.0, the large
-        # one rounded): such a column is read as text, each value as the file writes it.
-        texts = _one_block_if_needed(lambda n: parse(n, dict.fromkeys(floats, pa.string())), size)
-        for name in floats:
-            if any(_too_long(v) for v in texts.column(name).to_pylist()):
-                table = table.set_column(table.schema.get_field_index(name), name, texts.column(name))
-        return table
+        names = _one_block_if_needed(
+            lambda n: pcsv.open_csv(path, read_options=options(n)).schema.names, size
+        )
+        return _one_block_if_needed(
+            lambda n: pcsv.read_csv(path, read_options=options(n), convert_options=_as_text(names)), size
+        )
+
+
+def _as_text(names: list[str]) -> pcsv.ConvertOptions:
+    """Every column read as text: "" for an empty cell, `NA`, `true`, `2024-01-05` as written."""
+    return pcsv.ConvertOptions(column_types=dict.fromkeys(names, pa.string()))
+
+
+_Data = TypeVar("_Data", pa.Table, pa.RecordBatch)
+
+
+def _with_numbers(data: _Data, schema: pa.Schema | None = None) -> _Data:
+    """``data`` (CSV columns of text) with each column that holds numbers exactly as it writes
+    them (:func:`_as_number`) made a number column, and each with no value at all a null one;
+    but a column that is text in ``schema`` (an earlier block's) stays text."""
+    text = {f.name for f in schema if pa.types.is_string(f.type)} if schema is not None else set()
+    columns = [
+        column if name in text else _as_number(column)
+        for name, column in zip(data.schema.names, data.columns, strict=True)
+    ]
+    if isinstance(data, pa.RecordBatch):
+        return pa.RecordBatch.from_arrays(columns, names=data.schema.names)
+    return pa.Table.from_arrays(columns, names=data.schema.names)
+
+
+def _as_number(text: Any) -> Any:
+    """A column of text as int64 when each value is an integer's own text (``5``, ``-3``; not
+    ``007``, ``+5``, ``-0``), as float64 when each is a float's own text, as Python writes it
+    (``2.5``, ``5.0``, ``1e+300``; not ``1.10``, ``1e3``, ``nan``); else the text unchanged.
+    Empty cells are no value in a number column. Vectorised: text is cast to the number and
+    back, and compared."""
+    import pyarrow.compute as pc  # (here: 26 ms to import, for CSV files only)
+
+    values = pc.if_else(pc.equal(text, ""), pa.scalar(None, pa.string()), text)
+    if values.null_count == len(values):
+        return _nulls(text)
+    try:
+        integers = pc.cast(values, pa.int64())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        pass
+    else:  # (an integer's text never reads back as a float's, which has a `.` or an `e`)
+        return integers if pc.all(pc.equal(pc.cast(integers, pa.string()), values)).as_py() else text
+    try:
+        floats = pc.cast(values, pa.float64())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return text
+    return floats if _written_as_python_does(floats, values) else text
+
+
+def _nulls(like: Any) -> Any:
+    if isinstance(like, pa.ChunkedArray):
+        return pa.chunked_array([pa.nulls(len(like))], pa.null())
+    return pa.nulls(len(like))
+
+
+def _written_as_python_does(floats: Any, texts: Any) -> bool:
+    """Each of ``texts`` is ``repr()`` of its float of ``floats`` (what a template and the task
+    JSON show). pyarrow writes floats with the same shortest digits but its own layout (``5``
+    for 5.0, ``1e-9`` for 1e-09, ``1.5e+10`` for 15000000000.0): where the two layouts agree the
+    check is vectorised, the other values are compared in Python."""
+    import pyarrow.compute as pc
+
+    if not pc.all(pc.is_finite(floats)).as_py():
+        return False  # `nan`, `inf`: text (JSON has no such numbers)
+    arrow = pc.cast(floats, pa.string())
+    size = pc.abs(floats)
+    # Python writes these positionally (as pyarrow does, when it does): 0.0001 <= |x| < 1e16
+    positional = pc.and_(
+        pc.or_(pc.equal(floats, 0), pc.and_(pc.greater_equal(size, 1e-4), pc.less(size, 1e16))),
+        pc.invert(pc.match_substring(texts, "e")),
+    )
+    agree = pc.or_(
+        pc.and_(
+            positional,
+            pc.or_(
+                pc.and_(pc.equal(arrow, texts), pc.match_substring(texts, ".")),
+                pc.equal(pc.binary_join_element_wise(arrow, ".0", ""), texts),  # 5 → 5.0
+            ),
+        ),
+        pc.and_(  # Python's exponent of two or more digits, as pyarrow's
+            pc.greater_equal(size, 1e16), pc.and_(pc.equal(arrow, texts), pc.match_substring(texts, "e+"))
+        ),
+    )
+    rest = pc.invert(pc.fill_null(agree, True))
+    left = zip(pc.filter(floats, rest).to_pylist(), pc.filter(texts, rest).to_pylist(), strict=True)
+    return all(repr(number) == written for number, written in left)
 
 
 _INT64 = range(-(1 << 63), 1 << 63)
@@ -343,7 +467,10 @@ def _json_table(data: bytes, options: pjson.ParseOptions | None = None) -> pa.Ta
     )
 
 
-def _one_block_if_needed(parse: Callable[[int], pa.Table], size: int) -> pa.Table:
+_Parsed = TypeVar("_Parsed")
+
+
+def _one_block_if_needed(parse: Callable[[int], _Parsed], size: int) -> _Parsed:
     """``parse(block_size)`` with pyarrow's default block, else (a row longer than that block:
     pyarrow's "straddling object" error) once more with the ``size`` bytes as one block. Long
     rows are real data (a repository's files, a long document), not a malformed file."""
@@ -356,8 +483,9 @@ def _one_block_if_needed(parse: Callable[[int], pa.Table], size: int) -> pa.Tabl
 
 
 def _as_utf8(data: bytes, encoding: str) -> bytes:
-    """``data`` as UTF-8; UnicodeDecodeError when it is not ``encoding`` text (pyarrow's JSON
-    reader does not check: it would build strings that fail only when a row is read)."""
+    """``data`` as UTF-8 (without a byte-order mark); UnicodeDecodeError when it is not
+    ``encoding`` text (pyarrow's JSON reader does not check: it would build strings that fail
+    only when a row is read)."""
     text = data.decode(encoding)
     return data if encoding == "utf-8" else text.encode("utf-8")
 
@@ -372,9 +500,11 @@ def _check_text(schema: pa.Schema, paths: list[Path], encoding: str) -> None:
         )
 
 
-def _not_text(paths: list[Path], encoding: str) -> DataError | None:
-    """Why the first file that is not valid ``encoding`` text is refused (None: all are)."""
+def _not_text(paths: list[Path], declared: str) -> DataError | None:
+    """Why the first file that is not valid text in its encoding (:func:`text_encoding`) is
+    refused (None: all are)."""
     for path in paths:
+        encoding = text_encoding(path, declared)
         bad = first_undecodable(path, encoding)
         if bad is None:
             continue
@@ -389,21 +519,35 @@ def _not_text(paths: list[Path], encoding: str) -> DataError | None:
     return None
 
 
-def _line_blocks(path: Path, size: int) -> Iterator[bytes]:
-    """The bytes of ``path`` in blocks of about ``size`` that end at a line break."""
-    with open(path, "rb") as f:
+def _line_blocks(path: Path, size: int, encoding: str) -> Iterator[bytes]:
+    """The text of ``path`` as UTF-8, in blocks of about ``size`` that end at a line break;
+    UnicodeDecodeError when it is not ``encoding`` text. (Only UTF-8 is cut as bytes: a UTF-16
+    line break is two bytes, and only the first block would hold the byte-order mark.)"""
+    with contextlib.ExitStack() as stack:
+        if encoding == "utf-8":
+            raw = stack.enter_context(open(path, "rb"))
+
+            def read() -> bytes:
+                return raw.read(size)
+
+        else:
+            text = stack.enter_context(open(path, encoding=encoding, newline=""))
+
+            def read() -> bytes:
+                return text.read(size).encode("utf-8")
+
         rest = b""
         while True:
-            data = f.read(size)
+            data = read()
             if not data:
                 if rest.strip():
-                    yield rest
+                    yield _as_utf8(rest, "utf-8")
                 return
             data = rest + data
             cut = data.rfind(b"\n") + 1
             rest, block = (data, b"") if cut == 0 else (data[cut:], data[:cut])
             if block.strip():
-                yield block
+                yield _as_utf8(block, "utf-8")
 
 
 def table_of(rows: list[dict[str, Any]]) -> pa.Table:
@@ -497,13 +641,13 @@ def _batched(items: Iterable[dict[str, Any]], n: int) -> Iterator[list[dict[str,
         yield batch
 
 
-def _array_items(path: Path) -> Iterator[dict[str, Any]]:
+def _array_items(path: Path, encoding: str) -> Iterator[dict[str, Any]]:
     """The objects of the JSON array in ``path``, parsed one at a time from a sliding buffer.
 
     A file that is not a top-level array (``{"data": [...]}``) raises :class:`_Disagrees`, so
     it is read whole."""
     decoder = json.JSONDecoder(parse_int=_integer)
-    with open(path, encoding="utf-8") as f:
+    with open(path, encoding=encoding) as f:
         buf, pos, eof = f.read(1 << 20), 0, False
 
         def fill() -> bool:

@@ -70,10 +70,10 @@ class _ConvertedSource(_FileSource):
         yield from self._lines(path)
 
     def _lines(self, path: Path) -> Iterator[dict[str, Any]]:
-        for where, line in json_lines(path, self.config.encoding):
+        for where, line in json_lines(path, self.encoding_of(path)):
             yield self.convert(line, where)
 
-    def stream(self, path: Path) -> Iterator[pa.RecordBatch]:
+    def stream(self, path: Path, schema: pa.Schema | None = None) -> Iterator[pa.RecordBatch]:
         return stream_objects(self._rows(path), path)
 
     def read(self, path: Path) -> pa.Table:

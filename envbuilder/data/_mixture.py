@@ -19,6 +19,7 @@ from pydantic import ConfigDict, Field, ValidationInfo, field_validator
 
 from envbuilder.data._base import Row, Source, SourceConfig, Table, sources
 from envbuilder.data._maps import Identity, IndexMap, Permutation
+from envbuilder.data._splits import clash_message, rename_clashes
 from envbuilder.errors import DataError
 from envbuilder.plugins import ConfigModel, PluginField
 
@@ -215,6 +216,16 @@ class MixtureSource(Source):
             if entry.shuffle:
                 order = Permutation(order, self.config.seed)
             part = _Part(entry.name, theirs, table, order, entry.rename)
+            clashes = rename_clashes({c: entry.rename.get(c, c) for c in table.columns})
+            if clashes:
+                old, new, other = clashes[0]
+                raise DataError(
+                    f"sources[{i}].rename: {clash_message(old, new, other, f'source {entry.name!r}')}",
+                    hint=f"Rename it to a name no column of the source has, or rename {new!r} as well"
+                    if other == new
+                    else "Give each column a name of its own",
+                    code="rename_clash",
+                )
             if "source" in part.columns:
                 raise DataError(
                     f"source {entry.name!r} has a column named 'source', which the mixture sets",

@@ -59,6 +59,31 @@ class TaskShaper:
         return task
 
 
+def rename_clashes(names: dict[str, str]) -> list[tuple[str, str, str]]:
+    """The renames that give two columns one name: ``(old, new, other)`` for each column ``old``
+    renamed to ``new``, a name column ``other`` ends up with too (its own name, or another
+    rename). ``names`` maps each column kept to its name after renaming. A row holds one value
+    per name, so one of the two would be silently lost."""
+    holders: dict[str, list[str]] = {}
+    for old, new in names.items():
+        holders.setdefault(new, []).append(old)
+    clashes = []
+    for new, olds in holders.items():
+        if len(olds) < 2:
+            continue
+        # the column that already has the name first, then the renames in order
+        olds.sort(key=lambda c: c != new)
+        clashes += [(old, new, olds[0] if old != olds[0] else olds[1]) for old in olds if old != new]
+    return clashes
+
+
+def clash_message(old: str, new: str, other: str, where: str) -> str:
+    """What :func:`rename_clashes`' ``(old, new, other)`` does to the rows of ``where``."""
+    if other == new:
+        return f"renaming {old!r} to {new!r} hides the column {new!r} that {where} already has"
+    return f"renaming {old!r} to {new!r} clashes with {other!r}, renamed to {new!r} too"
+
+
 class SplitView:
     """One ORS split: a typed, lazily read sequence of tasks (an index map over a table)."""
 

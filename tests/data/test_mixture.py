@@ -127,3 +127,15 @@ def test_a_column_named_source_must_be_renamed(tmp_path: Path) -> None:
     dataset["sources"][0]["rename"] = {"source": "question"}
     env = make_env(dataset, {"test": {}}, tmp_path)
     assert env.split("test").task(0)["source"] in {"file", "gen"}
+
+
+def test_a_source_rename_onto_a_column_it_has_is_an_error(tmp_path: Path) -> None:
+    dataset = _mixture(tmp_path)
+    dataset["sources"][0]["rename"] = {"question": "answer"}
+    with pytest.raises(SpecError) as info:
+        make_env(dataset, {"test": {}}, tmp_path)
+    assert [p.code for p in info.value.problems] == ["rename_clash"]
+    assert info.value.problems[0].message == (
+        "sources[0].rename: renaming 'question' to 'answer' hides the column 'answer' that source"
+        " 'file' already has"
+    )

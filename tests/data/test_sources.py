@@ -162,6 +162,7 @@ def test_text_formats_stream_in_blocks_without_reading_files_whole(
 
     for source in (_files.JsonlSource, _files.JsonSource, _files.CsvSource):
         monkeypatch.setattr(source, "read", whole)
+        monkeypatch.setattr(source, "read_all", whole)
     rows = [{"question": f"q{i}", "answer": i, "note": "x" * (i % 7)} for i in range(5000)]
     path = tmp_path / f"rows.{kind}"
     write_rows(path, rows, indent=1)
@@ -310,3 +311,66 @@ def test_an_integer_of_more_digits_than_python_reads_is_its_text(kind: str, tmp_
     (tmp_path / f"rows.{kind}").write_text(text)
     env = make_env({"type": kind, "files": {"test": f"rows.{kind}"}}, {"test": {}}, tmp_path)
     assert [t["answer"] for t in env.split("test").task_range(0, 2)] == ["5", huge]
+
+
+# Each column's values as a CSV writes them, and what a task holds: a number only when every
+# value of the column is written exactly as that number is (Python's own text of it).
+CSV_COLUMNS = {
+    "zip": (["00501", "10001"], ["00501", "10001"]),
+    "version": (["1.10", "2.0"], ["1.10", "2.0"]),
+    "id": (["001", "002"], ["001", "002"]),
+    "signed": (["+5", "6"], ["+5", "6"]),
+    "sci": (["1e3", "2.5"], ["1e3", "2.5"]),
+    "spaced": ([" 7", "8"], [" 7", "8"]),
+    "mixed": (["5", "2.5"], ["5", "2.5"]),
+    "zero": (["-0", "1"], ["-0", "1"]),
+    "hex": (["0x10", "1"], ["0x10", "1"]),
+    "flag": (["true", "false"], ["true", "false"]),
+    "na": (["NA", "1"], ["NA", "1"]),
+    "day": (["2024-01-05", "2024-01-06 10:00"], ["2024-01-05", "2024-01-06 10:00"]),
+    "nan": (["nan", "1.5"], ["nan", "1.5"]),
+    "int": (["5", "-3"], [5, -3]),
+    "float": (["2.5", "5.0"], [2.5, 5.0]),
+    "exp": (["1e+300", "1e-05"], [1e300, 1e-05]),
+    "sparse": (["", "4"], [None, 4]),
+}
+
+
+@pytest.mark.parametrize("block", [None, 4096])  # the odd value in the first block, or further on
+def test_csv_values_are_read_as_the_file_writes_them(
+    block: int | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`00501` is not 501 nor `1.10` 1.1: a gold answer the right response would then miss."""
+    from envbuilder.data import _files
+
+    if block:
+        monkeypatch.setattr(_files, "_BLOCK", block)
+    n = 600
+    rows = [{"question": f"q{i}", "answer": str(i)} for i in range(n)]
+    for name, (written, _) in CSV_COLUMNS.items():
+        for i, row in enumerate(rows):  # the first value in every row but the last
+            row[name] = written[0] if i < n - 1 else written[1]
+    if block:  # a plain number first; the odd value only in the last block
+        for name, (written, _) in CSV_COLUMNS.items():
+            for row in rows[:-1]:
+                row[name] = written[1]
+            rows[-1][name] = written[0]
+    write_rows(tmp_path / "rows.csv", rows)
+    split = make_env({"type": "csv", "files": {"test": "rows.csv"}}, {"test": {}}, tmp_path).split("test")
+    first, last = split.task(0), split.task(n - 1)
+    for name, (_, read) in CSV_COLUMNS.items():
+        got = [first[name], last[name]]
+        assert got == (read if not block else [read[1], read[0]]), name
+    assert first["id"] == "001" or block
+
+
+def test_a_csv_column_over_several_files_is_a_number_only_if_it_is_in_all(tmp_path: Path) -> None:
+    (tmp_path / "a.csv").write_text("question,answer,n\nq0,5,1\nq1,6,2\n")
+    (tmp_path / "b.csv").write_text("question,answer,n\nq2,2.5,003\nq3,7,4\n")
+    dataset = {"type": "csv", "files": {"test": ["a.csv", "b.csv"]}}
+    tasks = make_env(dataset, {"test": {}}, tmp_path).split("test").task_range(0, 4)
+    assert [t["answer"] for t in tasks] == ["5", "6", "2.5", "7"]
+    assert [t["n"] for t in tasks] == ["1", "2", "003", "4"]
+    (tmp_path / "b.csv").write_text("question,answer,n\nq2,8,3\nq3,7,4\n")
+    tasks = make_env(dataset, {"test": {}}, tmp_path).split("test").task_range(0, 4)
+    assert [t["n"] for t in tasks] == [1, 2, 3, 4]

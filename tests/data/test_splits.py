@@ -172,6 +172,59 @@ def test_errors_name_the_spec_key(data: Path, splits: dict, task: dict | None, e
     assert str(exc.value) == expected
 
 
+@pytest.mark.parametrize(
+    ("task", "expected"),
+    [
+        (
+            {"rename": {"question": "answer"}},
+            [
+                "spec.yaml:10:15 task.rename.question: renaming 'question' to 'answer' hides the column"
+                " 'answer' that split 'train' already has. Rename it to a name no column has, rename"
+                " 'answer' as well, or drop 'answer' with `exclude: [answer]`"
+            ],
+        ),
+        (
+            {"include": ["level", "question", "answer"], "rename": {"question": "level"}},
+            ["task.rename.question: renaming 'question' to 'level' hides the column 'level' that"],
+        ),
+        (
+            {"rename": {"question": "text", "answer": "text"}},
+            [
+                "task.rename.question: renaming 'question' to 'text' clashes with 'answer', renamed"
+                " to 'text' too. Give each column a name of its own",
+                "task.rename.answer: renaming 'answer' to 'text' clashes with 'question', renamed"
+                " to 'text' too. Give each column a name of its own",
+            ],
+        ),
+    ],
+)
+def test_a_rename_onto_a_name_another_column_has_is_an_error(
+    data: Path, task: dict, expected: list[str]
+) -> None:
+    """A task holds one value per name: the other column would be silently lost."""
+    with pytest.raises(SpecError) as exc:
+        env(data, {"train": {}}, task=task, template="{{ level }}", target="{{ level }}")
+    problems = [str(p).split("\n")[0] for p in exc.value.problems]
+    assert len(problems) == len(expected)
+    for problem, text in zip(problems, expected, strict=True):
+        assert text in problem, problem
+    assert {p.code for p in exc.value.problems} == {"rename_clash"}
+
+
+@pytest.mark.parametrize(
+    ("task", "expected"),
+    [
+        ({"rename": {"question": "answer", "answer": "question"}}, {"answer": "q3", "question": "3"}),
+        ({"rename": {"question": "answer"}, "exclude": ["answer"]}, {"answer": "q3"}),
+        ({"rename": {"question": "answer"}, "include": ["question", "level"]}, {"answer": "q3"}),
+        ({"rename": {"question": "question"}}, {"question": "q3", "answer": "3"}),
+    ],
+)
+def test_a_rename_onto_a_name_no_kept_column_keeps_is_fine(data: Path, task: dict, expected: dict) -> None:
+    task3 = env(data, {"train": {}}, task=task, template="{{ level }}", target="x").split("train").task(3)
+    assert {k: v for k, v in task3.items() if k in expected} == expected
+
+
 def test_out_of_range_index_is_a_400(data: Path) -> None:
     from fastapi.testclient import TestClient
 
