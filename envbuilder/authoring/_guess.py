@@ -16,7 +16,10 @@ from envbuilder.errors import DataError, name_hint
 
 __all__ = ["ANSWER_COLUMNS", "PROMPT_COLUMNS", "Guess", "guess"]
 
-PROMPT_COLUMNS = ("question", "prompt", "problem", "input", "query", "instruction", "text", "content")
+PROMPT_COLUMNS = ("question", "prompt", "problem", "instruction", "input", "query", "text", "content")
+#: Columns an `instruction` prompt goes on with when they are not empty (Alpaca's `input`, Dolly's
+#: `context`): the prompt is the instruction, then the input.
+_FOLLOWING = ("input", "context")
 ANSWER_COLUMNS = (
     "answer", "final_answer", "solution", "label", "target", "output", "gold", "reference", "response",
     "completion", "correct_answer",
@@ -41,6 +44,8 @@ class Guess:
     """Whether the prompt column holds the conversation (a list of `{role, content}` turns)."""
     prompt_expr: str
     """The Jinja expression of the prompt text over the task (``question``, ``turns[0]``)."""
+    prompt_more: str | None
+    """A column whose text follows the prompt's when it is not empty (Alpaca's `input`)."""
     answer: str
     """The answer column."""
     target: str
@@ -56,12 +61,27 @@ class Guess:
     """A column of unique ids other than `id` (which is used without saying)."""
     without_target: int
     """Sample rows whose target is null or empty."""
+    without_prompt: int
+    """Sample rows whose prompt column is null or empty."""
     sampled: int
     free_text: bool = False
     """The targets are long free text (over ``_SHORT`` characters): no exact answer to match."""
     private: list[str] = dataclasses.field(default_factory=list)
-    """Columns besides the answer that hold it on most rows (a worked `solution`): clients
-    must not see them either."""
+    """Columns besides the answer that give it away (a worked `solution`, a `label` equal to
+    it), as the gold-leak audit of `validate` finds them: clients must not see them either."""
+    exclude: list[str] = dataclasses.field(default_factory=list)
+    """Columns dropped from the tasks: a dataset's own `id` that cannot be the task id (it
+    repeats, is empty, or gives the answer away)."""
+
+    def missing(self) -> list[tuple[str, int, str]]:
+        """``(column, sample rows, what they lack)`` of the target and prompt columns null or
+        empty on some sample rows. A `filter:` can drop those rows when the column's name is
+        an identifier (a filter names columns as Jinja variables)."""
+        found = [
+            (self.target.partition("[")[0], self.without_target, "to grade against"),
+            (self.prompt, self.without_prompt, "to ask"),
+        ]
+        return [m for m in found if m[1]]
 
     def describe(self) -> str:
         """``grader math``, ``grader exact_match, extract: number``, ``grader choice (options: x)``."""
@@ -86,6 +106,7 @@ def guess(rows: list[Row], columns: list[str], prompt: str | None, answer: str |
     # naming one column as both is written as asked, and validation reports the leak).
     prompt, conversation, prompt_expr = _prompt(rows, [c for c in columns if c != answer], prompt)
     answer = answer or _answer(rows, columns, prompt)
+    more = _following(rows, columns, prompt, answer) if prompt_expr == prompt else None
     target = f"{answer}[0]" if _all(rows, answer, _is_string_list) else answer
     values = [_value(row, target) for row in rows]
     present = [v for v in values if v not in (None, "")]
@@ -108,32 +129,44 @@ def guess(rows: list[Row], columns: list[str], prompt: str | None, answer: str |
         grader, numeric = "choice", False
     elif not numeric and (latex or boxed) and bool(texts) and texts[-1] <= _SHORT:
         grader = "math"
+    targets = [str(v).split("####")[-1] if gsm8k_style and v is not None else v for v in values]
+    shown = [prompt, *([more] if more else [])]
+    id_column, exclude, private = _public(rows, columns, answer, shown, targets)
     return Guess(
-        prompt=prompt, conversation=conversation, prompt_expr=prompt_expr, answer=answer, target=target,
-        grader=grader, numeric=numeric, gsm8k_style=gsm8k_style, choices=choices,
-        id_column=_id_column(rows, columns), without_target=len(values) - len(present), sampled=len(rows),
-        free_text=free_text, private=_holding_answer(rows, columns, {prompt, answer}, values),
+        prompt=prompt, conversation=conversation, prompt_expr=prompt_expr, prompt_more=more,
+        answer=answer, target=target, grader=grader, numeric=numeric, gsm8k_style=gsm8k_style,
+        choices=choices, id_column=id_column, without_target=len(values) - len(present),
+        without_prompt=sum(r.get(prompt) in (None, "", []) for r in rows), sampled=len(rows),
+        free_text=free_text, private=private, exclude=exclude,
     )  # fmt: skip
 
 
-def _holding_answer(rows: list[Row], columns: list[str], skip: set[str], values: list[Any]) -> list[str]:
-    """Columns (not in ``skip``) whose text holds the row's answer on at least half the rows."""
-    from envbuilder.authoring._leaks import answer_matcher
+def _public(
+    rows: list[Row], columns: list[str], answer: str, shown: list[str], targets: list[Any]
+) -> tuple[str | None, list[str], list[str]]:
+    """The task id column, the columns to exclude, and those to make private: every column a
+    client would see that the gold-leak audit of `validate` finds giving the answer away."""
+    from envbuilder.authoring._leaks import leaking_fields
 
-    matchers = [answer_matcher(str(v)) if v not in (None, "") else None for v in values]
-    found = []
-    for column in columns:
-        if column in skip:
-            continue
-        hits = sum(
-            m is not None
-            and isinstance(row.get(column), str)
-            and (m.holds(row[column]) if m.informative else m.equals(row[column]))
-            for m, row in zip(matchers, rows, strict=True)
-        )
-        if rows and 2 * hits >= len(rows):
-            found.append(column)
-    return found
+    id_column, usable_id = _id_column(rows, columns)
+    exclude = ["id"] if "id" in columns and not usable_id and id_column is None else []
+    for _ in range(2):  # once more when the task ids turn out to give the answer away
+        own_id = id_column or ("id" if "id" in columns and not exclude else None)
+        tasks = [
+            {
+                **({"id": r.get(own_id)} if own_id else {}),
+                **{c: r.get(c) for c in columns if c not in (answer, "id")},
+            }
+            for r in rows
+        ]
+        prompts = [[r.get(c) for c in shown] for r in rows]
+        leaking = leaking_fields(tasks, targets, prompts)
+        if "id" not in leaking:
+            break
+        # Ids that give the answer away: `<split>-<row>` ids instead.
+        id_column, exclude = None, ["id"] if "id" in columns else []
+    private = [c for c in leaking if c not in ("id", *shown)]
+    return id_column, exclude, private
 
 
 def _prompt(rows: list[Row], columns: list[str], given: str | None) -> tuple[str, bool, str]:
@@ -143,7 +176,9 @@ def _prompt(rows: list[Row], columns: list[str], given: str | None) -> tuple[str
             return given, True, given
         return given, False, f"{given}[0]" if _all(rows, given, _is_string_list) else given
     strings = [c for c in columns if _all(rows, c, lambda v: isinstance(v, str))]
-    named = _named(strings, PROMPT_COLUMNS)
+    # A column empty on most rows (Alpaca's `input`) is no prompt while another has text.
+    full = [c for c in strings if 2 * sum(bool(str(r.get(c) or "").strip()) for r in rows) > len(rows)]
+    named = _named(full, PROMPT_COLUMNS)
     if named:
         return named, False, named
     conversations = [c for c in columns if _all(rows, c, _is_conversation)]
@@ -153,15 +188,26 @@ def _prompt(rows: list[Row], columns: list[str], given: str | None) -> tuple[str
     if lists:
         return lists, False, f"{lists}[0]"
     # The longest text column, when it holds text rather than labels (`category`: few values).
-    text = [c for c in strings if len(rows) < 4 or 2 * len({r[c] for r in rows}) > len(rows)]
+    text = [c for c in strings if len(rows) < 4 or 2 * len({r.get(c) for r in rows}) > len(rows)]
     if text:
-        best = max(text, key=lambda c: sum(len(r[c]) for r in rows))
+        best = max(text, key=lambda c: sum(len(v) for r in rows if isinstance(v := r.get(c), str)))
         return best, False, best
+    named = _named(strings, PROMPT_COLUMNS)  # mostly empty, but named so
+    if named:
+        return named, False, named
     raise DataError(
         "no text column to use as the prompt",
         hint=f"Its columns are: {', '.join(columns)}; pass --prompt-column",
         code="scaffold_no_prompt",
     )
+
+
+def _following(rows: list[Row], columns: list[str], prompt: str, answer: str) -> str | None:
+    """The text column that follows an `instruction` prompt when not empty (:data:`_FOLLOWING`)."""
+    if prompt.lower() != "instruction":
+        return None
+    texts = [c for c in columns if c not in (prompt, answer) and _all(rows, c, lambda v: isinstance(v, str))]
+    return _named(texts, _FOLLOWING)
 
 
 def _answer(rows: list[Row], columns: list[str], prompt: str) -> str:
@@ -192,14 +238,16 @@ def _choices(rows: list[Row], columns: list[str], targets: list[Any]) -> str | N
     return column if letters or indexes else None
 
 
-def _id_column(rows: list[Row], columns: list[str]) -> str | None:
+def _id_column(rows: list[Row], columns: list[str]) -> tuple[str | None, bool]:
+    """A column of unique ids other than `id` (None: `id` or none), and whether `id` is one."""
     candidates = [c for c in columns if c.lower() in _ID_COLUMNS or c.lower().endswith("_id")]
     for column in sorted(candidates, key=lambda c: (c.lower() not in _ID_COLUMNS, columns.index(c))):
         values = [r.get(column) for r in rows]
         scalar = all(isinstance(v, str | int) and not isinstance(v, bool) and v != "" for v in values)
         if rows and scalar and len(set(values)) == len(values):
-            return None if column == "id" else column  # `id` is the task id without saying
-    return None
+            # `id` is the task id without saying
+            return (None, True) if column == "id" else (column, False)
+    return None, False
 
 
 def _named(columns: list[str], names: tuple[str, ...]) -> str | None:

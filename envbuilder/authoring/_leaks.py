@@ -40,7 +40,7 @@ from envbuilder.graders._normalize import canonical_number
 from envbuilder.tools import ToolCall
 from envbuilder.tools._template import TemplateTool
 
-__all__ = ["DuplicateIds", "Leak", "answer_matcher", "duplicate_ids", "gold_leaks"]
+__all__ = ["DuplicateIds", "Leak", "answer_matcher", "duplicate_ids", "gold_leaks", "leaking_fields"]
 
 #: Rows per split sampled for leaks.
 LEAK_SAMPLE = 200
@@ -147,12 +147,15 @@ def _texts(value: Any) -> list[str]:
     return []
 
 
+def _field_place(name: str) -> tuple[str, tuple[str | int, ...]]:
+    return ("task.id" if name == "id" else f"field {name!r}", ("task",))
+
+
 def _places(env: Environment, task: dict[str, Any]) -> dict[tuple[str, tuple[str | int, ...]], str]:
     """Each place an agent can read for ``task``, with its text."""
     places: dict[tuple[str, tuple[str | int, ...]], str] = {}
     for name, value in env.public(task).items():
-        place = "task.id" if name == "id" else f"field {name!r}"
-        places[(place, ("task",))] = "\n".join(_texts(value))
+        places[_field_place(name)] = "\n".join(_texts(value))
     if env.prompter is not None:
         try:
             messages = [m.model_dump() for m in env.messages(task)]
@@ -193,6 +196,21 @@ def gold_leaks(env: Environment, sample: int = LEAK_SAMPLE, seed: int = 0) -> li
             rows.append((index, _Matcher(str(target)), _places(env, task)))
         leaks += _split_leaks(name, rows)
     return leaks
+
+
+def leaking_fields(tasks: list[dict[str, Any]], targets: list[Any], prompts: list[Any]) -> list[str]:
+    """The fields of ``tasks`` (public fields, ``id`` the task id) that the audit would report
+    as giving their task's target away, each task's prompt holding ``prompts``: the rule of
+    :func:`gold_leaks`, for tasks not yet served (what `envbuilder init` must make private)."""
+    rows = []
+    for index, (task, target, prompt) in enumerate(zip(tasks, targets, prompts, strict=True)):
+        if target is None or not str(target).strip():
+            continue
+        places = {_field_place(name): "\n".join(_texts(value)) for name, value in task.items()}
+        places[PROMPT] = "\n".join(_texts(prompt))
+        rows.append((index, _Matcher(str(target)), places))
+    names = {_field_place(name)[0]: name for task in tasks for name in task}
+    return [names[leak.place] for leak in _split_leaks("", rows) if leak.place in names]
 
 
 def _split_leaks(

@@ -96,6 +96,14 @@ def scaffold_spec(
     first = next(iter(files))
     encoding = detect_encoding(paths) if kind != "parquet" else None
     rows, columns = _sample(kind, files[first], encoding)
+    if not rows:
+        shown = ", ".join(str(p) for p in files[first])
+        raise DataError(
+            f"the data has no rows: {kind} {'file' if len(files[first]) == 1 else 'files'} {shown}"
+            f" (split {first!r}) {'is' if len(files[first]) == 1 else 'are'} empty",
+            hint="Give data with at least one row (a header alone is no row)",
+            code="data_empty",
+        )
     rel = {split: [_relpath(p, spec_dir) for p in split_paths] for split, split_paths in files.items()}
     block = [
         f"  type: {kind}",
@@ -205,6 +213,12 @@ def _sample_hub(path: str, config: str | None) -> tuple[list[Row], list[str], di
     if not names:
         raise DataError(f"the dataset {path!r} has no splits", code="data_empty")
     table = source.open(names[0])
+    if len(table) == 0:
+        raise DataError(
+            f"the data has no rows: split {names[0]!r} of the dataset {path!r} is empty",
+            hint="Give a dataset whose first split has rows",
+            code="data_empty",
+        )
     splits = {n: _SPLIT_WORDS.get(n.lower(), "test") for n in names}
     return table.rows(0, min(SAMPLE_ROWS, len(table))), list(table.columns), splits
 
@@ -257,15 +271,17 @@ def render_spec(
     name: str, dataset_block: list[str], splits: dict[str, str], columns: list[str], g: Guess
 ) -> str:
     """The commented spec text of the guess ``g``."""
-    used = [c for c in (g.prompt, g.answer, g.choices) if c is not None]
+    used = [c for c in (g.prompt, g.prompt_more, g.answer, g.choices) if c is not None]
     rename = {c: _var(c) for c in dict.fromkeys(used) if not c.isidentifier()}
 
     def var(expr: str) -> str:  # a column expression with the column renamed
         column, _, rest = expr.partition("[")
         return rename.get(column, column) + (f"[{rest}" if rest else "")
 
-    column = g.target.partition("[")[0]
-    keep = f"{column} is not none and {column} != ''" if g.without_target and column.isidentifier() else None
+    # Rows without a target or a prompt are left out (by the source's column names).
+    missing = [(f"# {n} of the first {g.sampled} rows have no `{c}` {what}", c) for c, n, what in g.missing()]
+    needed = list(dict.fromkeys(c for _, c in missing if c.isidentifier()))
+    keep = " and ".join(f"{c} is not none and {c} != ''" for c in needed) or None
     lines = [
         f"# {name}: scaffolded by `envbuilder init`. Check it with:",
         "#   envbuilder validate SPEC && envbuilder preview SPEC && envbuilder check SPEC",
@@ -284,18 +300,28 @@ def render_spec(
         "",
         "# The splits served, and what each is for (train, validation or test).",
     ]
-    if keep is not None:
-        lines += [
-            f"# {g.without_target} of the first {g.sampled} rows have no `{column}` to grade against:",
-            "# each split keeps only the rows that have one.",
-        ]
+    for reason, c in missing:
+        if not c.isidentifier():
+            lines += [
+                f"{reason}: a `filter:` cannot name this column,",
+                "# rename it in the data to drop them.",
+            ]
+    reasons = [reason for reason, c in missing if c.isidentifier()]
+    if reasons:
+        lines += [*reasons[:-1], reasons[-1] + ":"]
+        lines.append(
+            "# each split keeps only the rows that have " + ("both." if len(reasons) > 1 else "one.")
+        )
     lines.append("splits:")
     extra = f", filter: {_q(keep)}" if keep is not None else ""
     lines += [f"  {_q(split)}: {{type: {kind}{extra}}}" for split, kind in splits.items()]
-    if rename or g.id_column or g.private:
+    if rename or g.id_column or g.private or g.exclude:
         lines += ["", "# How a row becomes a task.", "task:"]
         if g.id_column:
             lines.append(f"  id: {_q(g.id_column)}   # unique per row: the task id")
+        if g.exclude:
+            lines.append("  # `id` repeats, is empty or gives the answer away: task ids are `<split>-<row>`.")
+            lines.append(f"  exclude: [{', '.join(_q(c) for c in g.exclude)}]")
         if g.private:
             shown = ", ".join(_q(c) for c in [g.answer, *g.private])
             lines.append(f"  # Clients never see these: {', '.join(g.private)} hold(s) the answer too.")
@@ -334,11 +360,18 @@ def _prompt_lines(g: Guess, var: Any) -> list[str]:
             f"  description: Submit {_ask(g)}.",
         ]
     body = [f"    {{{{ {var(g.prompt_expr)} }}}}", ""]
+    if g.prompt_more is not None:  # `instruction`, then `input` when there is one
+        more = var(g.prompt_more)
+        # (a block tag's own line break is dropped: `trim_blocks`)
+        body = [body[0], f"    {{% if {more} %}}", "", f"    {{{{ {more} }}}}", "    {% endif %}", ""]
     if g.grader == "choice":
         body += [f"    {{{{ {var(g.choices or '')} | lettered }}}}", ""]
+    about = [f"# The prompt: a Jinja template over the task's fields (the prompt column is `{g.prompt}`)."]
+    if g.prompt_more is not None:
+        about = [about[0][:-2] + ",", f"# followed by `{g.prompt_more}` when it is not empty)."]
     return [
         "",
-        f"# The prompt: a Jinja template over the task's fields (the prompt column is `{g.prompt}`).",
+        *about,
         "prompt:",
         "  template: |-",
         *body,
@@ -390,11 +423,9 @@ def _grader_lines(g: Guess, var: Any) -> list[str]:
             "  extract: number",
         ]
     if g.free_text:
-        lines = [
-            *lines[:-1],
+        lines[2:2] = [  # before `grader:`
             "# The answers are long free text, which an exact match will rarely meet: consider grading",
             "# with a judge model instead (`type: llm_judge`, see the README).",
-            "grader:",
         ]
     return [
         *lines,

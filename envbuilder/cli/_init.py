@@ -71,12 +71,14 @@ def init(
             " (`grader: {type: llm_judge, ...}`) instead of exact_match",
             "yellow",
         )
-    if g.without_target:
-        column = g.target.partition("[")[0]
+    for column, rows, what in g.missing():
+        kept = (
+            "each split keeps only the rows that have one (`filter:`)"
+            if column.isidentifier()
+            else "a `filter:` cannot name this column: rename it in the data to drop those rows"
+        )
         _console.line(
-            f"{out}: {g.without_target} of the first {g.sampled} rows have no {column!r} to grade against;"
-            " each split keeps only the rows that have one (`filter:`)",
-            "yellow",
+            f"{out}: {rows} of the first {g.sampled} rows have no {column!r} {what}; {kept}", "yellow"
         )
     with fail_on_errors():
         result = validate_spec(out)
