@@ -134,9 +134,10 @@ class Environment:
             self.containers = self._containers(fail)
             """The session containers of the spec's `sandbox:` (None without one)."""
             built, user_tools = self._tools(used, fail)
+            authoring = self._authoring_fields(fail)
         self._read_fields(used)
         if self.splits:
-            self._check_fields(used, problems, fail)
+            self._check_fields({**used, **authoring}, problems, fail)
         if not problems and self.prompter is not None:
             for where, problem in self._check_budgets():
                 fail(where, problem)
@@ -219,6 +220,22 @@ class Environment:
             feedback=feedback,
             user=user,
         )
+
+    def _authoring_fields(self, fail: Fail) -> dict[Loc, frozenset[str]]:
+        """The fields the keys only `envbuilder check` reads take from the task (`gold:` and
+        `inaction:` templates, the `gold_actions` field), each template compiled: checked like
+        the others' (a typo is found by `validate`), but never asked of a client's task."""
+        out: dict[Loc, frozenset[str]] = {}
+        for key in ("gold", "inaction"):
+            text = getattr(self.spec, key)
+            if text is not None:
+                try:
+                    out[(key,)] = Template(text, name=key, base_dir=self.loaded.base_dir).variables
+                except EnvbuilderError as exc:
+                    fail((key,), exc)
+        if self.spec.gold_actions is not None:
+            out[("gold_actions",)] = frozenset({self.spec.gold_actions})
+        return out
 
     def _read_fields(self, used: dict[Loc, frozenset[str]]) -> None:
         """Which task fields the parts read (:attr:`task_fields`) and which clients never see
@@ -737,4 +754,4 @@ def _gold_fields(gold: str | None) -> frozenset[str]:
     try:
         return Template(gold, name="gold").variables
     except EnvbuilderError:
-        return frozenset()  # reported where `gold:` is compiled (envbuilder check)
+        return frozenset()  # reported by Environment._authoring_fields

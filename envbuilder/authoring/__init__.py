@@ -3,31 +3,31 @@
 from envbuilder.authoring._hacks import HackReport, hack_cases, run_hacks
 from envbuilder.authoring._scaffold import Scaffold, scaffold_spec
 from envbuilder.authoring._selfcheck import (
+    BadRows,
     Case,
     CheckResult,
-    MissingTargets,
     gold_cases,
     gold_is_circular,
-    missing_targets,
     run_cases,
+    scan_tasks,
     spec_cases,
 )
 from envbuilder.authoring._validate import Validation, validate_spec
 
 __all__ = [
+    "BadRows",
     "Case",
     "CheckResult",
     "HackReport",
-    "MissingTargets",
     "Scaffold",
     "Validation",
     "gold_cases",
     "gold_is_circular",
     "hack_cases",
-    "missing_targets",
     "run_cases",
     "run_hacks",
     "scaffold_spec",
+    "scan_tasks",
     "spec_cases",
     "validate_spec",
 ]

@@ -1,10 +1,11 @@
-"""A spec's self-check: every task has a target, gold answers earn full reward, and its
-``tests:`` get their rewards.
+"""A spec's self-check: every task has a target and a prompt that render, gold answers earn
+full reward, and its ``tests:`` get their rewards.
 
 Answers go through the real answer path (``Environment.call_tool`` on a fresh :class:`Episode`),
 so extraction, normalisation, grading and the reward scale are all exercised. The gold answer
-is the spec's ``gold:`` template when it has one; otherwise the grader's own target, and the
-check says that this is circular (a target compared with itself proves little).
+is the spec's ``gold:`` template when it has one; otherwise the answer the grader knows earns
+full reward (``Grader.gold``: for most graders their own target, and the check says that this
+is circular, since a target compared with itself proves little; a ``regex`` grader knows none).
 """
 
 from __future__ import annotations
@@ -16,24 +17,26 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from envbuilder.data import Task
 from envbuilder.environment import Environment, Episode
+from envbuilder.errors import EnvbuilderError, Loc
 from envbuilder.graders._trajectory import BROKE, gold_calls
 from envbuilder.protocol import RunToolSuccess
 from envbuilder.templating import Template
 
 __all__ = [
+    "BadRows",
     "Case",
     "CheckResult",
-    "MissingTargets",
     "gold_cases",
-    "missing_targets",
     "run_cases",
+    "scan_tasks",
     "spec_cases",
 ]
 
-#: Rows per split scanned for missing targets (a bound on the work for huge datasets).
+#: Rows per split scanned by :func:`scan_tasks` (a bound on the work for huge datasets).
 SCAN_LIMIT = 200_000
-#: Rows of a generated split scanned for missing targets.
+#: Rows of a generated split scanned by :func:`scan_tasks`.
 GENERATED_SCAN_LIMIT = 2_000
 
 
@@ -55,6 +58,11 @@ class Case:
     """The reward it must get; None when it must be ungradeable."""
     reason: str | None = None
     """Text the grade's reason must contain (None: not checked)."""
+    skip: str | None = None
+    """Why ``response`` is None though the task has a target (e.g. a pattern, not an answer)."""
+    error: str | None = None
+    """Why the response could not be made for this task (a ``gold:`` that fails to render on
+    it): the case fails with this reason."""
     calls: list[dict[str, Any]] | None = None
     """Tool calls (``{name, arguments}``) made before the response is submitted: the task's
     gold actions (the spec's ``gold_actions``), or a variation of them."""
@@ -75,7 +83,9 @@ class CheckResult:
 
 def gold_cases(env: Environment, sample: int, seed: int = 0) -> list[Case]:
     """Up to ``sample`` random tasks of each split, each answered with its gold answer: the
-    spec's ``gold:`` template, else the grader's target (see :func:`gold_is_circular`)."""
+    spec's ``gold:`` template, else the answer the grader knows earns full reward
+    (``Grader.gold``, its target for most graders: see :func:`gold_is_circular`). A task with
+    neither is skipped, with a note saying why."""
     assert env.submit is not None
     rng = random.Random(seed)
     full = env.submit.spec.reward_correct
@@ -86,22 +96,37 @@ def gold_cases(env: Environment, sample: int, seed: int = 0) -> list[Case]:
         n = len(view)
         for index in sorted(rng.sample(range(n), min(sample, n))):
             task = view.task(index)
-            if _missing(env, task) is not None:
-                continue  # reported by missing_targets()
-            if template is not None:
-                response: str | None = template.render(task)
-            else:
-                target = env.submit.target(task)
-                if isinstance(target, list | tuple):
-                    target = target[0] if target else None
-                response = None if target is None else str(target)
-            calls = gold_calls(task.get(env.spec.gold_actions)) if env.spec.gold_actions else None
-            cases.append(Case("gold", f"{name}[{index}]", name, index, response, full, calls=calls))
+            try:
+                if _missing(env, task) is not None:
+                    continue  # reported by scan_tasks()
+            except EnvbuilderError:
+                continue  # a target that fails to render: reported by scan_tasks()
+            case = Case("gold", f"{name}[{index}]", name, index, None, full)
+            try:
+                if template is not None:
+                    case.response = template.render(task)
+                else:
+                    case.response = env.submit.gold(task)
+                    if case.response is None and env.submit.target(task) is not None:
+                        case.skip = _no_gold(env)
+            except EnvbuilderError as exc:
+                case.error = str(exc)  # this task fails; the others are still checked
+            if env.spec.gold_actions:
+                case.calls = gold_calls(task.get(env.spec.gold_actions))
+            cases.append(case)
             if getattr(env.submit.grader, "empty_earns_nothing", False):
                 # Graders of the work in a container (Harbor's tests): doing nothing must not pass.
                 none = env.submit.spec.reward_incorrect
                 cases.append(Case("empty", f"{name}[{index}]", name, index, "", none))
     return cases
+
+
+def _no_gold(env: Environment) -> str:
+    grader = env.spec.grader.type if env.spec.grader is not None else "dialogue"
+    return (
+        f"the {grader} grader's target is no answer to submit (a pattern matches many): "
+        'add `gold:` (e.g. `gold: "{{ answer }}"`) for check to submit one'
+    )
 
 
 def gold_is_circular(env: Environment) -> bool:
@@ -112,40 +137,70 @@ def gold_is_circular(env: Environment) -> bool:
     return env.spec.gold is None and (grader is None or grader.compares_target)
 
 
+#: Rows read and rendered at a time by :func:`scan_tasks`.
+SCAN_BATCH = 1_000
+
+NO_TARGET = "have no target"
+BAD_TARGET = "have a target that fails to render"
+BAD_PROMPT = "have a prompt that fails to render"
+
+
 @dataclass
-class MissingTargets:
-    """Tasks of one split that have no target (null or empty): their answers are ungradeable."""
+class BadRows:
+    """Tasks of one split with one problem that only their rows show: no target (null or
+    empty, so their answers are ungradeable), or a target or prompt that fails to render."""
 
     split: str
+    problem: str
+    """:data:`NO_TARGET`, :data:`BAD_TARGET` or :data:`BAD_PROMPT`."""
+    loc: Loc
+    """The spec key at fault (``grader``, ``prompt``, ``prompt.system`` …)."""
     count: int
-    """How many of the scanned rows have no target."""
+    """How many of the scanned rows have it."""
     scanned: int
     rows: list[tuple[int, str]]
     """The first of them: (index, reason)."""
 
 
-def missing_targets(env: Environment, limit: int = SCAN_LIMIT, show: int = 10) -> list[MissingTargets]:
-    """The splits with tasks whose target is null or renders empty (up to ``limit`` rows of
-    each split scanned)."""
-    assert env.submit is not None
+def scan_tasks(env: Environment, limit: int = SCAN_LIMIT, show: int = 10) -> list[BadRows]:
+    """The problems of single tasks, by split (up to ``limit`` rows of each scanned, fewer of a
+    generated split): a target that is null, renders empty or fails to render, and a prompt that
+    fails to render. Validation renders only a sample; these rows would fail when served."""
     out = []
     for name, view in env.splits.items():
         # Generated rows (no file behind the table) cost real work each: scan fewer of them.
         scanned = min(len(view), min(limit, GENERATED_SCAN_LIMIT) if view.table.generated else limit)
-        rows: list[tuple[int, str]] = []
-        count = 0
-        for index in range(scanned):
-            reason = _missing(env, view.task(index))
-            if reason is not None:
-                count += 1
-                if len(rows) < show:
-                    rows.append((index, reason))
-        if count:
-            out.append(MissingTargets(name, count, scanned, rows))
+        found: dict[tuple[str, Loc], BadRows] = {}
+        for start in range(0, scanned, SCAN_BATCH):
+            tasks = view.task_range(start, min(start + SCAN_BATCH, scanned))
+            for (problem, loc), index, reason in _scan_batch(env, tasks):
+                bad = found.setdefault((problem, loc), BadRows(name, problem, loc, 0, scanned, []))
+                bad.count += 1
+                if len(bad.rows) < show:
+                    bad.rows.append((start + index, reason))
+        order = [NO_TARGET, BAD_TARGET, BAD_PROMPT]
+        out.extend(sorted(found.values(), key=lambda b: order.index(b.problem)))
     return out
 
 
-def _missing(env: Environment, task: dict[str, object]) -> str | None:
+def _scan_batch(env: Environment, tasks: list[Task]) -> list[tuple[tuple[str, Loc], int, str]]:
+    """``((problem, key), position, reason)`` of each problem of ``tasks``, in row order."""
+    assert env.prompter is not None
+    found: list[tuple[tuple[str, Loc], int, str]] = []
+    for i, task in enumerate(tasks):
+        try:
+            reason = _missing(env, task)
+        except EnvbuilderError as exc:
+            found.append(((BAD_TARGET, ("grader",)), i, str(exc)))
+        else:
+            if reason is not None:
+                found.append(((NO_TARGET, ("grader",)), i, reason))
+    for i, (loc, error) in env.prompter.failures(tasks).items():
+        found.append(((BAD_PROMPT, loc), i, str(error)))
+    return sorted(found, key=lambda f: f[1])
+
+
+def _missing(env: Environment, task: Task) -> str | None:
     # A dialogue's targets depend on the replies so far: they are checked per turn, not here.
     assert env.submit is not None
     return None if env.submit.dialogue is not None else env.submit.grader.missing_target(task)
@@ -178,8 +233,12 @@ def run_cases(
 
 async def _run(env: Environment, case: Case) -> CheckResult:
     assert env.submit is not None
+    if case.error is not None:
+        return CheckResult(case, reason=case.error)
     if case.response is None:
-        return CheckResult(case, reason="the grader states no target for this task", skipped=True)
+        return CheckResult(
+            case, reason=case.skip or "the grader states no target for this task", skipped=True
+        )
     episode = Episode(task=env.split(case.split).task(case.index))
     try:
         return await _run_episode(env, case, episode)

@@ -24,7 +24,7 @@ from envbuilder.cli._output import fail_on_errors
 from envbuilder.cli._pull import TrustCodeOption, TrustedKeyOption, spec_of
 
 if TYPE_CHECKING:
-    from envbuilder.authoring import CheckResult, MissingTargets
+    from envbuilder.authoring import BadRows, CheckResult
     from envbuilder.environment import Environment
 
 
@@ -58,7 +58,7 @@ def check(
     """Self-check SPEC: every task has a target, gold answers earn full reward, `tests:` pass.
 
     Before any model sees the spec: no task's target may be null or empty, its grader must give
-    full reward to the gold answer (the spec's `gold:`, else the grading target) of a sample of
+    full reward to the gold answer (the spec's `gold:`, else one the grader knows) of a sample of
     tasks, and each entry of its `tests:` block the reward it lists. Exit 1 on any failure.
     A spec's own code (`function` and `mcp` tools) runs only from your own folders; a pack's
     only with --trust-code, or a signature that --trusted-key verifies.
@@ -71,10 +71,10 @@ def check(
     if record and loaded != spec:
         _console.line("--record writes beside the spec: check the spec, not its pack", "red")
         raise typer.Exit(2)
-    env, missing, results = _run(loaded, sample, seed, trust_code=True if trust_code or signed else None)
+    env, bad_rows, results = _run(loaded, sample, seed, trust_code=True if trust_code or signed else None)
     for text in describe([env], flagged):
         _console.line(f"{spec}: {text}")
-    _report_missing(spec, missing)
+    _report_rows(env, bad_rows)
     _report_gold(spec, env, results, sample)
     _report_empty(spec, results)
     _report_tests(spec, results)
@@ -84,7 +84,7 @@ def check(
         raise typer.Exit(2)
     hacked = _audit_hacks(spec, env, seed, record=record) if hacks else False
     if not failed:
-        if missing or hacked:
+        if bad_rows or hacked:
             raise typer.Exit(1)
         return
     _report_failures(failed)
@@ -93,10 +93,10 @@ def check(
 
 def _run(
     spec: Path, sample: int, seed: int, *, trust_code: bool | None
-) -> tuple[Environment, list[MissingTargets], list[CheckResult]]:
-    """Validate and compile the spec (exit 1 when invalid), scan for missing targets, and run
-    the gold and `tests:` cases."""
-    from envbuilder.authoring import gold_cases, missing_targets, run_cases, spec_cases, validate_spec
+) -> tuple[Environment, list[BadRows], list[CheckResult]]:
+    """Validate and compile the spec (exit 1 when invalid), scan every task's target and
+    prompt, and run the gold and `tests:` cases."""
+    from envbuilder.authoring import gold_cases, run_cases, scan_tasks, spec_cases, validate_spec
 
     with fail_on_errors():
         validation = validate_spec(spec, trust_code=trust_code)
@@ -106,23 +106,30 @@ def _run(
             raise typer.Exit(1)
         env = validation.env
         assert env is not None
-        missing = missing_targets(env)
+        bad_rows = scan_tasks(env)
         cases = gold_cases(env, sample, seed) + spec_cases(env)
         with _console.progress(len(cases), f"checking {env.name}") as advance:
             results = run_cases(env, cases, progress=advance)
-    return env, missing, results
+    return env, bad_rows, results
 
 
-def _report_missing(spec: Path, missing: list[MissingTargets]) -> None:
-    for split in missing:
-        shown = ", ".join(f"{split.split}[{i}]" for i, _ in split.rows)
-        more = f" and {split.count - len(split.rows):,} more" if split.count > len(split.rows) else ""
-        _console.line(
-            f"{spec}: {split.count:,} of {split.scanned:,} {split.split} tasks have no target "
-            f"({split.rows[0][1]}): {shown}{more}. Their answers would be ungradeable; fix or "
-            "filter those rows",
-            "red",
+def _report_rows(env: Environment, found: list[BadRows]) -> None:
+    """Each problem of single tasks, located at the spec key at fault, with its first rows."""
+    from envbuilder.authoring._selfcheck import BAD_PROMPT
+
+    problems = []
+    for bad in found:
+        shown = ", ".join(f"{bad.split}[{i}]" for i, _ in bad.rows)
+        more = f" and {bad.count - len(bad.rows):,} more" if bad.count > len(bad.rows) else ""
+        message = f"{bad.count:,} of {bad.scanned:,} {bad.split} tasks {bad.problem} ({bad.rows[0][1]})"
+        message += f": {shown}{more}"
+        hint = (
+            "They could not be served; fix or filter those rows"
+            if bad.problem == BAD_PROMPT
+            else "Their answers would be ungradeable; fix or filter those rows"
         )
+        problems.append(env.loaded.locate(bad.loc, message, code="task_rows", hint=hint))
+    _console.problems(problems)
 
 
 def _report_gold(spec: Path, env: Environment, results: list[CheckResult], sample: int) -> None:
@@ -133,12 +140,15 @@ def _report_gold(spec: Path, env: Environment, results: list[CheckResult], sampl
         return
     graded = [r for r in gold if not r.skipped]
     if not graded:  # nothing to grade: say why, not "0/0"
-        _console.line(f"{spec}: gold answers: none checked ({_sampled(env, gold, sample)}): {_why_none(env)}")
+        _console.line(
+            f"{spec}: gold answers: none checked ({_sampled(env, gold, sample)}): {_why_none(env, gold)}"
+        )
         return
     passed = sum(r.passed for r in graded)
     line = f"{spec}: gold answers: {passed}/{len(graded)} get full reward ({_sampled(env, gold, sample)})"
-    if len(graded) < len(gold):
-        line += f" ({len(gold) - len(graded)} skipped: the grader states no target)"
+    skipped = [r for r in gold if r.skipped]
+    if skipped:
+        line += f" ({len(skipped)} skipped: {skipped[0].case.skip or 'the grader states no target'})"
     _console.line(line, "green" if passed == len(graded) else "red")
     actions = sum(r.actions for r in graded)
     if actions:
@@ -157,8 +167,11 @@ def _report_gold(spec: Path, env: Environment, results: list[CheckResult], sampl
         )
 
 
-def _why_none(env: Environment) -> str:
+def _why_none(env: Environment, gold: list[CheckResult]) -> str:
     """Why no sampled task has a gold answer to submit."""
+    noted = next((r.case.skip for r in gold if r.case.skip), None)
+    if noted is not None:
+        return noted
     submit = env.submit
     assert submit is not None
     if submit.dialogue is not None or submit.user is not None:

@@ -12,6 +12,7 @@ import typer
 from envbuilder.cli import _console
 from envbuilder.cli._output import fail_on_errors
 from envbuilder.cli._pull import TrustCodeOption
+from envbuilder.errors import EnvbuilderError
 
 
 def preview(
@@ -62,26 +63,35 @@ def preview(
             _console.line(f"    {param} ({kind}, {need}){desc}")
     with fail_on_errors():
         for i in indices:
-            task = view.task(i)
-            _console.line()
-            _console.line(f"── {name}[{i}]  id {task.get('id')} ──", "bold")
-            for message in env.messages(task):
-                _console.line(f"[{message.role}]", "magenta")
-                for block in message.blocks:
-                    for text in _block(block):
-                        _console.line(text)
-            assert env.submit is not None
-            dialogue = env.submit.dialogue
-            if dialogue is not None:
-                replies = [f"<reply {k + 1}>" for k in range(dialogue.count(task))]
-                for k, text in enumerate(dialogue.user_turns(task, replies)[1:], 1):
-                    _console.line(f"[user, revealed by reply {k}]", "magenta")
-                    _console.line(text)
-                plan = dialogue.spec
-                _console.line(f"[dialogue] grade {plan.grade}, episode reward: {plan.reward}", "green")
-            for k, target in enumerate(env.submit.turn_targets(task)):
-                label = f"[target, reply {k + 1}]" if dialogue is not None else "[target]"
-                _console.line(f"{label} {_target(target)}", "green")
+            try:
+                _show_task(env, name, view.task(i), i)
+            except EnvbuilderError as exc:  # say which task: a template may fail on one row only
+                raise EnvbuilderError(
+                    f"task {name}[{i}]: {exc.message}", hint=exc.hint, code=exc.code
+                ) from None
+
+
+def _show_task(env: Any, name: str, task: Any, i: int) -> None:
+    """The task's conversation as the model sees it, the dialogue's later turns, the targets."""
+    _console.line()
+    _console.line(f"── {name}[{i}]  id {task.get('id')} ──", "bold")
+    for message in env.messages(task):
+        _console.line(f"[{message.role}]", "magenta")
+        for block in message.blocks:
+            for text in _block(block):
+                _console.line(text)
+    assert env.submit is not None
+    dialogue = env.submit.dialogue
+    if dialogue is not None:
+        replies = [f"<reply {k + 1}>" for k in range(dialogue.count(task))]
+        for k, text in enumerate(dialogue.user_turns(task, replies)[1:], 1):
+            _console.line(f"[user, revealed by reply {k}]", "magenta")
+            _console.line(text)
+        plan = dialogue.spec
+        _console.line(f"[dialogue] grade {plan.grade}, episode reward: {plan.reward}", "green")
+    for k, target in enumerate(env.submit.turn_targets(task)):
+        label = f"[target, reply {k + 1}]" if dialogue is not None else "[target]"
+        _console.line(f"{label} {_target(target)}", "green")
 
 
 def _terms(env: Any, name: str) -> str:

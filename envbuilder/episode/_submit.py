@@ -106,8 +106,13 @@ class SubmitTool:
         return self.dialogue is None and self.user is None and self.grader.task_free
 
     def target(self, task: Task) -> Any:
-        """The gold answer to ``task`` (None in a dialogue: its replies have no single target)."""
+        """What ``task`` is graded against (None in a dialogue: its replies have no single target)."""
         return None if self.dialogue is not None else self.grader.target(task)
+
+    def gold(self, task: Task) -> str | None:
+        """An answer to ``task`` that earns full reward, when the grader knows one (``Grader.gold``;
+        None in a dialogue)."""
+        return None if self.dialogue is not None else self.grader.gold(task)
 
     def turn_targets(self, task: Task) -> list[Any]:
         """The grader's target for each reply (one, unless a dialogue grades each turn)."""

@@ -278,8 +278,19 @@ class Grader(Plugin, abc.ABC):
         return slow
 
     def target(self, task: Task) -> Any:
-        """The expected answer for ``task``, for previews and self-checks (None if unknown)."""
+        """What ``task`` is graded against, for previews (None if unknown): an answer, or what
+        stands for one (a pattern); see :meth:`gold` for an answer to submit."""
         return None
+
+    def gold(self, task: Task) -> str | None:
+        """An answer an agent could submit to ``task`` that earns full reward (what
+        ``envbuilder check`` submits when the spec has no ``gold:``), or None when the grader
+        cannot know one. By default its :meth:`target` (the first of several); a grader whose
+        target is not an answer (a ``regex`` pattern) says None."""
+        target = self.target(task)
+        if isinstance(target, list | tuple):
+            target = target[0] if target else None
+        return None if target is None else str(target)
 
     def missing_target(self, task: Task) -> str | None:
         """Why ``task`` has no target to grade against (a null field, an empty rendering), or

@@ -138,6 +138,11 @@ class ReasoningGymGrader(Grader):
             return task.get("answer")
         return self.otherwise.target(task) if self.otherwise else None
 
+    def gold(self, task: Task) -> str | None:
+        if isinstance(task.get("rg"), dict):
+            return super().gold(task)
+        return self.otherwise.gold(task) if self.otherwise else None
+
     def missing_target(self, task: Task) -> str | None:
         if isinstance(task.get("rg"), dict):
             return None

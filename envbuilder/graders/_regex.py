@@ -97,6 +97,9 @@ class RegexGrader(Grader):
         except MissingTarget:
             return None
 
+    def gold(self, task: Task) -> str | None:
+        return None  # the target is a pattern: the answers it matches cannot be told in general
+
     async def grade(self, answer: str, task: Task, secrets: dict[str, str]) -> Grade:
         cfg = self.config
         too_long = Grade.too_long(answer, cfg.max_answer_chars, "match")

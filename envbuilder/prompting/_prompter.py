@@ -225,6 +225,43 @@ class Prompter:
                     return [(loc, located)]  # one located example per split is enough to act on
         return []
 
+    def failures(self, tasks: Sequence[Task]) -> dict[int, tuple[Loc, EnvbuilderError]]:
+        """The tasks of ``tasks`` whose prompt fails to render, by position: the key of the
+        first part that fails and its error. Reads what :meth:`messages` renders from the task
+        itself (the system and turn templates, or the row's conversation); images and few-shot
+        examples are checked on a sample at load time and on each request. Each template renders
+        over the whole batch at once, and row by row only when the batch fails."""
+        out: dict[int, tuple[Loc, EnvbuilderError]] = {}
+        if self.conversation is not None:
+            for i, task in enumerate(tasks):
+                try:
+                    self.conversation.messages(task)
+                except EnvbuilderError as exc:
+                    out[i] = (("prompt", "conversation"), exc)
+        parts = [(self._text_key(turn), turn.text) for turn in self.turns if turn.text is not None]
+        if self.conversation is not None:
+            parts = []  # the row's messages replace the turns
+        if self.system is not None:
+            parts.insert(0, (("prompt", "system"), self.system))
+        for loc, template in parts:
+            try:
+                template.render_each(tasks)
+                continue
+            except EnvbuilderError:
+                pass
+            for i, task in enumerate(tasks):
+                if i not in out:
+                    try:
+                        template.render(task)
+                    except EnvbuilderError as exc:
+                        out[i] = (loc, exc)
+        return out
+
+    def _text_key(self, turn: _Turn) -> Loc:
+        """``prompt.template``, ``prompt.turns[1].template_file`` …: the key of a turn's text."""
+        block: Any = self.spec if turn.loc == ("prompt",) else self.spec.turns[int(turn.loc[2])]  # type: ignore[index]
+        return (*turn.loc, "template" if block.template is not None else "template_file")
+
     # -- serving ---------------------------------------------------------------------------------
 
     def _system(self, task: Task) -> list[Message]:
