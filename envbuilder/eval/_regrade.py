@@ -64,6 +64,42 @@ class Regrade:
     out: Path | None = None
 
 
+def _user_text(messages: Any) -> str:
+    """The text of every user turn of recorded chat ``messages`` (a string content, or the text
+    parts of a list of parts), joined by newlines."""
+    texts: list[str] = []
+    for message in messages if isinstance(messages, list) else ():
+        if not isinstance(message, dict) or message.get("role") != "user":
+            continue
+        content = message.get("content")
+        if isinstance(content, str):
+            texts.append(content)
+        elif isinstance(content, list):
+            texts.extend(str(p["text"]) for p in content if isinstance(p, dict) and "text" in p)
+    return "\n".join(texts)
+
+
+def _same_question(episode: LocalEpisode, record: dict[str, Any], where: str) -> None:
+    """Refuse a task whose prompt in the new spec is not what the run's model was asked.
+
+    A run keeps only public task fields (often just the id), so two specs whose ids coincide
+    (``test-0``) would pass the field comparison; the recorded conversation shows the question
+    itself. An episode with no recorded user turn (it ended before the model was asked) is not
+    compared."""
+    asked = _user_text(record.get("messages"))
+    if not asked:
+        return
+    for message in episode.messages():
+        wanted = str(message["content"]).strip()
+        if message["role"] == "user" and wanted and wanted not in asked:
+            raise EnvbuilderError(
+                f"{where} asks another question in the new spec (its prompt is not in the run's "
+                "conversation)",
+                hint=_SAME_TASKS,
+                code="tasks_differ",
+            )
+
+
 async def _replay(env: Environment, record: dict[str, Any]) -> dict[str, Any]:
     split, index = str(record["split"]), int(record["index"])
     if index >= len(env.split(split)):
@@ -84,6 +120,7 @@ async def _replay(env: Environment, record: dict[str, Any]) -> dict[str, Any]:
             f"{where} is another task in the new spec ({shown})", hint=_SAME_TASKS, code="tasks_differ"
         )
     episode = LocalEpisode(env, task)
+    _same_question(episode, record, f"{split}[{index}]")
     new = {**record, "task": now, "reward": None, "finished": False, "metadata": None}
     calls = []
     for entry in record.get("tool_calls") or []:

@@ -88,6 +88,33 @@ def test_regrade_refuses_a_spec_with_other_tasks(stored: tuple[Path, Path, Path]
     assert "Regrade only changes grading: the new spec must serve the same tasks" in result.output
 
 
+def test_regrade_refuses_other_questions_behind_the_same_public_fields(
+    stored: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    # A run records only the public fields (here: the id alone, once n is private too), so a
+    # spec whose ids coincide passes the field comparison; the recorded conversation shows
+    # that its questions are others
+    out, fixed, _ = stored
+    private = "  private: [n, value, parity]\n"
+    hidden = fixed.parent / "hidden.yaml"
+    hidden.write_text(fixed.read_text() + "task:\n" + private)
+    shifted = fixed.parent / "shifted.yaml"
+    shifted.write_text(
+        fixed.read_text().replace("What is {{ n }}", "What is {{ n + 10 }}") + "task:\n" + private
+    )
+    for spec in (hidden, shifted):
+        assert "{{ n" in spec.read_text()
+    # the same questions, whatever the run recorded of the task: regraded
+    assert (
+        cli("eval", "regrade", str(out), "--spec", str(hidden), "--out", str(tmp_path / "h.jsonl")).exit_code
+        == 0
+    )
+    result = cli("eval", "regrade", str(out), "--spec", str(shifted), "--out", str(tmp_path / "s.jsonl"))
+    assert result.exit_code == 1, result.output
+    assert "error: test[0] asks another question in the new spec" in result.output
+    assert not (tmp_path / "s.jsonl").exists()
+
+
 def test_regrade_never_overwrites_the_run(stored: tuple[Path, Path, Path]) -> None:
     out, fixed, _ = stored
     result = cli("eval", "regrade", str(out), "--spec", str(fixed), "--out", str(out))
