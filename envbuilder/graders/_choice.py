@@ -168,8 +168,9 @@ class ChoiceGrader(Grader):
             return Grade.ungradeable(exc.reason, target=None)
         target = self.target(task)
         if target is None:
+            # (not quoted in the reason, which reaches the agent: in the `target` detail)
             return Grade.ungradeable(
-                f"the task's target {render_target(self._target, task)!r} names no option", target=None
+                "the task's target names no option", target=render_target(self._target, task)
             )
         hedge = self.hedged(answer)
         if hedge:

@@ -229,7 +229,9 @@ class MathGrader(Grader):
         if pred_parsed is None:
             return None, pred.text, f"the answer {_quote(pred.text)} could not be read as mathematics"
         if gold_parsed is None:
-            return None, pred.text, f"the target {_quote(gold.text)} could not be read as mathematics"
+            # (the target itself is not quoted: a reason reaches the agent, the gold only in
+            # the grade's `target` detail, which is shown when the spec reveals it)
+            return None, pred.text, "the task's target could not be read as mathematics"
         extracted = str(pred_parsed[-1])
         g_eq, p_eq = gold.equation, pred.equation
         if g_eq is not None and p_eq is not None and self._same_equation(g_eq, p_eq):

@@ -70,3 +70,11 @@ def test_mmlu_rows() -> None:
         assert asyncio.run(g.grade(f"The answer is ({letter}).", row, {})).outcome is Outcome.CORRECT
         wrong = "ABCD"[(row["answer"] + 1) % 4]
         assert asyncio.run(g.grade(wrong, row, {})).outcome is Outcome.INCORRECT
+
+
+async def test_a_target_that_names_no_option_is_not_quoted_in_the_reason() -> None:
+    g = make({"type": "choice", "target": "{{ answer }}", "choices_field": "choices"})
+    result = await grade(g, "B", {**MMLU, "answer": "the secret gold"})
+    assert result.outcome is Outcome.UNGRADEABLE
+    assert result.reason == "the task's target names no option"
+    assert result.details["target"] == "the secret gold"

@@ -169,3 +169,13 @@ async def test_hostile_answers_are_read_in_linear_time(answer: str) -> None:
     result = await grade(g, answer, {"answer": "5"})
     assert result.outcome in (Outcome.INCORRECT, Outcome.UNGRADEABLE)
     assert "took over" not in result.reason
+
+
+async def test_an_unreadable_target_is_not_quoted_in_the_reason() -> None:
+    # The reason reaches the agent; the gold goes only into the `target` detail (hidden until
+    # the spec reveals it)
+    g = make({"type": "math", "target": "{{ answer }}"})
+    result = await grade(g, "42", {"answer": "\\frac{secret-gold"})
+    assert result.outcome is Outcome.UNGRADEABLE
+    assert result.reason == "the task's target could not be read as mathematics"
+    assert "secret" not in result.reason and result.details["target"] == "\\frac{secret-gold"
