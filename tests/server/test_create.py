@@ -49,7 +49,13 @@ TASK = {"split": "test", "index": 0}
 REFUSED_LATER = [
     pytest.param({}, {"split": "nope", "index": 0}, 400, "Invalid split", id="split"),
     pytest.param({}, {"split": "test", "index": 10**9}, 400, "Invalid index", id="index"),
-    pytest.param({}, {**TASK, "env_name": "nosuch"}, 404, "unknown environment 'nosuch'; this server serves: gsm8k", id="env"),
+    pytest.param(
+        {},
+        {**TASK, "env_name": "nosuch"},
+        404,
+        "unknown environment 'nosuch'; this server serves: gsm8k",
+        id="env",
+    ),
     pytest.param({}, {**TASK, "toolset_name": "cli"}, 400, None, id="toolset"),
     pytest.param({}, {"task_spec": {"id": "mine-1", "question": "q"}}, 403, None, id="task_spec"),
     pytest.param({"X-Secrets": "%%%"}, TASK, 400, None, id="secrets"),
@@ -60,7 +66,12 @@ REFUSED_LATER = [
 @pytest.mark.parametrize("fast", [True, False], ids=["fast-door", "fastapi"])
 @pytest.mark.parametrize(("headers", "body", "status", "detail"), REFUSED_LATER)
 async def test_a_sid_in_use_is_refused_before_anything_else_is_checked(
-    gsm8k: Environment, fast: bool, headers: dict[str, str], body: dict[str, object], status: int, detail: str | None
+    gsm8k: Environment,
+    fast: bool,
+    headers: dict[str, str],
+    body: dict[str, object],
+    status: int,
+    detail: str | None,
 ) -> None:
     """docs/protocol.md §5.1, as the reference servers: missing sid, body, sid in use, then the
     environment, the task and the secrets."""

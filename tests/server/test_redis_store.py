@@ -300,7 +300,9 @@ def test_the_store_urls_taken() -> None:
     assert check_url("redis://h:port/0").startswith("invalid store URL 'redis://h:port/0': ")
 
 
-def test_a_sid_in_use_on_another_server_is_refused_before_the_task(gsm8k: Environment, redis_url: str) -> None:
+def test_a_sid_in_use_on_another_server_is_refused_before_the_task(
+    gsm8k: Environment, redis_url: str
+) -> None:
     """docs/protocol.md §5.1's order with a shared store: a sid in use anywhere is refused
     before the split, the index or the environment is looked at; a refused create leaves a free
     sid free."""
