@@ -70,7 +70,7 @@ class LazyApp:
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
-            return await self._lifespan(receive, send)
+            return await self._lifespan(scope, receive, send)
         await self.front(scope, receive, send)
 
     async def _fastapi(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -80,17 +80,27 @@ class LazyApp:
             await asyncio.wrap_future(self.built)
         await self.built.result().fastapi_call(scope, receive, send)
 
-    async def _lifespan(self, receive: Any, send: Any) -> None:
-        """ASGI's lifespan protocol around :func:`server_lifespan`, as Starlette's router runs it;
-        the build starts once the server has started."""
+    async def _lifespan(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        """ASGI's lifespan protocol around :func:`server_lifespan`, as Starlette's router runs it
+        (its state into the scope's); the build starts once the server has started.
+
+        A forced exit (a second Ctrl-C) skips the shutdown message and cancels this task: the
+        server is stopped by then, so the cleanup runs and this returns without a report (not
+        a failed shutdown, whose traceback uvicorn would log)."""
         started = False
         await receive()
         try:
-            async with server_lifespan(self.ctx)(self):
+            async with server_lifespan(self.ctx)(self) as state:
+                if "state" in scope:
+                    scope["state"].update(state)
                 self.start()
                 await send({"type": "lifespan.startup.complete"})
                 started = True
                 await receive()
+        except asyncio.CancelledError:
+            if not started:
+                raise
+            return
         except BaseException:
             text = traceback.format_exc()
             await send(

@@ -26,11 +26,24 @@ grow with the sessions: a larger first threshold made each one 10-160 ms), so ga
 that die young are freed as before; cycles that die old wait longer for a full collection."""
 
 
-def server_lifespan(ctx: ServerContext) -> Callable[[Any], contextlib.AbstractAsyncContextManager[None]]:
-    """Start the reaper; on shutdown stop it, finish the calls in flight and close everything."""
+STOP = "envbuilder.stop"
+"""The lifespan state's key of the function that stops the calls in flight (``ctx.calls.stop``).
+
+uvicorn sends the lifespan's shutdown only once every response has ended, so a tool call's
+event stream, open until its call ends, would hold the shutdown for the whole graceful timeout
+and then be cut without an ``end`` or ``error``. Its first step, though, is to call each
+connection's ``shutdown()``; the server's protocol (``_limits.GuardedProtocol``) calls this
+function from there, which ends every call stream at once with an ``error`` event."""
+
+
+def server_lifespan(
+    ctx: ServerContext,
+) -> Callable[[Any], contextlib.AbstractAsyncContextManager[dict[str, Any]]]:
+    """Start the reaper; on shutdown stop it, stop the calls in flight and close everything.
+    Its state (:data:`STOP`) is what the connections' shutdown calls."""
 
     @contextlib.asynccontextmanager
-    async def lifespan(app: Any) -> AsyncIterator[None]:
+    async def lifespan(app: Any) -> AsyncIterator[dict[str, Any]]:
         # Everything built so far lives as long as the server: keep it out of the GC's scans.
         gc.collect()
         gc.freeze()
@@ -38,7 +51,7 @@ def server_lifespan(ctx: ServerContext) -> Callable[[Any], contextlib.AbstractAs
         gc.set_threshold(*GC_THRESHOLDS)
         try:
             async with _served(ctx):
-                yield
+                yield {STOP: ctx.calls.stop}
         finally:
             gc.set_threshold(*thresholds)
 
@@ -67,6 +80,9 @@ async def _served(ctx: ServerContext) -> AsyncIterator[None]:
         task.cancel()
         for reap in left:
             reap.cancel()
+        # Calls whose client is gone still run detached: stopped before the clients they use
+        # are closed below, which they would take for a failed grade and save.
+        await asyncio.gather(*ctx.calls.stop(), return_exceptions=True)
         if ctx.keeper is not None:
             await ctx.keeper.aclose()
         await ctx.drain()

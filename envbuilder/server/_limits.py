@@ -32,6 +32,7 @@ from typing import Any
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from envbuilder.server._context import ServerSettings, fair_share, log
+from envbuilder.server._lifespan import STOP
 
 _ANSWER = (
     b"HTTP/1.1 %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n%sconnection: close\r\n\r\n%s"
@@ -73,6 +74,14 @@ class GuardedProtocol(HttpToolsProtocol):
         # and refused here instead (a connection runs one request at a time, so running
         # requests never outnumber the connections admitted).
         self.limit_concurrency = None
+
+    def shutdown(self) -> None:
+        """The server stops: end the tool calls in flight, whose event streams would otherwise
+        hold the shutdown (``_lifespan.STOP``), then uvicorn's own shutdown of the connection."""
+        stop = self.app_state.get(STOP)
+        if stop is not None:
+            stop()
+        super().shutdown()
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)

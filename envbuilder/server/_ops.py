@@ -199,7 +199,53 @@ async def create(
     ctx: ServerContext, sid: str, body: CreateRequest, x_secrets: str | None, x_deployment: str | None = None
 ) -> Reply:
     """Start a session. Its environment: the body's ``env_name``, else the one ``X-Deployment``
-    names (how the openreward client names it), else the default environment."""
+    names (how the openreward client names it), else the default environment.
+
+    The checks run in the reference servers' order (docs/protocol.md §5.1): a sid already in
+    use is refused before the environment, the task and the secrets are looked at. The sid is
+    taken only by the store's atomic ``add``, once everything else passed; a request that fails
+    a later check looks the sid up before answering, so it answers ``Session already exists``
+    for a sid in use at that moment and never leaves the sid taken."""
+    try:
+        env, task, secrets = await _resolve(ctx, body, x_secrets, x_deployment)
+    except RequestRejected:
+        if await ctx.sessions.get(owned(sid)) is not None:
+            raise RequestRejected(400, SESSION_EXISTS) from None
+        raise
+    client = client_name()
+    episode = Episode(task=task, secrets=secrets)
+    session = SessionRecord(
+        sid=sid, env=env.name.lower(), episode=episode, client=client
+    )  # stored under its creator's name (SessionRecord.key): another client's id never clashes
+    keeper = ctx.keeper if env.containers is not None else None
+    if keeper is None:
+        if not await ctx.sessions.add(session, ctx.caps):
+            raise RequestRejected(400, SESSION_EXISTS)
+        return Reply(orjson.dumps({"sid": sid}))
+    # A place for its container first (503 when the pool stays full), bound to the session
+    # before the session exists, so that no container is ever made that a reaper cannot place.
+    episode.sandbox = await keeper.admit(env, client, task)
+    added = False
+    try:
+        await keeper.bind(episode.sandbox, session.key)
+        added = await ctx.sessions.add(session, ctx.caps)
+    finally:
+        if not added:
+            keeper.forget(env, episode.sandbox)
+    if not added:
+        raise RequestRejected(400, SESSION_EXISTS)
+    return Reply(orjson.dumps({"sid": sid}))
+
+
+SESSION_EXISTS = "Session already exists"
+
+
+async def _resolve(
+    ctx: ServerContext, body: CreateRequest, x_secrets: str | None, x_deployment: str | None
+) -> tuple[Environment, Task, dict[str, str]]:
+    """A ``/create``'s environment, task and secrets, in the reference servers' order: the
+    environment (404), the toolset, the task (400; 403 for a task this server does not take),
+    then the secrets."""
     settings = ctx.settings
     if body.env_name:
         env = ctx.env(body.env_name)
@@ -226,30 +272,7 @@ async def create(
             task = split_of(env, body.split).task(body.index)
         except TaskNotFound:
             raise RequestRejected(400, "Invalid index") from None
-    secrets = parse_secrets(x_secrets, body.secrets)
-    client = client_name()
-    episode = Episode(task=task, secrets=secrets)
-    session = SessionRecord(
-        sid=sid, env=env.name.lower(), episode=episode, client=client
-    )  # stored under its creator's name (SessionRecord.key): another client's id never clashes
-    keeper = ctx.keeper if env.containers is not None else None
-    if keeper is None:
-        if not await ctx.sessions.add(session, ctx.caps):
-            raise RequestRejected(400, "Session already exists")
-        return Reply(orjson.dumps({"sid": sid}))
-    # A place for its container first (503 when the pool stays full), bound to the session
-    # before the session exists, so that no container is ever made that a reaper cannot place.
-    episode.sandbox = await keeper.admit(env, client, task)
-    added = False
-    try:
-        await keeper.bind(episode.sandbox, session.key)
-        added = await ctx.sessions.add(session, ctx.caps)
-    finally:
-        if not added:
-            keeper.forget(env, episode.sandbox)
-    if not added:
-        raise RequestRejected(400, "Session already exists")
-    return Reply(orjson.dumps({"sid": sid}))
+    return env, task, parse_secrets(x_secrets, body.secrets)
 
 
 CLIENT_ID_PREFIX = "client:"

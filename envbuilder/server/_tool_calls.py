@@ -14,6 +14,7 @@ from envbuilder import deadlines
 from envbuilder.errors import RequestRejected
 from envbuilder.protocol import CallRequest
 from envbuilder.server import _sse
+from envbuilder.server._calls import SHUTTING_DOWN
 from envbuilder.server._context import ServerContext
 from envbuilder.server._ops import NO_SESSION, session_of
 from envbuilder.server._owners import owned
@@ -213,7 +214,10 @@ UNKNOWN_TASK = _sse.event("error", "unknown task_id")
 
 
 def final_frames(fut: asyncio.Future[bytes]) -> bytes:
-    """The last frames of a streamed call, once ``fut`` is done (an error event if it failed)."""
+    """The last frames of a streamed call, once ``fut`` is done (an error event if it failed,
+    or if the server stopped it: :meth:`CallRegistry.stop`)."""
+    if fut.cancelled():
+        return _sse.event("error", SHUTTING_DOWN)
     exc = fut.exception()
     if exc is None:
         return fut.result()

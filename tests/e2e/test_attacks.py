@@ -26,6 +26,7 @@ import pytest
 
 from envbuilder.environment import Environment
 from envbuilder.server import ServerSettings, create_app, uvicorn_options
+from envbuilder.server._calls import SHUTTING_DOWN
 from tests.conftest import ENVS
 from tests.processes import serve_process, wait_healthy
 from tests.servers import free_port, serve_app
@@ -100,11 +101,15 @@ def test_a_freezing_answer_neither_freezes_the_server_nor_holds_sigterm() -> Non
     # after it, must be graded while it still runs, however slow the machine.
     with _math_server("--graceful-timeout", "2", check_seconds=60) as (url, proc):
         done = threading.Event()
-        hostile: list[dict[str, Any]] = []
+        hostile: list[str] = []
 
         def submit() -> None:
+            h = {"X-Session-ID": uuid.uuid4().hex}
             with contextlib.suppress(httpx.HTTPError), httpx.Client(base_url=url, timeout=600) as c:
-                hostile.append(_episode(c, FREEZE, index=5))  # or cut off by the SIGTERM below
+                body = {"env_name": "math500", "split": "test", "index": 5}
+                assert c.post("/create", headers=h, json=body).status_code == 200
+                call = {"name": "submit", "input": {"answer": FREEZE}}
+                hostile.append(c.post("/math500/call", headers=h, json=call).text)
             done.set()
 
         threading.Thread(target=submit, daemon=True).start()
@@ -119,6 +124,8 @@ def test_a_freezing_answer_neither_freezes_the_server_nor_holds_sigterm() -> Non
         assert workers  # the grading processes
         proc.send_signal(signal.SIGTERM)
         proc.wait(60)  # the old server ignored SIGTERM for over 12 minutes
+        # The frozen answer's call was stopped, not graded: its stream says so (docs/protocol.md §4.2).
+        assert done.wait(10) and hostile[0].endswith(f"event: error\r\ndata: {SHUTTING_DOWN}\r\n\r\n")
         for pid in workers:
             for _ in range(100):
                 if not _alive(pid):

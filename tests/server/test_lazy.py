@@ -101,3 +101,29 @@ def test_a_server_with_a_door_builds_fastapi_first(gsm8k: Environment) -> None:
     app = serving_app([gsm8k], ServerSettings(doors=("openenv",)))
     assert not isinstance(app, LazyApp)
     assert "openenv" in app.front.roots
+
+
+@pytest.mark.asyncio
+async def test_a_forced_exit_ends_the_lifespan_quietly(gsm8k: Environment) -> None:
+    """A second Ctrl-C skips the shutdown message and cancels the lifespan: the server stops
+    without reporting a failed shutdown (uvicorn would log it as a traceback); its lifespan state
+    holds what the connections' shutdown calls."""
+    app = LazyApp(ServerContext([gsm8k], ServerSettings()))
+    sent: list[dict[str, Any]] = []
+    messages: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    await messages.put({"type": "lifespan.startup"})
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope: dict[str, Any] = {"type": "lifespan", "state": {}}
+    task = asyncio.create_task(app(scope, messages.get, send))
+    while not sent:
+        await asyncio.sleep(0.01)
+    assert sent == [{"type": "lifespan.startup.complete"}]
+    assert scope["state"] == {"envbuilder.stop": app.ctx.calls.stop}
+    task.cancel()
+    await asyncio.wait({task})
+    assert not task.cancelled() and task.exception() is None
+    assert sent == [{"type": "lifespan.startup.complete"}]
+    assert app.ctx.calls.stopped

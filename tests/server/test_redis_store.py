@@ -298,3 +298,17 @@ def test_the_store_urls_taken() -> None:
         assert check_url(url) is None, url
     assert check_url("REDIS://h") == "unsupported store 'REDIS://h': expected memory or redis://host:port/db"
     assert check_url("redis://h:port/0").startswith("invalid store URL 'redis://h:port/0': ")
+
+
+def test_a_sid_in_use_on_another_server_is_refused_before_the_task(
+    gsm8k: Environment, redis_url: str
+) -> None:
+    """docs/protocol.md §5.1's order with a shared store: a sid in use anywhere is refused
+    before the split, the index or the environment is looked at; a refused create leaves a free
+    sid free."""
+    with _two_servers(gsm8k, redis_url) as (a, b):
+        bad = [{"split": "nope", "index": 0}, {"split": "test", "index": 10**9}, {**TASK, "env_name": "x"}]
+        assert [b.post("/create", headers=H, json=body).status_code for body in bad] == [400, 400, 404]
+        assert a.post("/create", headers=H, json=TASK).json() == {"sid": "s1"}
+        for body in bad:
+            assert b.post("/create", headers=H, json=body).json() == {"detail": "Session already exists"}
