@@ -306,21 +306,21 @@ def _preflight(
     public: bool,
 ) -> tuple[list[str], list[str]]:
     """Everything checked before a spec loads, in the order a user needs to hear it: missing
-    files, the port, the store, the API keys, the host's exposure. The specs left to serve and
+    files, the store, the port, the API keys, the host's exposure. The specs left to serve and
     the keys; exits on a problem."""
     from envbuilder.cli._workers import store_problem
     from envbuilder.errors import EnvbuilderError
     from envbuilder.server import check_exposure, read_api_keys
 
     specs = _existing_targets(specs, strict=strict)  # a missing file is the first thing to say
+    problem = store_problem(store, workers)  # (a usage error: said whatever the machine's state)
+    if problem:
+        typer.echo(f"error: {problem}", err=True)
+        raise typer.Exit(2)
     taken = port_taken(host, port)
     if taken is not None:
         typer.echo(f"error: {taken}. Stop it, or pass --port with a free port (0: any)", err=True)
         raise typer.Exit(1)
-    problem = store_problem(store, workers)
-    if problem:
-        typer.echo(f"error: {problem}", err=True)
-        raise typer.Exit(2)
     with fail_on_errors():
         keys = read_api_keys(api_key or [], api_key_file, os.environ.get("ENVBUILDER_API_KEYS"))
     try:
