@@ -246,7 +246,7 @@ def file_error(exc: OSError, doing: str = "use") -> EnvbuilderError:
     ``doing`` is what was being done to the file (``write the results file``)."""
     path = str(exc.filename) if exc.filename is not None else "a file"
     reason = exc.strerror or str(exc)
-    if exc.errno in errno.errorcode:
+    if exc.errno is not None and exc.errno in errno.errorcode:
         reason += f" ({errno.errorcode[exc.errno]})"
     hint = _FILE_HINTS.get(exc.errno or 0, "Check the path")
     if exc.errno in (errno.ENOTDIR, errno.EEXIST) and exc.filename is not None:

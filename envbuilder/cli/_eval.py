@@ -330,7 +330,7 @@ async def _main(o: _Options) -> int:
     model = model_class(o.api)(
         o.base_url, o.model, api_key=o.api_key, sampling=Sampling(**o.sampling),
         retry=dataclasses.replace(DEFAULT_RETRY, max_retries=o.max_retries),
-        **({"timeout": o.timeout} if o.timeout is not None else {}),
+        timeout=o.timeout,
     )  # fmt: skip
 
     def spent() -> float:

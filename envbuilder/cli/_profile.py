@@ -73,7 +73,7 @@ def profile(
             model,
             api_key=os.environ.get(api_key_env) or None,
             sampling=Sampling(temperature=temperature),
-            **({"timeout": timeout} if timeout is not None else {}),
+            timeout=timeout,
         )
         command = shlex.join(
             ["envbuilder", "profile", str(spec), "--model", model, "--base-url", base_url,

@@ -124,7 +124,7 @@ class ChatModel:
         api_key: str | None = None,
         sampling: Sampling | None = None,
         retry: RetryPolicy | None = None,
-        timeout: float = DEFAULT_TIMEOUT,
+        timeout: float | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         max_connections: int | None = None,
         trust_env: bool = True,
@@ -133,8 +133,8 @@ class ChatModel:
         import httpx  # here, not at import: see the module docstring
 
         self.model = model
-        self.timeout = timeout
-        """Seconds each request may wait on the endpoint (see :data:`DEFAULT_TIMEOUT`)."""
+        self.timeout = DEFAULT_TIMEOUT if timeout is None else timeout
+        """Seconds each request may wait on the endpoint (None given: :data:`DEFAULT_TIMEOUT`)."""
         self.base_url = base_url.rstrip("/")
         self.sampling = sampling or Sampling()
         self.retry = retry or DEFAULT_RETRY
@@ -149,7 +149,7 @@ class ChatModel:
             base_url=self.base_url,
             headers=headers,
             # on the wire only: the wait for one of the connections is the caller's own queue
-            timeout=httpx.Timeout(timeout, pool=None),
+            timeout=httpx.Timeout(self.timeout, pool=None),
             transport=transport
             or PoolTransport(
                 max_connections=max_connections or 100,
