@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import json
 import random
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +55,7 @@ def gold_answers(specs: list[Path], tasks: int) -> dict[str, str]:
 
 def app(golds: dict[str, str], right: float) -> Any:
     rng = random.Random(0)
+    ids = itertools.count(1)
 
     def answer(body: dict[str, Any]) -> bytes:
         prompt = "".join(
@@ -72,10 +75,19 @@ def app(golds: dict[str, str], right: float) -> Any:
         else:
             message = {"role": "assistant", "content": f"The answer is {said}"}
         usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
-        choice = {"index": 0, "message": message, "finish_reason": "stop"}
-        return json.dumps(
-            {"id": "x", "object": "chat.completion", "choices": [choice], "usage": usage}
-        ).encode()
+        finish = "tool_calls" if body.get("tools") else "stop"
+        choice = {"index": 0, "message": message, "finish_reason": finish, "logprobs": None}
+        # every field the chat-completions schema requires (openai's ChatCompletion, which
+        # verifiers' client parses replies into, refuses a reply without `created` or `model`)
+        reply = {
+            "id": f"chatcmpl-{next(ids)}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": str(body.get("model") or "scripted"),
+            "choices": [choice],
+            "usage": usage,
+        }
+        return json.dumps(reply).encode()
 
     async def asgi(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":

@@ -14,13 +14,16 @@ Every error envbuilder raises on purpose derives from :class:`EnvbuilderError`::
     └── RequestRejected          the server refuses an HTTP request; .status is its HTTP status
 
 Each boundary translates these exactly once: the CLI prints ``str(error)`` without a
-traceback (exit 1), the server answers ``{"detail": str(error)}`` with the error's status.
+traceback (exit 1; an ``OSError`` on a named file, e.g. an ``--out`` it cannot write, becomes
+:func:`file_error` there), the server answers ``{"detail": str(error)}`` with the error's status.
 Messages say what is wrong, where, the bad value, what was expected, and a hint.
 """
 
 from __future__ import annotations
 
 import difflib
+import errno
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,6 +41,7 @@ __all__ = [
     "TemplateError",
     "ToolError",
     "did_you_mean",
+    "file_error",
     "format_loc",
     "name_hint",
 ]
@@ -224,3 +228,33 @@ class RequestRejected(EnvbuilderError):
 #: The former name of :class:`RequestRejected` (it read as httpx's transport error, which means
 #: the opposite); kept so code that imported it keeps working, and left out of ``__all__``.
 RequestError = RequestRejected
+
+
+_FILE_HINTS = {
+    errno.EACCES: "Choose a path you may write to, or change its permissions",
+    errno.EPERM: "Choose a path you may write to, or change its permissions",
+    errno.EROFS: "That file system is read-only; choose a path elsewhere",
+    errno.ENOSPC: "The disk is full; free some space or choose a path elsewhere",
+    errno.EISDIR: "It is a folder; give a file's path",
+    errno.ENOENT: "Check the path: its folder must exist, or be one that can be made",
+}
+
+
+def file_error(exc: OSError, doing: str = "use") -> EnvbuilderError:
+    """An ``OSError`` on a named file as a message to act on: ``cannot write the results file
+    runs/a.jsonl/x.jsonl: Not a directory (ENOTDIR). runs/a.jsonl is a file, not a folder``.
+    ``doing`` is what was being done to the file (``write the results file``)."""
+    path = str(exc.filename) if exc.filename is not None else "a file"
+    reason = exc.strerror or str(exc)
+    if exc.errno is not None and exc.errno in errno.errorcode:
+        reason += f" ({errno.errorcode[exc.errno]})"
+    hint = _FILE_HINTS.get(exc.errno or 0, "Check the path")
+    if exc.errno in (errno.ENOTDIR, errno.EEXIST) and exc.filename is not None:
+        # a folder on the path is a file (EEXIST: from making that folder)
+        part = os.fspath(exc.filename)
+        part = part if exc.errno == errno.EEXIST else os.path.dirname(part)
+        while part and not os.path.isfile(part) and os.path.dirname(part) != part:
+            part = os.path.dirname(part)
+        if part and os.path.isfile(part):
+            hint = f"{part} is a file, not a folder"
+    return EnvbuilderError(f"cannot {doing} {path}: {reason}", hint=hint, code="file_error")

@@ -54,6 +54,21 @@ _ERRORS: dict[type[Exception], type[httpx.TransportError]] = {
 }
 
 
+def _check_url(request: httpx.Request) -> None:
+    """Refuse a URL without an http(s) scheme or a host as httpx's own transport does (httpcore
+    would fail with a KeyError looking up the scheme's default port)."""
+    url, scheme = request.url, request.url.scheme
+    if not scheme:
+        problem = "is missing an 'http://' or 'https://' protocol"
+    elif scheme not in ("http", "https"):
+        problem = f"has an unsupported protocol '{scheme}://'"
+    elif not url.host:
+        problem = "has no host"
+    else:
+        return
+    raise httpx.UnsupportedProtocol(f"Request URL {str(url)!r} {problem}", request=request)
+
+
 @contextlib.contextmanager
 def _mapped() -> Iterator[None]:
     try:
@@ -268,6 +283,7 @@ class PoolTransport(httpx.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         assert isinstance(request.stream, httpx.AsyncByteStream)
+        _check_url(request)
         url = httpcore.URL(
             scheme=request.url.raw_scheme,
             host=request.url.raw_host,

@@ -112,12 +112,13 @@ def _open_folder(path: Path, inside: Path) -> int:
     try:
         for i, part in enumerate(parts):
             shown = inside.joinpath(*parts[: i + 1])
-            try:
-                child = _open_child(part, fd, path, shown)
-            except FileNotFoundError:
-                with contextlib.suppress(FileExistsError):
-                    os.mkdir(part, dir_fd=fd)
-                child = _open_child(part, fd, path, shown)
+            with _naming(shown):  # not the bare folder name the calls below are given
+                try:
+                    child = _open_child(part, fd, path, shown)
+                except FileNotFoundError:
+                    with contextlib.suppress(FileExistsError):
+                        os.mkdir(part, dir_fd=fd)
+                    child = _open_child(part, fd, path, shown)
             os.close(fd)
             fd = child
     except BaseException:
@@ -154,17 +155,28 @@ def new_file(path: Path, *, inside: Path | None = None, binary: bool = False) ->
             _check_regular(path, os.stat(path.name, dir_fd=folder, follow_symlinks=False))
         tmp = f".{path.name}.{secrets.token_hex(6)}.tmp"
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-        fd = os.open(tmp, flags, 0o666, dir_fd=folder)
+        with _naming(path):
+            fd = os.open(tmp, flags, 0o666, dir_fd=folder)
         try:
             with open(fd, "wb" if binary else "w", encoding=None if binary else "utf-8") as f:
                 yield f
-            os.rename(tmp, path.name, src_dir_fd=folder, dst_dir_fd=folder)
+            with _naming(path):
+                os.rename(tmp, path.name, src_dir_fd=folder, dst_dir_fd=folder)
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(tmp, dir_fd=folder)
             raise
     finally:
         os.close(folder)
+
+
+@contextlib.contextmanager
+def _naming(path: Path) -> Iterator[None]:
+    """An OSError of the block names ``path``, not the temporary file (a name the user never gave)."""
+    try:
+        yield
+    except OSError as exc:
+        raise type(exc)(exc.errno, exc.strerror, str(path)) from exc
 
 
 def refuse_link(path: Path) -> None:

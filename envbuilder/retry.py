@@ -9,7 +9,11 @@
   ``max_retry_after``; otherwise exponential backoff with jitter, ``backoff`` · 2ⁿ⁻¹ scaled by a
   random factor in [0.5, 1] (so clients that failed together do not retry together), capped at
   ``max_backoff``.
-* **How often**: at most ``max_retries`` retries; the attempt counter never resets.
+* **How often**: at most ``max_retries`` retries; the attempt counter never resets. A
+  timeout retries at most ``max_timeout_retries`` times of those (None: as any failure): each
+  try of a timed-out request costs the whole timeout, so against a hung endpoint six tries of a
+  300 s request are half an hour, and a request that timed out twice in a row rarely answers on
+  a third (the endpoint is stuck, or the request needs more than the timeout allows).
 * **What the caller sees** when it gives up: the last failure's reason and the number of tries
   (:meth:`Attempts.gave_up`).
 
@@ -67,6 +71,8 @@ class RetryPolicy:
     """The longest ``Retry-After`` honoured (a longer one is cut to this)."""
     repeat_safe: bool = False
     """Repeating the request is harmless, so a 500 is retried too."""
+    max_timeout_retries: int | None = None
+    """Of the retries, the most after a timeout (None: as many as ``max_retries``)."""
 
     def retryable(self, status: int) -> bool:
         """Whether an HTTP answer with ``status`` is worth another try."""
@@ -93,20 +99,34 @@ class Attempts:
         """Tries that failed so far."""
         self.reason = ""
         """The last failure's reason."""
+        self.timeouts = 0
+        """Tries that timed out so far."""
+        self._retried = 0
 
-    async def retry(self, reason: str, retry_after: str | None = None) -> bool:
-        """Record a failed try; wait and return True when another is allowed, else False."""
+    async def retry(self, reason: str, retry_after: str | None = None, *, timeout: bool = False) -> bool:
+        """Record a failed try (``timeout``: it timed out); wait and return True when another is
+        allowed, else False."""
+        allowed = self.allows(timeout=timeout)
         self.tries += 1
         self.reason = reason
-        if self.tries > self.policy.max_retries:
+        self.timeouts += timeout
+        if not allowed:
             return False
+        self._retried += 1
         await asyncio.sleep(self.policy.delay(self.tries, retry_after))
         return True
+
+    def allows(self, *, timeout: bool = False) -> bool:
+        """Whether the failure of the try under way (``timeout``: it timed out) gets a retry."""
+        if self.tries >= self.policy.max_retries:
+            return False
+        limit = self.policy.max_timeout_retries
+        return not (timeout and limit is not None and self.timeouts >= limit)
 
     @property
     def retries(self) -> int:
         """Retries made (tries after the first)."""
-        return max(0, min(self.tries, self.policy.max_retries))
+        return self._retried
 
     def gave_up(self) -> str:
         """The last reason and how many tries it took, for the error the caller raises."""

@@ -197,3 +197,23 @@ def test_a_connection_the_server_closed_or_past_its_keepalive_is_replaced(held: 
 
     asyncio.run(main())
     assert len(app.peers) == 3  # /a; /b and /c on a second; /d on a third
+
+
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("notaurl/v1/x", "is missing an 'http://' or 'https://' protocol"),
+        ("ftp://example.com/x", "has an unsupported protocol 'ftp://'"),
+        ("http://:80/x", "has no host"),
+        ("http:///v1/x", "has no host"),
+    ],
+)
+async def test_a_url_without_an_http_scheme_or_a_host_is_httpxs_error(url: str, problem: str) -> None:
+    """As with httpx's own transport: UnsupportedProtocol (a TransportError), not a KeyError."""
+    transport = PoolTransport()
+    with pytest.raises(httpx.UnsupportedProtocol) as caught:
+        await transport.handle_async_request(httpx.Request("POST", url, json={}))
+    assert problem in str(caught.value)
+    async with httpx.AsyncClient(transport=transport) as client:  # as a client sends it too
+        with pytest.raises(httpx.UnsupportedProtocol):
+            await client.post(url, json={})

@@ -63,3 +63,17 @@ def test_no_retries_means_one_try(max_retries: int) -> None:
         asyncio.run(main())
         == f"HTTP 429 (gave up after {max_retries + 1} tr{'y' if max_retries == 0 else 'ies'})"
     )
+
+
+async def test_a_timeout_retries_at_most_max_timeout_retries_times() -> None:
+    policy = RetryPolicy(max_retries=5, backoff=0.0, max_timeout_retries=1)
+    attempts = policy.attempts()
+    assert attempts.allows(timeout=True)
+    assert await attempts.retry("timeout (ReadTimeout)", timeout=True)
+    assert not attempts.allows(timeout=True) and attempts.allows()  # other failures go on
+    assert await attempts.retry("HTTP 503")
+    assert not await attempts.retry("timeout (ReadTimeout)", timeout=True)
+    assert (attempts.tries, attempts.retries) == (3, 2)
+    assert attempts.gave_up() == "timeout (ReadTimeout) (gave up after 3 tries)"
+    unlimited = RetryPolicy(max_retries=2, backoff=0.0).attempts()  # None: as any failure
+    assert [await unlimited.retry("timeout", timeout=True) for _ in range(3)] == [True, True, False]

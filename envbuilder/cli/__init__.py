@@ -11,6 +11,7 @@ import typer.core
 
 from envbuilder._version import __version__
 from envbuilder.cli._lazy import LazyGroup
+from envbuilder.cli._output import fail_on_errors
 
 # Each command's module is imported when the command runs or a help page lists it (cli/_lazy.py);
 # the order is the order `envbuilder --help` lists them in.
@@ -54,6 +55,12 @@ if hasattr(_Option, "display_type_rich") and not hasattr(_Option.display_type_ri
 
 class _Commands(LazyGroup):
     lazy_commands = COMMANDS
+
+    def invoke(self, ctx: Any) -> Any:
+        # The one error boundary of every command, for what a command's own does not cover
+        # (a file written after it, e.g. `init --out` in a folder that is a file).
+        with fail_on_errors():
+            return super().invoke(ctx)
 
 
 app = typer.Typer(

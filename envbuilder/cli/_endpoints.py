@@ -18,6 +18,31 @@ import typer
 
 PANEL = "Model endpoints (simulated user, judge)"
 
+
+def endpoint_url(value: str | None) -> str | None:
+    """The callback of every option that takes an endpoint's URL: a usage error (exit 2) before
+    anything runs when it is not an http(s) URL with a host."""
+    from envbuilder.spec import url_problem
+
+    problem = url_problem(value) if value is not None else None
+    if problem is not None:
+        raise typer.BadParameter(f"{value!r} {problem}; give the API root, e.g. http://127.0.0.1:8000/v1")
+    return value
+
+
+def target_urls(values: list[str]) -> list[str]:
+    """The callback of ``eval``'s targets: one that names a server or catalog by an http(s) URL
+    must be one (a usage error otherwise); paths and s3://, gs://, hf:// names are left as given."""
+    from envbuilder.spec import url_problem
+
+    for value in values:
+        scheme = value.partition("://")[0].lower() if "://" in value else ""
+        problem = url_problem(value) if scheme in ("http", "https") else None
+        if problem is not None:
+            raise typer.BadParameter(f"{value!r} {problem}; give a server's URL, e.g. http://127.0.0.1:8080")
+    return values
+
+
 UserBaseUrlOption = Annotated[
     str | None,
     typer.Option(
@@ -25,6 +50,7 @@ UserBaseUrlOption = Annotated[
         help="The simulated user's API root instead of the spec's `user.base_url` "
         "(also $ENVBUILDER_USER_BASE_URL).",
         rich_help_panel=PANEL,
+        callback=endpoint_url,
     ),
 ]
 UserModelOption = Annotated[
@@ -52,6 +78,7 @@ JudgeBaseUrlOption = Annotated[
         help="The API root of every llm_judge grader instead of the spec's "
         "(also $ENVBUILDER_JUDGE_BASE_URL).",
         rich_help_panel=PANEL,
+        callback=endpoint_url,
     ),
 ]
 JudgeModelOption = Annotated[

@@ -23,6 +23,8 @@ from envbuilder.cli._endpoints import (
     UserModelOption,
     apply_endpoint_flags,
     describe,
+    endpoint_url,
+    target_urls,
 )
 from envbuilder.cli._output import fail_on_errors
 from envbuilder.cli._pull import TrustCodeOption, TrustedKeyOption
@@ -50,6 +52,8 @@ class _Options:
     max_retries: int
     progress_every: float
     command: str
+    timeout: float | None = None
+    """Seconds a model request may wait (None: the model's default)."""
     api: str = "chat"
     max_cost: float | None = None
     price: str | None = None
@@ -70,11 +74,15 @@ def eval_command(
             metavar="SPEC_OR_URL",
             help="Spec files or folders of specs (run in-process), ORS server URLs, or a published "
             "catalog's URL.",
+            callback=target_urls,
         ),
     ],
     model: Annotated[str, typer.Option(help="Model name sent to the endpoint.")],
     base_url: Annotated[
-        str, typer.Option(help="The model endpoint's base URL, e.g. http://localhost:8000/v1.")
+        str,
+        typer.Option(
+            help="The model endpoint's base URL, e.g. http://localhost:8000/v1.", callback=endpoint_url
+        ),
     ],
     api: Annotated[
         str,
@@ -142,8 +150,23 @@ def eval_command(
         int, typer.Option(min=0, help="Exit 1 when more episodes than this ended in an error.")
     ] = 0,
     max_retries: Annotated[
-        int, typer.Option(min=0, max=20, help="Retries of a failed model request (429, 5xx, unreachable).")
+        int,
+        typer.Option(
+            min=0,
+            max=20,
+            help="Retries of a failed model request (429, 5xx, unreachable); a timed-out one is "
+            "retried once at most.",
+        ),
     ] = 5,
+    timeout: Annotated[
+        float | None,
+        typer.Option(
+            min=0.001,
+            metavar="SECONDS",
+            help="How long one model request may wait for the endpoint (to connect, for its answer) "
+            "before it fails as a timeout (default: 300, for a reasoning model's long answer).",
+        ),
+    ] = None,
     progress_every: Annotated[
         float, typer.Option(min=0.05, help="Seconds between progress lines when not on a terminal.")
     ] = 5.0,
@@ -191,7 +214,7 @@ def eval_command(
         options = _Options(
             targets, names, answer, model, base_url, os.environ.get(key_env) or None, split, limit,
             samples, concurrency, max_turns, out, env, group_by, sampling, max_errors, max_retries,
-            progress_every, command, api, max_cost, price, trust_code, trusted_key, flagged,
+            progress_every, command, timeout, api, max_cost, price, trust_code, trusted_key, flagged,
         )  # fmt: skip
         try:
             import asyncio  # here, not at the top: `envbuilder --help` builds every command
@@ -307,6 +330,7 @@ async def _main(o: _Options) -> int:
     model = model_class(o.api)(
         o.base_url, o.model, api_key=o.api_key, sampling=Sampling(**o.sampling),
         retry=dataclasses.replace(DEFAULT_RETRY, max_retries=o.max_retries),
+        timeout=o.timeout,
     )  # fmt: skip
 
     def spent() -> float:

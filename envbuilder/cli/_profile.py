@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from envbuilder.cli._endpoints import endpoint_url
 from envbuilder.cli._output import fail_on_errors
 from envbuilder.cli._pull import TrustCodeOption
 
@@ -16,7 +17,12 @@ from envbuilder.cli._pull import TrustCodeOption
 def profile(
     spec: Annotated[Path, typer.Argument(help="The spec file (run in-process).")],
     model: Annotated[str, typer.Option(help="Model name sent to the endpoint.")],
-    base_url: Annotated[str, typer.Option(help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1.")],
+    base_url: Annotated[
+        str,
+        typer.Option(
+            help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1.", callback=endpoint_url
+        ),
+    ],
     samples: Annotated[int, typer.Option(min=1, help="Episodes per task.")] = 8,
     split: Annotated[
         str | None,
@@ -36,6 +42,15 @@ def profile(
     concurrency: Annotated[int, typer.Option(min=1, help="Episodes run at the same time.")] = 4,
     max_turns: Annotated[int, typer.Option(min=1, help="Model turns per episode.")] = 10,
     temperature: Annotated[float | None, typer.Option(min=0, help="Sampling temperature.")] = 1.0,
+    timeout: Annotated[
+        float | None,
+        typer.Option(
+            min=0.001,
+            metavar="SECONDS",
+            help="How long one model request may wait for the endpoint before it fails as a timeout "
+            "(default: 300).",
+        ),
+    ] = None,
     trust_code: TrustCodeOption = False,
 ) -> None:
     """Run a model SAMPLES times per task of a split; write each task's pass rate, mean reward and tokens.
@@ -58,6 +73,7 @@ def profile(
             model,
             api_key=os.environ.get(api_key_env) or None,
             sampling=Sampling(temperature=temperature),
+            timeout=timeout,
         )
         command = shlex.join(
             ["envbuilder", "profile", str(spec), "--model", model, "--base-url", base_url,

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from envbuilder._version import __version__
-from envbuilder.errors import EnvbuilderError
+from envbuilder.errors import EnvbuilderError, file_error
 from envbuilder.eval._records import RECORD_VERSION, EpisodeRecord, RunFileError, RunHeader, parse_line
 from envbuilder.paths import refuse_link, write_file
 
@@ -272,7 +272,15 @@ class ResultsFile:
 
         Raises:
             RunMismatch: the file belongs to another run; the message names every difference.
+            EnvbuilderError: ``file_error``: the file cannot be read, made or written (its
+                folder is a file, a read-only disk …), naming it and the system's reason.
         """
+        try:
+            return self._open_for(identity, command)
+        except OSError as exc:
+            raise file_error(exc, "open the results file") from None
+
+    def _open_for(self, identity: RunIdentity, command: str | None) -> dict[EpisodeKey, dict[str, Any]]:
         refuse_link(self.path)  # appended to and cut below: never through a link
         header, records = self.read(light=True)
         if header is None:

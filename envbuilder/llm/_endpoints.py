@@ -29,7 +29,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from envbuilder.errors import EnvbuilderError
-from envbuilder.spec import GraderConfig, Spec, UserSpec
+from envbuilder.spec import GraderConfig, Spec, UserSpec, url_problem
 
 __all__ = ["ENDPOINT_VARIABLES", "EndpointUse", "endpoint_variable", "override_endpoints"]
 
@@ -71,9 +71,10 @@ def _overrides(role: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     url = os.environ.get(endpoint_variable(role, "base_url"), "").strip()
     if url:
-        if not url.startswith(("http://", "https://")):
+        problem = url_problem(url)
+        if problem is not None:
             raise EnvbuilderError(
-                f"{endpoint_variable(role, 'base_url')} must start with http:// or https:// (got {url!r})",
+                f"{endpoint_variable(role, 'base_url')} {problem} (got {url!r})",
                 hint=f"Give the API root, e.g. --{role}-base-url http://127.0.0.1:8000/v1",
                 code="endpoint_override",
             )

@@ -24,13 +24,21 @@ if TYPE_CHECKING:
 
     import httpx
 
-__all__ = ["DEFAULT_RETRY", "ChatModel", "Describe", "ModelError", "Sampling", "Usage"]
+__all__ = ["DEFAULT_RETRY", "DEFAULT_TIMEOUT", "ChatModel", "Describe", "ModelError", "Sampling", "Usage"]
 
 log = logging.getLogger("envbuilder.llm")
 
 #: A chat completion has no side effects, so a 500 is retried too; a model endpoint under load
-#: may need the longer waits.
-DEFAULT_RETRY = RetryPolicy(max_retries=5, backoff=1.0, max_backoff=30.0, repeat_safe=True)
+#: may need the longer waits. A timeout is retried once: one can be a passing stall (a replica
+#: restarting, a burst ahead in its queue), two in a row mean a hung endpoint or a request that
+#: needs more time than allowed, and every further try would cost the whole timeout again.
+DEFAULT_RETRY = RetryPolicy(
+    max_retries=5, backoff=1.0, max_backoff=30.0, repeat_safe=True, max_timeout_retries=1
+)
+
+#: Seconds a model request may wait for the endpoint (to connect, to send, for the answer's
+#: next bytes): long enough for a reasoning model's long answer, which comes all at once.
+DEFAULT_TIMEOUT = 300.0
 
 #: How a caller words one failed try: ``(reason, response or None)`` → the text kept as the
 #: try's failure (``reason`` is the short cause, e.g. ``HTTP 503`` or ``timeout (ReadTimeout)``).
@@ -96,9 +104,12 @@ def _tls_context(trust_env: bool, cert_file: str | None, cert_dir: str | None) -
     return httpx.create_ssl_context(trust_env=trust_env)
 
 
-def _endpoint_failure(reason: str, response: httpx.Response | None) -> str:
+def _endpoint_failure(reason: str, response: httpx.Response | None, *, timeout: float | None = None) -> str:
     if response is None:
-        return f"the model endpoint could not be reached ({reason[reason.index('(') + 1 : -1]})"
+        cause = reason[reason.index("(") + 1 : -1]
+        if reason.startswith("timeout") and timeout is not None:
+            return f"the model endpoint gave no answer within {timeout:g} s ({cause})"
+        return f"the model endpoint could not be reached ({cause})"
     return f"the model endpoint answered HTTP {response.status_code}: {response.text[:300]}"
 
 
@@ -113,7 +124,7 @@ class ChatModel:
         api_key: str | None = None,
         sampling: Sampling | None = None,
         retry: RetryPolicy | None = None,
-        timeout: float = 300.0,
+        timeout: float | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         max_connections: int | None = None,
         trust_env: bool = True,
@@ -122,6 +133,8 @@ class ChatModel:
         import httpx  # here, not at import: see the module docstring
 
         self.model = model
+        self.timeout = DEFAULT_TIMEOUT if timeout is None else timeout
+        """Seconds each request may wait on the endpoint (None given: :data:`DEFAULT_TIMEOUT`)."""
         self.base_url = base_url.rstrip("/")
         self.sampling = sampling or Sampling()
         self.retry = retry or DEFAULT_RETRY
@@ -135,7 +148,8 @@ class ChatModel:
         self._client = httpx.AsyncClient(
             base_url=self.base_url,
             headers=headers,
-            timeout=timeout,
+            # on the wire only: the wait for one of the connections is the caller's own queue
+            timeout=httpx.Timeout(self.timeout, pool=None),
             transport=transport
             or PoolTransport(
                 max_connections=max_connections or 100,
@@ -197,18 +211,23 @@ class ChatModel:
         """
         import httpx
 
-        describe = describe or _endpoint_failure
+        describe = describe or functools.partial(_endpoint_failure, timeout=self.timeout)
         headers = self._headers(api_key) if api_key else None
         attempts = self.retry.attempts()
         while True:
             self.usage.calls += 1
             retry_after: str | None = None
             response: httpx.Response | None = None
+            timed_out = False
             try:
                 response = await self._client.post(path, json=body, headers=headers)
+            except httpx.UnsupportedProtocol as exc:  # no http(s) scheme or no host: no try helps
+                raise ModelError(
+                    f"the model endpoint's URL is not an http(s) URL with a host: {exc}", reason="invalid URL"
+                ) from None
             except httpx.TransportError as exc:
-                kind = "timeout" if isinstance(exc, httpx.TimeoutException) else "unreachable"
-                reason = f"{kind} ({type(exc).__name__})"
+                timed_out = isinstance(exc, httpx.TimeoutException)
+                reason = f"{'timeout' if timed_out else 'unreachable'} ({type(exc).__name__})"
             else:
                 if response.is_success:
                     return response
@@ -217,10 +236,10 @@ class ChatModel:
                     raise ModelError(self._redact(describe(reason, response), api_key), reason=reason)
                 retry_after = response.headers.get("retry-after")
             log.debug("model %s: %s (try %d)", self.model, reason, attempts.tries + 1)
-            if attempts.tries < self.retry.max_retries:  # about to wait for another try
+            if attempts.allows(timeout=timed_out):  # about to wait for another try
                 self.usage.retries += 1
                 self.usage.last_retry_reason = reason
-            if not await attempts.retry(describe(reason, response), retry_after):
+            if not await attempts.retry(describe(reason, response), retry_after, timeout=timed_out):
                 raise ModelError(self._redact(attempts.gave_up(), api_key), reason=reason, gave_up=True)
 
     def _parse(self, response: httpx.Response) -> dict[str, Any]:

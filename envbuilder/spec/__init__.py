@@ -30,6 +30,7 @@ from envbuilder.spec._plugins import (
     parse_slice,
     sources,
     tools,
+    url_problem,
 )
 from envbuilder.spec._schema import json_schema
 from envbuilder.spec._splits import evaluation_split, training_split
@@ -74,4 +75,5 @@ __all__ = [
     "sources",
     "tools",
     "training_split",
+    "url_problem",
 ]

@@ -10,6 +10,7 @@ load only the plugins a spec names (``envbuilder/plugins.py``, :class:`PluginFie
 from __future__ import annotations
 
 import re
+import urllib.parse
 from typing import Any
 
 from pydantic import Field
@@ -90,11 +91,28 @@ def parse_slice(text: str) -> tuple[str | None, str | None]:
     return m["a"], m["b"]
 
 
+def url_problem(url: str) -> str | None:
+    """What keeps ``url`` from being a model endpoint's or a server's address, or None: an http
+    or https scheme, a host and a numeric port (the rule of :func:`api_root` and of every
+    command-line option that takes an endpoint)."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port
+    except ValueError as exc:  # a port that is not a number, a bracket left open
+        return f"is not a URL ({exc})"
+    if parts.scheme.lower() not in ("http", "https") or "://" not in url:
+        return "must start with http:// or https://"
+    if not parts.hostname:
+        return "has no host"
+    return None if port != 0 else "has port 0"
+
+
 def api_root(value: str) -> str:
     """A model endpoint's ``base_url`` as validated everywhere one is given: http(s), no trailing
     slash."""
-    if not value.startswith(("http://", "https://")):
-        raise ValueError("base_url must start with http:// or https://")
+    problem = url_problem(value)
+    if problem is not None:
+        raise ValueError(f"base_url {problem}")
     return value.rstrip("/")
 
 

@@ -162,3 +162,87 @@ def test_eval_plays_dual_control_with_the_customer_pointed_elsewhere_by_flag(tmp
     episode = [r for r in records if r.get("reward") is not None]
     assert [r["reward"] for r in episode] == [1.0]
     assert "--user-base-url" in out.read_text() and "--no-cache" in out.read_text()
+
+
+BAD_URLS = [  # no scheme, no host, another scheme, a port that is not a number
+    "notaurl",
+    "localhost:8000/v1",
+    "http://",
+    "http:///v1",
+    "ftp://example.com/v1",
+    "http://h:x/v1",
+]
+
+
+@pytest.mark.parametrize("url", BAD_URLS)
+@pytest.mark.parametrize(
+    "command",
+    [
+        pytest.param(
+            ["eval", str(ENVS / "gsm8k.yaml"), "--model", "m", "--base-url", "{url}", "--limit", "2"],
+            id="eval",
+        ),
+        pytest.param(
+            [
+                "eval",
+                str(ENVS / "gsm8k.yaml"),
+                "--model",
+                "m",
+                "--base-url",
+                "{good}",
+                "--judge-base-url",
+                "{url}",
+                "--limit",
+                "2",
+            ],
+            id="eval-judge",
+        ),
+        pytest.param(
+            [
+                "eval",
+                str(ENVS / "gsm8k.yaml"),
+                "--model",
+                "m",
+                "--base-url",
+                "{good}",
+                "--user-base-url",
+                "{url}",
+                "--limit",
+                "2",
+            ],
+            id="eval-user",
+        ),
+        pytest.param(
+            ["profile", str(ENVS / "gsm8k.yaml"), "--model", "m", "--base-url", "{url}", "--limit", "2"],
+            id="profile",
+        ),
+        pytest.param(
+            ["check", str(ENVS / "phone_support.yaml"), "--user-base-url", "{url}"], id="check-user"
+        ),
+        # refused before the spec is read (an old serve would report the spec, or serve it)
+        pytest.param(["serve", "no-such-spec.yaml", "--judge-base-url", "{url}"], id="serve-judge"),
+    ],
+)
+def test_an_endpoint_url_that_is_not_one_is_a_usage_error(command: list[str], url: str) -> None:
+    """Before anything runs (no request reaches the good endpoint), exit 2, naming the option."""
+    with ChatServer(lambda body, i: (200, reply("hi"), {})) as chat:
+        args = [a.replace("{url}", url).replace("{good}", chat.base_url) for a in command]
+        result = runner.invoke(app, args, env={"COLUMNS": "400"})  # the error's box on one line
+    assert result.exit_code == 2, result.output
+    option = args[args.index(url) - 1]
+    assert f"Invalid value for '{option}'" in " ".join(result.output.split())
+    assert "Traceback" not in result.output and chat.requests == []
+
+
+@pytest.mark.parametrize("url", ["http://", "http:///x", "https://:8080"])
+def test_a_server_url_without_a_host_is_a_usage_error(url: str) -> None:
+    result = runner.invoke(app, ["eval", url, "--model", "m", "--base-url", "http://127.0.0.1:9/v1"])
+    assert result.exit_code == 2, result.output
+    assert "Invalid value for 'SPEC_OR_URL'" in result.output and "has no host" in result.output
+
+
+def test_an_override_without_a_host_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ENVBUILDER_USER_BASE_URL", "http:///v1")
+    result = runner.invoke(app, ["check", str(ENVS / "phone_support.yaml")])
+    assert result.exit_code == 1
+    assert "ENVBUILDER_USER_BASE_URL has no host (got 'http:///v1')" in result.output

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from envbuilder.cli import app
 from tests.conftest import ENVS
 from tests.eval.conftest import KEY, right_when
-from tests.fakes.chat_server import ChatServer
+from tests.fakes.chat_server import ChatServer, HungServer
 
 GSM8K = str(ENVS / "gsm8k.yaml")
 
@@ -234,3 +234,27 @@ def test_compare_refuses_a_file_that_is_not_a_run(runs, tmp_path: Path) -> None:
     result = cli("eval", "compare", str(runs["a"]), str(bogus))
     assert result.exit_code == 1
     assert f"error: {bogus}:1 has no run header" in result.output
+
+
+def test_a_hung_endpoint_ends_each_episode_as_an_error_within_the_timeout(tmp_path: Path) -> None:
+    """--timeout bounds each try; a timed-out request is retried once, not --max-retries times."""
+    out = tmp_path / "r.jsonl"
+    with HungServer() as server:
+        started = time.monotonic()
+        result = cli("eval", GSM8K, "--model", "m", "--base-url", server.base_url, "--limit", "2",
+                     "--timeout", "0.5", "--max-retries", "5", "--out", str(out))  # fmt: skip
+        took = time.monotonic() - started
+        assert server.connections == 4  # 2 episodes × 2 tries
+    assert result.exit_code == 1, result.output
+    assert "correct 0, incorrect 0, ungradeable 0, void 0, no answer 0, error 2" in result.output
+    assert "the model endpoint gave no answer within 0.5 s (ReadTimeout) (gave up after 2 tries)" in (
+        out.read_text()
+    )
+    assert took < 30, took  # 2 tries of 0.5 s and a wait of at most 1 s, with room for a slow machine
+
+
+def test_the_timeouts_default_is_the_models() -> None:
+    from envbuilder.llm._model import DEFAULT_TIMEOUT
+
+    shown = " ".join(cli("eval", "run", "--help", env={"COLUMNS": "400"}).output.split())
+    assert f"(default: {DEFAULT_TIMEOUT:g}," in shown

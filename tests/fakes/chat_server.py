@@ -20,7 +20,7 @@ from typing import Any
 
 Handler = Callable[[dict[str, Any], int], tuple[int, dict[str, Any], dict[str, str]]]
 
-__all__ = ["ChatServer", "Handler", "completion", "reply", "tool_call_reply"]
+__all__ = ["ChatServer", "Handler", "HungServer", "completion", "reply", "tool_call_reply"]
 
 
 class _Server(ThreadingHTTPServer):
@@ -128,3 +128,39 @@ def tool_call_reply(name: str, arguments: str, call_id: str = "call_1") -> dict[
     return reply(
         None, [{"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}]
     )
+
+
+class HungServer:
+    """An endpoint that accepts connections and reads requests but never answers (a hung model
+    server): ``connections`` counts the connections opened, one per try of a timed-out request."""
+
+    def __init__(self) -> None:
+        import socket
+
+        self._socket = socket.create_server(("127.0.0.1", 0))
+        self.base_url = f"http://127.0.0.1:{self._socket.getsockname()[1]}/v1"
+        self._socket.settimeout(0.05)
+        self.connections = 0
+        self._held: list[Any] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._socket.accept()
+            except TimeoutError:  # a look at the stop flag now and then
+                continue
+            self.connections += 1
+            self._held.append(conn)  # kept open, never answered
+
+    def __enter__(self) -> HungServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        self._socket.close()
+        for conn in self._held:
+            conn.close()
