@@ -288,7 +288,7 @@ def test_validate_lists_the_refusal_with_every_other_problem(
     assert code == 1
     lines = [line for line in output.splitlines() if line.startswith(str(spec))]
     assert [line.split(": ")[0] for line in lines] == [
-        f"{spec}:6:9 grader",
+        f"{spec}:6:37 grader.target",
         f"{spec}:9:44 tools[0].module",
         f"{spec}",
     ]
