@@ -135,7 +135,7 @@ class Environment:
             """The session containers of the spec's `sandbox:` (None without one)."""
             built, user_tools = self._tools(used, fail)
             authoring = self._authoring_fields(fail)
-        self._read_fields(used)
+        self._read_fields(used, authoring)
         if self.splits:
             self._check_fields({**used, **authoring}, problems, fail)
         if not problems and self.prompter is not None:
@@ -237,9 +237,10 @@ class Environment:
             out[("gold_actions",)] = frozenset({self.spec.gold_actions})
         return out
 
-    def _read_fields(self, used: dict[Loc, frozenset[str]]) -> None:
+    def _read_fields(self, used: dict[Loc, frozenset[str]], authoring: dict[Loc, frozenset[str]]) -> None:
         """Which task fields the parts read (:attr:`task_fields`) and which clients never see
-        (:attr:`private_fields`)."""
+        (:attr:`private_fields`); ``authoring``: the fields of the keys only `check` reads
+        (:meth:`_authoring_fields`)."""
         prompt_fields = self.prompter.task_fields() if self.prompter else frozenset()
         self.task_fields: frozenset[str] = (
             prompt_fields | frozenset().union(*(names for loc, names in used.items() if loc[0] != "prompt"))
@@ -252,7 +253,7 @@ class Environment:
             if private is not None
             else (
                 frozenset().union(*(names for loc, names in used.items() if loc[:1] == ("grader",)))
-                | _gold_fields(self.spec.gold)
+                | authoring.get(("gold",), frozenset())  # (the gold answer can be read off them)
             )
             - prompt_fields
             - template_globals()
@@ -744,14 +745,3 @@ def load_environment(path: str | os.PathLike[str] | Path, *, trust_code: bool | 
     only a spec in the user's own folders runs its ``function`` and ``mcp`` tools.
     """
     return Environment(load_spec(path), trust_code=trust_code)
-
-
-def _gold_fields(gold: str | None) -> frozenset[str]:
-    """The fields the spec's ``gold:`` answer reads (e.g. a worked ``solution``): as private as
-    the grader's target, since the gold answer can be read off them."""
-    if gold is None:
-        return frozenset()
-    try:
-        return Template(gold, name="gold").variables
-    except EnvbuilderError:
-        return frozenset()  # reported by Environment._authoring_fields

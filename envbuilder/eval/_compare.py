@@ -80,8 +80,7 @@ class Comparison:
         out = [f"{n} tasks only in {x}" for n, x in ((self.only_a, "A"), (self.only_b, "B")) if n]
         for side, counts in (("A", self.ungraded_a), ("B", self.ungraded_b)):
             if counts:
-                what = ", ".join(f"{n} {o.replace('_', ' ')}" for o, n in counts.items())
-                out.append(f"{what} episodes in {side} (not graded)")
+                out.append(f"{_counted(counts)} episodes in {side} (not graded)")
         if self.unpaired:
             out.append(f"{self.unpaired} tasks not graded in both runs")
         return out
@@ -93,6 +92,11 @@ class Comparison:
             "only_a": self.only_a, "only_b": self.only_b, "ungraded_a": self.ungraded_a,
             "ungraded_b": self.ungraded_b, "unpaired": self.unpaired, "notes": self.notes,
         }  # fmt: skip
+
+
+def _counted(counts: dict[str, int]) -> str:
+    """``{"void": 11, "no_answer": 2}`` in words: ``11 void, 2 no answer``."""
+    return ", ".join(f"{n} {o.replace('_', ' ')}" for o, n in counts.items())
 
 
 def _task_key(record: dict[str, Any]) -> TaskKey:
@@ -153,7 +157,8 @@ def compare_records(run_a: Run, run_b: Run, *, group_by: str | None = None) -> C
             f"{head_b.run.env!r} ({b_name})",
             hint="Compare runs of one environment",
         )
-    ran = {_task_key(r) for r in records_a} & {_task_key(r) for r in records_b}
+    tasks_a, tasks_b = {_task_key(r) for r in records_a}, {_task_key(r) for r in records_b}
+    ran = tasks_a & tasks_b
     if not ran:
         raise EnvbuilderError(f"{a_name} and {b_name} share no task", hint="Run both on the same split")
     a, b = _scores(records_a), _scores(records_b)
@@ -161,7 +166,7 @@ def compare_records(run_a: Run, run_b: Run, *, group_by: str | None = None) -> C
     ungraded_a, ungraded_b = _ungraded(records_a, ran), _ungraded(records_b, ran)
     if not keys:
         said = "; ".join(
-            f"{name}: " + (", ".join(f"{n} {o.replace('_', ' ')}" for o, n in counts.items()) or "all graded")
+            f"{name}: " + (_counted(counts) or "all graded")
             for name, counts in ((a_name, ungraded_a), (b_name, ungraded_b))
         )
         raise EnvbuilderError(
@@ -174,8 +179,8 @@ def compare_records(run_a: Run, run_b: Run, *, group_by: str | None = None) -> C
     c = _compare(head_a, head_b, records_a, a, b, keys, group_by)
     return dataclasses.replace(
         c,
-        only_a=len({_task_key(r) for r in records_a} - ran),
-        only_b=len({_task_key(r) for r in records_b} - ran),
+        only_a=len(tasks_a - ran),
+        only_b=len(tasks_b - ran),
         ungraded_a=ungraded_a,
         ungraded_b=ungraded_b,
         unpaired=len(ran) - len(keys),
